@@ -1,0 +1,173 @@
+"""``glm-kv``: plan, measure and book from the command line.
+
+Bad input prints one line naming the field and the rule on stderr and exits 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import ProfileError
+
+GB = 1e9
+
+
+def _profile_from_args(args):
+    from .launch import parse_launch_command
+    from .profile import load_profile, make_profile, parse_override, shipped_profiles  # noqa: F401
+
+    overrides: dict = {}
+    ignored: list[str] = []
+    if args.sglang_args:
+        fields, ignored = parse_launch_command(args.sglang_args)
+        if not args.profile:
+            # A launch command describes a real server: start from what SGLang 0.5.23 does.
+            overrides.update({"name": "launch-command", "sglang_layout": "0.5.23",
+                              "max_running_requests": None, "kv_cache_dtype": "auto",
+                              "dsa_prefill_backend": None, "dsa_decode_backend": None})
+        overrides.update(fields)
+    for item in args.set or []:
+        key, value = parse_override(item)
+        overrides[key] = value
+    return load_profile(args.profile, overrides), ignored
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n:,} B ({n / GB:.3f} GB)" if n >= 1e6 else f"{n:,} B"
+
+
+def render_plan(plan, ignored: list[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    p, tok, req, tail, cap, host = plan.profile, plan.token, plan.request, plan.tail, plan.capacity, plan.host
+    t = Table(title=f"glm-kv plan: {p.label} (layout {p.sglang_layout}, {plan.gpu.name}, "
+                    f"tp {p.tp_size}, attn_tp {plan.parallel.attn_tp_size}, attn_dp {plan.parallel.attn_dp_size})",
+              show_lines=False)
+    t.add_column("ledger")
+    t.add_column("quantity")
+    t.add_column("per rank", justify="right")
+    rows = [
+        ("token", "kv_cache_dtype / layout", f"{tok.kv_cache_dtype} / {tok.kv_layout}"),
+        ("token", "kv_cache_dim", f"{tok.kv_cache_dim}"),
+        ("token", f"KV over {tok.num_full_layers} full layers", f"{tok.kv_bytes_per_token:,} B/token"),
+        ("token", "indexer K", f"{tok.indexer_bytes_per_token:,} B/token"),
+        ("token", "cell_size (token budget divisor)", f"{tok.cell_size_bytes:,} B/token"),
+        ("token", "page_size / indexer page", f"{tok.page_size} / {tok.indexer_page_bytes:,} B"),
+        ("request", "conv / temporal state", f"{tuple(req.conv_state_shape)} bf16 / "
+                                               f"{tuple(req.temporal_state_shape)} {req.temporal_dtype}"),
+        ("request", f"state slot ({req.num_linear_layers} KDA layers)", _fmt_bytes(req.state_slot_bytes)),
+        ("request", f"slots per request ({req.mamba_strategy})", f"{req.slots_per_request}"),
+        ("request", "KDA state per request", _fmt_bytes(req.state_bytes_per_request)),
+        ("tail", f"compress tail ({tail.rows} rows x {tail.width})", _fmt_bytes(tail.bytes)),
+    ]
+    if cap is not None:
+        rows += [
+            ("capacity", "rest for pools", _fmt_bytes(cap.available_bytes)),
+            ("capacity", "max_mamba_cache_size", f"{cap.max_mamba_cache_size:,}"),
+            ("capacity", "Mamba Cache size", _fmt_bytes(cap.mamba_pool_bytes)),
+            ("capacity", "max_total_num_tokens", f"{cap.max_total_num_tokens:,}"),
+            ("capacity", "KV Cache size", _fmt_bytes(cap.token_pool_bytes)),
+            ("capacity", "max_running_requests", f"{cap.max_running_requests:,} (binds: {cap.binding_limit})"),
+        ]
+    rows.append(("host", "HostPoolGroup entries", ", ".join(host.entries)))
+    rows.append(("host", "host KV row / token", f"{host.kv_row_bytes} B / {host.kv_bytes_per_token:,} B"))
+    if host.total_host_bytes is not None:
+        rows.append(("host", "host pools total", _fmt_bytes(host.total_host_bytes)))
+    for r in rows:
+        t.add_row(*r)
+    console = Console()
+    console.print(t)
+    for note in plan.notes:
+        console.print(f"note: {note}")
+    if ignored:
+        console.print("ignored (no effect on memory): " + " ".join(ignored))
+
+
+def cmd_plan(args) -> int:
+    from .plan import compute_plan
+
+    profile, ignored = _profile_from_args(args)
+    plan = compute_plan(profile)
+    if args.json:
+        d = plan.to_dict()
+        if ignored:
+            d["ignored_flags"] = ignored
+        print(json.dumps(d, indent=2))
+    else:
+        render_plan(plan, ignored)
+    return 0
+
+
+def cmd_profiles(args) -> int:
+    from .profile import load_profile, shipped_profiles
+
+    for name in shipped_profiles():
+        print(f"{name:24s} {load_profile(name).description}")
+    return 0
+
+
+def cmd_measure(args) -> int:
+    from .measure import main_measure
+
+    return main_measure(args)
+
+
+def cmd_book(args) -> int:
+    from .book import main_book
+
+    return main_book(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="glm-kv", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def profile_args(sp, many: bool = False):
+        if many:
+            sp.add_argument("--profile", action="append", help="shipped name or YAML file (repeatable)")
+        else:
+            sp.add_argument("--profile", help="shipped profile name or YAML file (default: article)")
+        sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a profile field")
+        sp.add_argument("--sglang-args", metavar="COMMAND", help="a pasted sglang.launch_server command")
+
+    sp = sub.add_parser("plan", help="every ledger and the capacity for a profile")
+    profile_args(sp)
+    sp.add_argument("--json", action="store_true", help="print the plan-contract JSON")
+    sp.set_defaults(func=cmd_plan)
+
+    sp = sub.add_parser("profiles", help="list the shipped profiles")
+    sp.set_defaults(func=cmd_profiles)
+
+    sp = sub.add_parser("measure", help="allocate SGLang-shaped tensors and compare with the ledgers")
+    profile_args(sp)
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--budget-bytes", type=int, default=None, help="allocation budget for the reduced pools")
+    sp.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    sp.add_argument("--full", action="store_true", help="allocate the full profile (GPU only, when it fits)")
+    sp.set_defaults(func=cmd_measure)
+
+    sp = sub.add_parser("book", help="execute the chapters per profile and build the HTML books")
+    sp.add_argument("--profile", action="append", help="profile to build (repeatable; default: all shipped)")
+    sp.add_argument("--out", default="_build/profiles", help="output folder")
+    sp.add_argument("--no-html", action="store_true", help="execute the notebooks only")
+    sp.set_defaults(func=cmd_book)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ProfileError as e:
+        print(f"glm-kv: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

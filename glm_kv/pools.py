@@ -1,0 +1,574 @@
+"""Device pools that allocate real tensors, shaped exactly like SGLang's.
+
+The object tree and the names follow SGLang (``sglang/srt/mem_cache/memory_pool.py``,
+``index_key_cache.py``, ``allocator/``), so a reader can hold each buffer against theirs::
+
+    DevicePools                                   (our container; SGLang keeps these on the ModelRunner)
+      req_to_token_pool: ReqToTokenPool           req_to_token (max_reqs + 1, context_len) int32
+      token_to_kv_pool: HybridLinearKVPool
+        full_kv_pool: DSATokenToKVPool            the full-attention (DSA) layers only
+          kv_buffer[i]                            (size + page_size, 1, kv_cache_dim) bf16 | uint8 (fp8)
+          index_key_cache: IndexKeyCache
+            buffer[i]                             (num_pages, index_row_bytes) uint8
+          _compress_tail_k[i], _compress_tail_score[i]   (max_reqs + 2, tail_width, 128) bf16
+        mamba_pool: MambaPool                     the KDA (linear-attention) layers only
+          conv[0]                                 (kda_layers, mamba_size + 1, K - 1, conv_dim / tp) bf16
+          temporal                                (kda_layers, mamba_size + 1, heads / tp, d, d) fp32 | bf16
+      token_to_kv_pool_allocator: PagedTokenToKVPoolAllocator   free pages 1 .. size / page_size
+      mamba_allocator: MambaSlotAllocator                       free slots 1 .. mamba_size
+
+Shapes are derived here from the model config plus the *resolved* deployment knobs the plan
+reports (layout, page size, kv_cache_dim, storage dtype, linear-attention TP, SSM dtype, tail
+width, requests per worker). They are never derived from the plan's byte totals: those are what
+``glm_kv.measure`` compares the allocations against.
+
+Per layout (``sglang_layout``):
+
+* ``article`` (upstream f4de6abee6, as the source article describes it): 64-token pages;
+  IndexKeyCache rows are ``page_size x (index_head_dim + index_head_dim / 128 x 4)`` = 64 x 132
+  = 8,448 B, i.e. 132 B per token per layer.
+* ``0.5.23`` (the PyPI release): page size forced to 64 x index_kpool = 256; IndexKeyCache rows
+  are ``page_size // index_kpool x 132`` = 8,448 B per 256-token page (33 B per token per layer).
+
+Both allocate ``(index_buf_size + page_size + 1) // page_size`` index pages per layer with
+``index_buf_size = size`` (0.5.23's formula; the article does not print its own, and its 64-token
+page gives the same 8,448 B row). Slot 0 / page 0 is SGLang's padding slot in every pool: the
+allocators never hand it out.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator, Optional
+
+import torch
+
+LAYOUTS = ("article", "0.5.23")
+INDEX_QUANT_BLOCK = 128  # DSATokenToKVPool.quant_block_size: one fp32 scale per 128 elements
+REQ_TO_TOKEN_DTYPE = torch.int32
+
+_DTYPES = {
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float32": torch.float32, "fp32": torch.float32,
+    "float16": torch.float16,
+    "uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64,
+}
+
+
+def torch_dtype(name: str | torch.dtype) -> torch.dtype:
+    """'bfloat16' -> torch.bfloat16 (accepts a torch.dtype unchanged)."""
+    if isinstance(name, torch.dtype):
+        return name
+    try:
+        return _DTYPES[str(name).removeprefix("torch.")]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}") from None
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def default_device() -> str:
+    """CUDA when available, else CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+@dataclass(frozen=True)
+class PoolGeometry:
+    """Everything that fixes the shape of every device buffer, for one rank."""
+
+    layout: str
+    size: int                                   # token slots handed out (multiple of page_size)
+    page_size: int
+    full_attention_layer_ids: tuple[int, ...]
+    linear_attention_layer_ids: tuple[int, ...]
+    kv_cache_dim: int
+    kv_store_dtype: str                         # "bfloat16" or "uint8" (fp8 is stored as uint8)
+    index_head_dim: int
+    index_kpool: int
+    skip_topk_layers: tuple[bool, ...]          # per full layer; True -> 0-row index/tail buffers
+    index_kpool_compress: bool
+    tail_width: int                             # index_kpool + speculative draft tokens
+    max_running_requests: int                   # per worker, as resolved
+    context_len: int
+    mamba_size: int                             # mamba state slots handed out
+    conv_state_shapes: tuple[tuple[int, ...], ...]
+    temporal_state_shape: tuple[int, ...]
+    conv_dtype: str
+    temporal_dtype: str
+    host_kv_row_width: int                      # host KV row, in elements of the store dtype
+    kv_lora_rank: int = 512
+    qk_rope_head_dim: int = 0
+    profile_name: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"sglang_layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.size <= 0 or self.size % self.page_size:
+            raise ValueError(f"size {self.size} must be a positive multiple of page_size {self.page_size}")
+        if self.page_size % self.index_kpool:
+            raise ValueError(f"page_size {self.page_size} must be a multiple of index_kpool {self.index_kpool}")
+        if self.mamba_size < 1:
+            raise ValueError(f"mamba_size must be >= 1, got {self.mamba_size}")
+        if len(self.skip_topk_layers) != len(self.full_attention_layer_ids):
+            raise ValueError("skip_topk_layers needs one entry per full-attention layer")
+
+    # -- derived, per SGLang's code (not from ledger totals) --
+    @property
+    def num_full_layers(self) -> int:
+        return len(self.full_attention_layer_ids)
+
+    @property
+    def num_linear_layers(self) -> int:
+        return len(self.linear_attention_layer_ids)
+
+    @property
+    def index_bytes_per_token_unpooled(self) -> int:
+        """index_head_dim + index_head_dim / 128 x 4 (fp8 key + one fp32 scale per 128)."""
+        return self.index_head_dim + self.index_head_dim // INDEX_QUANT_BLOCK * 4
+
+    @property
+    def index_row_bytes(self) -> int:
+        """IndexKeyCache row (one page of one layer), per layout."""
+        if self.layout == "article":
+            return self.page_size * self.index_bytes_per_token_unpooled
+        return self.page_size // self.index_kpool * self.index_bytes_per_token_unpooled
+
+    @property
+    def index_num_pages(self) -> int:
+        """IndexKeyCache pages per layer: (index_buf_size + page_size + 1) // page_size."""
+        return (self.size + self.page_size + 1) // self.page_size
+
+    @property
+    def num_pages(self) -> int:
+        """Token pages the allocator hands out (page 0 is padding)."""
+        return self.size // self.page_size
+
+    @property
+    def tail_rows(self) -> int:
+        """Compress-tail rows: req_to_token rows + 1 = max_running_requests + 2."""
+        return self.max_running_requests + 2
+
+    @property
+    def kv_row_bytes(self) -> int:
+        return self.kv_cache_dim * torch_dtype(self.kv_store_dtype).itemsize
+
+    @property
+    def host_kv_row_bytes(self) -> int:
+        return self.host_kv_row_width * torch_dtype(self.kv_store_dtype).itemsize
+
+    def with_sizes(self, *, size: Optional[int] = None, mamba_size: Optional[int] = None,
+                   max_running_requests: Optional[int] = None,
+                   context_len: Optional[int] = None) -> "PoolGeometry":
+        """The same geometry with other pool sizes (shapes per slot unchanged)."""
+        return replace(
+            self,
+            size=self.size if size is None else size,
+            mamba_size=self.mamba_size if mamba_size is None else mamba_size,
+            max_running_requests=(self.max_running_requests if max_running_requests is None
+                                  else max_running_requests),
+            context_len=self.context_len if context_len is None else context_len,
+        )
+
+    # -- bytes the shapes imply (used for the budget check *before* allocating) --
+    def shape_table(self) -> list[tuple[str, tuple[int, ...], str]]:
+        """(buffer name, shape, dtype) of every device tensor, in allocation order."""
+        out: list[tuple[str, tuple[int, ...], str]] = []
+        out.append(("req_to_token_pool.req_to_token",
+                    (self.max_running_requests + 1, self.context_len), "int32"))
+        for conv_i, conv_shape in enumerate(self.conv_state_shapes):
+            out.append((f"mamba_pool.conv[{conv_i}]",
+                        (self.num_linear_layers, self.mamba_size + 1, *conv_shape), self.conv_dtype))
+        out.append(("mamba_pool.temporal",
+                    (self.num_linear_layers, self.mamba_size + 1, *self.temporal_state_shape),
+                    self.temporal_dtype))
+        for i, layer in enumerate(self.full_attention_layer_ids):
+            out.append((f"full_kv_pool.kv_buffer[{i}]",
+                        (self.size + self.page_size, 1, self.kv_cache_dim), self.kv_store_dtype))
+        for i, layer in enumerate(self.full_attention_layer_ids):
+            pages = 0 if self.skip_topk_layers[i] else self.index_num_pages
+            out.append((f"full_kv_pool.index_key_cache.buffer[{i}]",
+                        (pages, self.index_row_bytes), "uint8"))
+        if self.kpool_use_compress:
+            for name in ("_compress_tail_k", "_compress_tail_score"):
+                for i, layer in enumerate(self.full_attention_layer_ids):
+                    rows = 0 if self.skip_topk_layers[i] else self.tail_rows
+                    out.append((f"full_kv_pool.{name}[{i}]",
+                                (rows, self.tail_width, self.index_head_dim), "bfloat16"))
+        return out
+
+    @property
+    def kpool_use_compress(self) -> bool:
+        return self.index_kpool > 1 and self.index_kpool_compress
+
+    def shape_bytes(self) -> int:
+        return sum(math.prod(shape) * torch_dtype(dt).itemsize for _, shape, dt in self.shape_table())
+
+
+def _get(d: dict, *path: str, default: Any = None) -> Any:
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            return default
+        d = d[key]
+    return d
+
+
+def plan_requests_per_worker(plan: dict) -> int:
+    """Requests the pools are sized for on one worker: the resolved cap, else the requested one."""
+    value = _get(plan, "capacity", "max_running_requests")
+    if value is None:
+        value = _get(plan, "parallel", "max_running_requests_per_worker")
+    if value is None:
+        raise ValueError("the plan has no max_running_requests (set max_running_requests or "
+                         "available_bytes in the profile)")
+    return int(value)
+
+
+def geometry_from_plan(plan: dict, *, size: Optional[int] = None, mamba_size: Optional[int] = None,
+                       max_running_requests: Optional[int] = None,
+                       context_len: Optional[int] = None, model: Any = None) -> PoolGeometry:
+    """PoolGeometry for a plan (``glm_kv.plan.build_plan(profile)``) at the given pool sizes.
+
+    Per-slot shapes come from the model config and the plan's resolved knobs. ``size`` defaults
+    to 4 pages, ``mamba_size`` to one request's slots: a small real allocation; pass the
+    capacity figures to build the full profile.
+    """
+    prof = plan.get("profile", {})
+    layout = str(prof.get("sglang_layout", "article"))
+    if model is None:
+        from .model import load_model
+        model = load_model(prof.get("model", "glm-5.3-flash"))
+    tok, req, tail = plan["token"], plan["request"], plan.get("tail", {})
+    page_size = int(tok["page_size"])
+    tp = int(_get(plan, "parallel", "linear_attn_tp_size", default=1))
+    heads, hd, kernel = model.kda_num_heads, model.kda_head_dim, model.short_conv_kernel_size
+    proj = heads * hd
+    proj_k = proj  # KimiLinearStateShape: k heads default to the same as heads
+    if (proj + 2 * proj_k) % tp or heads % tp:
+        raise ValueError(f"linear-attention TP {tp} does not divide the KDA projection ({proj})")
+    conv_shape = (kernel - 1, (proj + 2 * proj_k) // tp)
+    temporal_shape = (heads // tp, hd, hd)
+    full = tuple(model.full_attention_layers)
+    indexed = set(model.dsa_indexed_layers)
+    skip = tuple(i not in indexed for i in full)
+    reqs = max_running_requests if max_running_requests is not None else plan_requests_per_worker(plan)
+    kv_store = str(tok.get("kv_storage_dtype", "bfloat16"))
+    kv_dim = int(tok["kv_cache_dim"])
+    latent = model.kv_lora_rank + model.qk_rope_head_dim
+    # Host KV row: the article's build_kv_host_pool passes no override_kv_cache_dim, so the host
+    # row is kv_lora_rank + qk_rope_head_dim (512) even when the device row is 528; 0.5.23's
+    # host row equals the device row.
+    host_width = latent if layout == "article" else kv_dim
+    spec_tokens = prof.get("speculative_num_draft_tokens") if prof.get("speculative_algorithm") else None
+    width = int(tail.get("width", model.index_kpool + (spec_tokens or 0)))
+    return PoolGeometry(
+        layout=layout,
+        size=int(size) if size is not None else 4 * page_size,
+        page_size=page_size,
+        full_attention_layer_ids=full,
+        linear_attention_layer_ids=tuple(model.linear_attention_layers),
+        kv_cache_dim=kv_dim,
+        kv_store_dtype=kv_store,
+        index_head_dim=model.index_head_dim,
+        index_kpool=model.index_kpool,
+        skip_topk_layers=skip,
+        index_kpool_compress=model.index_kpool_compress,
+        tail_width=width,
+        max_running_requests=int(reqs),
+        context_len=int(context_len if context_len is not None else prof.get("context_length", 131072)),
+        mamba_size=int(mamba_size) if mamba_size is not None else int(req.get("slots_per_request", 5)),
+        conv_state_shapes=(conv_shape,),
+        temporal_state_shape=temporal_shape,
+        conv_dtype=str(req.get("conv_dtype", "bfloat16")),
+        temporal_dtype=str(req.get("temporal_dtype", "float32")),
+        host_kv_row_width=host_width,
+        kv_lora_rank=model.kv_lora_rank,
+        qk_rope_head_dim=model.qk_rope_head_dim,
+        profile_name=str(prof.get("name", "")),
+    )
+
+
+# --------------------------------------------------------------------------- allocation
+
+
+def _alloc(shape: tuple[int, ...], dtype: torch.dtype, device: str, fill: str) -> torch.Tensor:
+    if fill == "zeros":
+        return torch.zeros(shape, dtype=dtype, device=device)
+    if fill == "empty":
+        return torch.empty(shape, dtype=dtype, device=device)
+    raise ValueError(f"fill must be 'zeros' or 'empty', got {fill!r}")
+
+
+class ReqToTokenPool:
+    """req_to_token[req_pool_idx, :seqlen] -> token slots; row 0 is padding."""
+
+    def __init__(self, size: int, max_context_len: int, device: str, fill: str = "zeros"):
+        self.size = size
+        self.max_context_len = max_context_len
+        self.device = device
+        self.req_to_token = _alloc((size + 1, max_context_len), REQ_TO_TOKEN_DTYPE, device, fill)
+        self.free_slots = list(range(1, size + 1))
+
+    def available_size(self) -> int:
+        return len(self.free_slots)
+
+    def alloc(self, need: int = 1) -> Optional[list[int]]:
+        if need > len(self.free_slots):
+            return None
+        out, self.free_slots = self.free_slots[:need], self.free_slots[need:]
+        return out
+
+    def free(self, idx: int | list[int]) -> None:
+        self.free_slots.extend([idx] if isinstance(idx, int) else idx)
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        yield "req_to_token", self.req_to_token
+
+
+class MambaPool:
+    """KDA state per (layer, slot): conv windows and the temporal (recurrent) state.
+
+    Row ``mamba_size`` + 1 exists because slot 0 is the padding slot, as in SGLang.
+    """
+
+    def __init__(self, *, size: int, conv_state_shapes, temporal_state_shape, conv_dtype,
+                 temporal_dtype, mamba_layer_ids, device: str, fill: str = "zeros"):
+        self.size = size
+        self.device = device
+        self.mamba_layer_ids = list(mamba_layer_ids)
+        n = len(self.mamba_layer_ids)
+        self.conv = [_alloc((n, size + 1, *s), torch_dtype(conv_dtype), device, fill)
+                     for s in conv_state_shapes]
+        self.temporal = _alloc((n, size + 1, *temporal_state_shape), torch_dtype(temporal_dtype),
+                               device, fill)
+
+    def state_tensors(self) -> list[torch.Tensor]:
+        return [*self.conv, self.temporal]
+
+    def slot_bytes(self) -> int:
+        """Bytes of one state slot across all KDA layers (SGLang's mamba_cache_per_req)."""
+        return sum(t[:, 0].numel() * t.element_size() for t in self.state_tensors())
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for i, c in enumerate(self.conv):
+            yield f"conv[{i}]", c
+        yield "temporal", self.temporal
+
+
+class IndexKeyCache:
+    """DSA indexer keys: one uint8 page buffer per full layer (fp8 key bytes, then scales)."""
+
+    def __init__(self, pool: "DSATokenToKVPool", index_buf_size: int, fill: str = "zeros"):
+        g = pool.geometry
+        self.pool = pool
+        self.num_pages = (index_buf_size + pool.page_size + 1) // pool.page_size
+        self.row_bytes = g.index_row_bytes
+        self.buffer = [
+            _alloc((0 if g.skip_topk_layers[i] else self.num_pages, self.row_bytes),
+                   torch.uint8, pool.device, fill)
+            for i in range(pool.layer_num)
+        ]
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for i, b in enumerate(self.buffer):
+            yield f"buffer[{i}]", b
+
+
+class DSATokenToKVPool:
+    """MLA latent rows per full layer + the IndexKeyCache + the compress-tail pair.
+
+    ``kv_buffer[i]`` has ``size + page_size`` rows: the first page is the padding page.
+    fp8 KV is stored as uint8 (SGLang's ``store_dtype``).
+    """
+
+    def __init__(self, geometry: PoolGeometry, device: str, fill: str = "zeros"):
+        g = geometry
+        self.geometry = g
+        self.size = g.size
+        self.page_size = g.page_size
+        self.layer_num = g.num_full_layers
+        self.device = device
+        self.kv_cache_dim = g.kv_cache_dim
+        self.store_dtype = torch_dtype(g.kv_store_dtype)
+        self.index_head_dim = g.index_head_dim
+        self.index_kpool = g.index_kpool
+        self.kv_buffer = [_alloc((g.size + g.page_size, 1, g.kv_cache_dim), self.store_dtype, device, fill)
+                          for _ in range(self.layer_num)]
+        self.index_key_cache = IndexKeyCache(self, g.size, fill)
+        self.kpool_use_compress = g.kpool_use_compress
+        if self.kpool_use_compress:
+            rows = [0 if s else g.tail_rows for s in g.skip_topk_layers]
+            shape = lambda r: (r, g.tail_width, g.index_head_dim)  # noqa: E731
+            self._compress_tail_k = [_alloc(shape(r), torch.bfloat16, device, fill) for r in rows]
+            self._compress_tail_score = [_alloc(shape(r), torch.bfloat16, device, fill) for r in rows]
+        else:
+            self._compress_tail_k = self._compress_tail_score = None
+
+    @property
+    def index_k_with_scale_buffer(self) -> list[torch.Tensor]:
+        return self.index_key_cache.buffer
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for i, b in enumerate(self.kv_buffer):
+            yield f"kv_buffer[{i}]", b
+        for name, b in self.index_key_cache.named_buffers():
+            yield f"index_key_cache.{name}", b
+        if self.kpool_use_compress:
+            for i, b in enumerate(self._compress_tail_k):
+                yield f"_compress_tail_k[{i}]", b
+            for i, b in enumerate(self._compress_tail_score):
+                yield f"_compress_tail_score[{i}]", b
+
+
+class HybridLinearKVPool:
+    """One pool for the hybrid model: full_kv_pool (DSA layers) + mamba_pool (KDA layers)."""
+
+    def __init__(self, geometry: PoolGeometry, device: str, mamba_pool: MambaPool, fill: str = "zeros"):
+        self.geometry = geometry
+        self.size = geometry.size
+        self.page_size = geometry.page_size
+        self.device = device
+        self.full_attention_layer_id_mapping = {
+            layer: i for i, layer in enumerate(geometry.full_attention_layer_ids)}
+        self.full_kv_pool = DSATokenToKVPool(geometry, device, fill)
+        self.mamba_pool = mamba_pool
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for name, b in self.full_kv_pool.named_buffers():
+            yield f"full_kv_pool.{name}", b
+        for name, b in self.mamba_pool.named_buffers():
+            yield f"mamba_pool.{name}", b
+
+
+class PagedTokenToKVPoolAllocator:
+    """Free list of token pages; page 0 is padding, so pages 1 .. size / page_size are handed out.
+
+    Token slot ``t`` lives in page ``t // page_size``; ``alloc(n)`` returns n slots, whole pages.
+    """
+
+    def __init__(self, size: int, page_size: int):
+        self.size = size
+        self.page_size = page_size
+        self.num_pages = size // page_size
+        self.clear()
+
+    def clear(self) -> None:
+        self.free_pages = list(range(1, self.num_pages + 1))
+
+    def available_size(self) -> int:
+        return len(self.free_pages) * self.page_size
+
+    def alloc(self, need_size: int) -> Optional[torch.Tensor]:
+        if need_size % self.page_size:
+            raise ValueError(f"alloc({need_size}) is not a multiple of page_size {self.page_size}")
+        n = need_size // self.page_size
+        if n > len(self.free_pages):
+            return None
+        pages, self.free_pages = self.free_pages[:n], self.free_pages[n:]
+        base = torch.tensor(pages, dtype=torch.int64).repeat_interleave(self.page_size) * self.page_size
+        return base + torch.arange(self.page_size, dtype=torch.int64).repeat(n)
+
+    def free(self, indices: torch.Tensor) -> None:
+        if indices.numel() == 0:
+            return
+        pages = (indices.view(-1)[:: self.page_size] // self.page_size).tolist()
+        self.free_pages.extend(pages)
+
+
+class MambaSlotAllocator:
+    """Free list of mamba state slots 1 .. size (slot 0 is the padding slot)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.clear()
+
+    def clear(self) -> None:
+        self.free_slots = list(range(1, self.size + 1))
+
+    def available_size(self) -> int:
+        return len(self.free_slots)
+
+    def alloc(self, need_size: int = 1) -> Optional[torch.Tensor]:
+        if need_size > len(self.free_slots):
+            return None
+        out, self.free_slots = self.free_slots[:need_size], self.free_slots[need_size:]
+        return torch.tensor(out, dtype=torch.int64)
+
+    def free(self, indices: torch.Tensor) -> None:
+        self.free_slots.extend(indices.view(-1).tolist())
+
+
+class DevicePools:
+    """The device side of one rank: SGLang's pools plus their allocators.
+
+    ``fill='zeros'`` mirrors SGLang (torch.zeros); ``fill='empty'`` allocates the same storage
+    without touching it (what measurement needs, and fast).
+    """
+
+    def __init__(self, geometry: PoolGeometry, device: Optional[str] = None, fill: str = "zeros"):
+        self.geometry = geometry
+        self.device = device or default_device()
+        g = geometry
+        self.req_to_token_pool = ReqToTokenPool(g.max_running_requests, g.context_len, self.device, fill)
+        mamba_pool = MambaPool(size=g.mamba_size, conv_state_shapes=g.conv_state_shapes,
+                               temporal_state_shape=g.temporal_state_shape, conv_dtype=g.conv_dtype,
+                               temporal_dtype=g.temporal_dtype,
+                               mamba_layer_ids=g.linear_attention_layer_ids, device=self.device, fill=fill)
+        self.token_to_kv_pool = HybridLinearKVPool(g, self.device, mamba_pool, fill)
+        self.token_to_kv_pool_allocator = PagedTokenToKVPoolAllocator(g.size, g.page_size)
+        self.mamba_allocator = MambaSlotAllocator(g.mamba_size)
+
+    @property
+    def full_kv_pool(self) -> DSATokenToKVPool:
+        return self.token_to_kv_pool.full_kv_pool
+
+    @property
+    def mamba_pool(self) -> MambaPool:
+        return self.token_to_kv_pool.mamba_pool
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Every device tensor, named by its path in SGLang's object tree."""
+        for name, b in self.req_to_token_pool.named_buffers():
+            yield f"req_to_token_pool.{name}", b
+        for name, b in self.token_to_kv_pool.named_buffers():
+            yield name, b
+
+    def free_counts(self) -> dict[str, int]:
+        return {"token_slots": self.token_to_kv_pool_allocator.available_size(),
+                "mamba_slots": self.mamba_allocator.available_size(),
+                "req_slots": self.req_to_token_pool.available_size()}
+
+    # ---- byte access used by the RadixTree / HiCache model ----
+    def read_token_rows(self, indices: torch.Tensor) -> list[torch.Tensor]:
+        """Per full layer, the kv_buffer rows of these token slots, as uint8 (n, row_bytes)."""
+        idx = indices.to(self.device)
+        return [b[idx].view(torch.uint8).reshape(len(idx), -1) for b in self.full_kv_pool.kv_buffer]
+
+    def write_token_rows(self, indices: torch.Tensor, rows: list[torch.Tensor]) -> None:
+        idx = indices.to(self.device)
+        for b, r in zip(self.full_kv_pool.kv_buffer, rows):
+            b.view(torch.uint8).view(b.shape[0], -1)[idx, : r.shape[1]] = r.to(self.device)
+
+    def read_index_pages(self, indices: torch.Tensor) -> list[torch.Tensor]:
+        """Per full layer, the IndexKeyCache pages holding these (page-aligned) token slots."""
+        pages = (indices.view(-1)[:: self.geometry.page_size] // self.geometry.page_size).to(self.device)
+        return [b[pages] for b in self.full_kv_pool.index_key_cache.buffer if b.shape[0]]
+
+    def write_index_pages(self, indices: torch.Tensor, rows: list[torch.Tensor]) -> None:
+        pages = (indices.view(-1)[:: self.geometry.page_size] // self.geometry.page_size).to(self.device)
+        live = [b for b in self.full_kv_pool.index_key_cache.buffer if b.shape[0]]
+        for b, r in zip(live, rows):
+            b[pages] = r.to(self.device)
+
+    def read_mamba_slot(self, slot: int) -> list[torch.Tensor]:
+        """One state slot across all KDA layers: [conv..., temporal], each (layers, ...) as uint8."""
+        return [t[:, slot].contiguous().view(torch.uint8) for t in self.mamba_pool.state_tensors()]
+
+    def write_mamba_slot(self, slot: int, parts: list[torch.Tensor]) -> None:
+        for t, p in zip(self.mamba_pool.state_tensors(), parts):
+            t[:, slot] = p.to(self.device).view(t.dtype).view(t[:, slot].shape)

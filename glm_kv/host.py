@@ -11,6 +11,7 @@ from .token import TokenLedger
 class HostLedger:
     enabled: bool
     entries: tuple[str, ...]
+    entry_classes: tuple[str, ...]
     kv_row_bytes: int            # one full layer, one token
     kv_bytes_per_token: int
     kv_page_size: int
@@ -24,6 +25,10 @@ class HostLedger:
     mamba_host_slots: int | None = None
     mamba_host_bytes: int | None = None
     total_host_bytes: int | None = None
+
+
+HOST_POOL_CLASSES = {"kv": "MLATokenToKVPoolHost", "indexer": "DSAIndexerPoolHost",
+                     "mamba": "MambaPoolHost"}
 
 
 def host_entries(layout: str) -> tuple[str, ...]:
@@ -51,7 +56,8 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
         row = token.kv_row_bytes
         indexer = token.indexer_bytes_per_token
     kv_per_token = row * token.num_full_layers
-    ledger = dict(enabled=p.enable_hierarchical_cache, entries=entries, kv_row_bytes=row,
+    ledger = dict(enabled=p.enable_hierarchical_cache, entries=entries,
+                  entry_classes=tuple(HOST_POOL_CLASSES[e] for e in entries), kv_row_bytes=row,
                   kv_bytes_per_token=kv_per_token, kv_page_size=token.page_size,
                   indexer_bytes_per_token=indexer, mamba_slot_bytes=slot_bytes, mamba_page_size=1,
                   mem_layout=p.hicache_mem_layout)

@@ -120,7 +120,8 @@ def plan_to_dict(plan: Plan) -> dict:
         "request": {**asdict(req), "conv_state_shape": list(req.conv_state_shape),
                     "temporal_state_shape": list(req.temporal_state_shape)},
         "tail": asdict(tail),
-        "host": {**asdict(plan.host), "entries": list(plan.host.entries)},
+        "host": {**asdict(plan.host), "entries": list(plan.host.entries),
+                 "entry_classes": list(plan.host.entry_classes)},
         "speculative": {"draft_tokens": plan.draft_tokens, "draft_layers": tok.draft_layers},
         "notes": list(plan.notes),
     }

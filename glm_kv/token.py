@@ -34,7 +34,10 @@ class TokenLedger:
     indexer_tokens_per_page: int
     indexer_bytes_per_token_per_layer: int
     indexer_bytes_per_token: int
+    indexer_effective_bytes_per_token_per_layer: int  # one pooled K per index_kpool tokens
     indexer_effective_bytes_per_token: int  # what index_kpool pooling actually writes
+    index_groups_per_page: int  # logical index_kpool groups in one 64-token indexer page
+    index_topk_groups: int      # top-k tokens scored as this many pooled groups
     draft_layers: int
     draft_bytes_per_token: int  # MTP draft layer KV + indexer (0 without speculative decoding)
     cell_size_bytes: int
@@ -134,7 +137,9 @@ def token_ledger(model: ModelConfig, p, gpu: Gpu) -> TokenLedger:
         kv_bytes_per_token=kv, page_size=psize, index_kpool=kpool, indexer_row_bytes=row,
         indexer_page_bytes=idx_page_bytes, indexer_tokens_per_page=idx_page_tokens,
         indexer_bytes_per_token_per_layer=per_layer, indexer_bytes_per_token=indexer,
+        indexer_effective_bytes_per_token_per_layer=math.ceil(row / kpool),
         indexer_effective_bytes_per_token=math.ceil(row / kpool) * n_indexed,
+        index_groups_per_page=ARTICLE_PAGE_SIZE // kpool, index_topk_groups=model.index_topk // kpool,
         draft_layers=draft_layers, draft_bytes_per_token=draft,
         cell_size_bytes=kv + indexer + draft,
     )

@@ -1,0 +1,305 @@
+"""Vectorised planner: the ledgers and capacity over arrays of deployment points at once.
+
+Categorical settings (dtype, backends, SSM dtype, TP, GPU, layout...) take few distinct values:
+each distinct combination is planned once by the scalar engine, then numeric axes (context
+length, concurrency, bytes left for pools) are evaluated with numpy, mirroring
+``glm_kv.capacity`` operation for operation so every point equals the scalar plan exactly.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .capacity import AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, GiB
+from .errors import ProfileError
+from .gpus import resolve_gpu
+from .memory import default_mem_fraction_static
+from .plan import compute_plan
+from .profile import Profile, load_profile, make_profile
+
+NUMERIC = ("context_length", "max_running_requests", "available_bytes")
+CATEGORICAL = ("sglang_layout", "gpu", "kv_cache_dtype", "dsa_prefill_backend", "dsa_decode_backend",
+               "mamba_ssm_dtype", "tp_size", "dp_size", "enable_dp_attention", "attn_cp_size",
+               "disable_overlap_schedule", "disable_radix_cache", "mamba_scheduler_strategy",
+               "speculative_algorithm", "speculative_num_draft_tokens", "weights_bytes",
+               "mem_fraction_static", "max_mamba_cache_size", "max_total_tokens",
+               "mamba_full_memory_ratio", "linear_attn_backend")
+COMBO_COLUMNS = ("kv_cache_dim", "kv_bytes_per_token", "indexer_bytes_per_token", "cell_size_bytes",
+                 "state_slot_bytes", "slots_per_request", "state_bytes_per_request", "page_size",
+                 "attn_dp_size", "attn_tp_size", "draft_tokens", "tail_bytes_per_row")
+
+
+def _axis(values: Any) -> tuple[list, np.ndarray]:
+    """Distinct values of one swept field (None kept as a value) and each point's code."""
+    if isinstance(values, (list, tuple, np.ndarray, pd.Series, range)):
+        arr = np.asarray(values if not isinstance(values, range) else np.arange(values.start, values.stop,
+                                                                                   values.step))
+        if arr.dtype.kind in "iub":
+            uniq, code = np.unique(arr, return_inverse=True)
+            return [u.item() for u in uniq], code.reshape(-1).astype(np.int64)
+        code, uniq = pd.factorize(pd.Series(list(values), dtype=object), use_na_sentinel=False)
+        clean = [None if (u is None or (isinstance(u, float) and np.isnan(u))) else
+                 (u.item() if isinstance(u, np.generic) else u) for u in uniq]
+        return clean, code.astype(np.int64)
+    return [values.item() if isinstance(values, np.generic) else values], np.zeros(1, dtype=np.int64)
+
+
+def _raw_numeric(values: Any) -> tuple[None, np.ndarray]:
+    """Numeric axes skip factorising: (None, the values as float64, NaN for None)."""
+    if isinstance(values, (list, tuple, np.ndarray, pd.Series, range)):
+        arr = np.asarray(values)
+        return None, (arr.astype(float) if arr.dtype.kind in "iuf" else np.array(list(values), dtype=float))
+    return None, np.array([np.nan if values is None else float(values)])
+
+
+def _inputs(grid: bool, params: dict[str, Any]) -> tuple[int, dict[str, tuple[list, np.ndarray]]]:
+    """Number of points and, per swept field, (distinct values, code per point)."""
+    unknown = sorted(set(params) - set(NUMERIC) - set(CATEGORICAL))
+    if unknown:
+        raise ProfileError(unknown[0], f"cannot be swept (sweepable: {', '.join(NUMERIC + CATEGORICAL)})")
+    axes = {k: (_raw_numeric(v) if k in NUMERIC else _axis(v)) for k, v in params.items()}
+    if grid:
+        sizes = [len(c) for _, c in axes.values()]
+        n = int(np.prod(sizes)) if sizes else 1
+        out, inner = {}, n
+        for (k, (vals, code)), size in zip(axes.items(), sizes):
+            inner //= size
+            idx = (np.arange(n, dtype=np.int64) // inner) % size
+            out[k] = (vals, code[idx])
+            if vals is None:
+                out[k] = (None, code[idx])
+        return n, out
+    n = max((len(c) for _, c in axes.values()), default=1)
+    for k, (_, code) in axes.items():
+        if len(code) not in (1, n):
+            raise ProfileError(k, f"has {len(code)} values; every swept axis needs 1 or {n} (or use grid=True)")
+    return n, {k: (vals, code if len(code) == n else
+                   (np.full(n, code[0]) if vals is None else np.zeros(n, dtype=np.int64)))
+               for k, (vals, code) in axes.items()}
+
+
+def _numeric(axes: dict, base: dict, key: str, n: int) -> np.ndarray:
+    if key in axes:
+        return axes[key][1]
+    vals, code = [base[key]], np.zeros(n, dtype=np.int64)
+    table = np.array([np.nan if v is None else float(v) for v in vals], dtype=float)
+    return table[code]
+
+
+def _combos(axes: dict, base: dict, n: int) -> tuple[np.ndarray, list[dict]]:
+    """Codes of the distinct combinations of the categorical fields, and each combination."""
+    swept = [k for k in CATEGORICAL if k in axes and len(axes[k][0]) > 1]  # numeric axes are not here
+    fixed = {k: (axes[k][0][0] if k in axes else base[k]) for k in CATEGORICAL if k not in swept}
+    if not swept:
+        return np.zeros(n, dtype=np.int64), [fixed]
+    combined = np.zeros(n, dtype=np.int64)
+    for k in swept:
+        vals, code = axes[k]
+        combined = combined * len(vals) + code
+    uniq, inverse = np.unique(combined, return_inverse=True)
+    combos = []
+    for u in uniq:
+        parts = dict(fixed)
+        u = int(u)
+        for k in reversed(swept):
+            vals = axes[k][0]
+            u, i = divmod(u, len(vals))
+            parts[k] = vals[i]
+        combos.append(parts)
+    return inverse.reshape(-1).astype(np.int64), combos
+
+
+def _combo_row(base: dict, combo: dict) -> dict:
+    try:
+        p = make_profile({**base, **combo, "available_bytes": None, "weights_bytes": None,
+                          "max_running_requests": base.get("max_running_requests") or 1})
+        plan = compute_plan(p)
+    except ProfileError as e:
+        return {"error": str(e)}
+    t, r = plan.token, plan.request
+    return {"error": None, "kv_cache_dim": t.kv_cache_dim, "kv_bytes_per_token": t.kv_bytes_per_token,
+            "indexer_bytes_per_token": t.indexer_bytes_per_token, "cell_size_bytes": t.cell_size_bytes,
+            "state_slot_bytes": r.state_slot_bytes, "slots_per_request": r.slots_per_request,
+            "state_bytes_per_request": r.state_bytes_per_request, "page_size": t.page_size,
+            "attn_dp_size": plan.parallel.attn_dp_size, "attn_tp_size": plan.parallel.attn_tp_size,
+            "draft_tokens": plan.draft_tokens, "tail_bytes_per_row": plan.tail.bytes_per_row,
+            "_profile": p}
+
+
+def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params: Any) -> pd.DataFrame:
+    """One row per deployment point: inputs, ledgers, workload and (when known) capacity.
+
+    Capacity columns that share a name with an input carry ``_resolved`` (what SGLang ends
+    up with: ``max_running_requests_resolved``, ``max_mamba_cache_size_resolved``).
+
+    ``params`` name profile fields; each is a scalar or a sequence. Sequences are zipped
+    (equal lengths) or, with ``grid=True``, crossed. A point SGLang would refuse gets its
+    one-line reason in ``error`` and NaN elsewhere instead of stopping the sweep.
+    """
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    base = prof.model_dump()
+    n, axes = _inputs(grid, params)
+    codes, combo_keys = _combos(axes, base, n)
+    combos = [_combo_row(base, c) for c in combo_keys]
+    messages: list = [None]  # error code 0 = fine; others index this list
+    combo_err = np.zeros(len(combos), dtype=np.int64)
+    for i, c in enumerate(combos):
+        if c["error"] is not None:
+            messages.append(c["error"])
+            combo_err[i] = len(messages) - 1
+    err = combo_err[codes]
+    out: dict[str, np.ndarray] = {}
+    for col in COMBO_COLUMNS:
+        out[col] = np.array([c.get(col, 0) for c in combos], dtype=np.int64)[codes]
+    per_combo = {k: np.array([np.nan if c[k] is None else float(c[k]) for c in combo_keys])[codes]
+                 for k in ("mamba_full_memory_ratio", "max_mamba_cache_size", "max_total_tokens",
+                           "weights_bytes", "mem_fraction_static")}
+    radix_off = np.array([bool(c["disable_radix_cache"]) for c in combo_keys])[codes]
+
+    ctx = _numeric(axes, base, "context_length", n).astype(np.int64)
+    mrr_raw = _numeric(axes, base, "max_running_requests", n)
+    has_mrr = ~np.isnan(mrr_raw)
+    mrr = np.where(has_mrr, mrr_raw, 1).astype(np.int64)
+    attn_dp = np.maximum(out["attn_dp_size"], 1)
+    per_worker = np.maximum(1, mrr // attn_dp)
+    cell, slot = out["cell_size_bytes"], out["state_slot_bytes"]
+    requests = np.where(has_mrr, per_worker, 0)
+    out["token_ledger_bytes_per_request"] = cell * ctx
+    out["requests_per_worker"] = requests
+    out["token_ledger_bytes_per_rank"] = cell * ctx * requests
+    out["kda_ledger_bytes_per_rank"] = out["state_bytes_per_request"] * requests
+
+    avail = _numeric(axes, base, "available_bytes", n)
+    avail = _derive_available(avail, per_combo, codes, combos, has_mrr, mrr, err, messages)
+    known = (err == 0) & ~np.isnan(avail)
+    cap = _capacity(avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages)
+    out.update(cap)
+    good = known & (err == 0)
+    out["capacity_known"] = good
+    reqs_for_tail = np.where(good, cap["max_running_requests_resolved"], requests)
+    rows = np.where(out["tail_bytes_per_row"] > 0, reqs_for_tail + 2, 0)
+    out["tail_rows"] = rows
+    out["tail_bytes"] = rows * out["tail_bytes_per_row"]
+    bad = err != 0
+    columns: dict[str, Any] = {k: (vals_code[1] if vals_code[0] is None else vals_code[0][0]
+                                   if len(vals_code[0]) == 1
+                                   else np.array(vals_code[0], dtype=object)[vals_code[1]])
+                               for k, vals_code in axes.items()}
+    columns = {k: (np.full(n, v, dtype=object) if not isinstance(v, np.ndarray) else v)
+               for k, v in columns.items()}
+    for k in NUMERIC:
+        if k in columns and not np.isnan(columns[k]).any():
+            columns[k] = columns[k].astype(np.int64)
+    for k, v in out.items():
+        if k in ("capacity_known", "binding_limit"):
+            columns[k] = v
+        elif bad.any() or (k in CAPACITY_COLUMNS and not good.all()):
+            masked = pd.array(v, dtype="Int64")
+            masked[bad | ((~good) if k in CAPACITY_COLUMNS else False)] = pd.NA
+            columns[k] = masked
+        else:
+            columns[k] = v
+    columns["error"] = np.array(messages, dtype=object)[err]
+    return pd.DataFrame(columns)
+
+
+CAPACITY_COLUMNS = ("available_bytes_used", "max_mamba_cache_size_resolved", "mamba_pool_bytes",
+                    "max_total_num_tokens", "max_running_requests_resolved")
+
+
+def _fail(err: np.ndarray, where: np.ndarray, messages: list, message: str) -> None:
+    """Give ``message`` to the points in ``where`` that have no error yet."""
+    hit = where & (err == 0)
+    if hit.any():
+        messages.append(message)
+        err[hit] = len(messages) - 1
+
+
+def _derive_available(avail, per_combo, codes, combos, has_mrr, mrr, err, messages) -> np.ndarray:
+    """available_bytes per point: given, or GPU memory x mem_fraction_static - weights."""
+    weights = per_combo["weights_bytes"]
+    need = np.isnan(avail) & ~np.isnan(weights) & (err == 0)
+    if not need.any():
+        return avail
+    avail = avail.copy()
+    cache: dict = {}
+    for i in np.flatnonzero(need):
+        c = combos[codes[i]]
+        p = c["_profile"]
+        gpu = resolve_gpu(p)
+        mfs = per_combo["mem_fraction_static"][i]
+        if np.isnan(mfs):
+            key = (codes[i], int(mrr[i]) if has_mrr[i] else None)
+            if key not in cache:
+                cache[key] = default_mem_fraction_static(gpu, p.tp_size, c["attn_dp_size"],
+                                                         p.enable_dp_attention, key[1])
+            mfs = cache[key]
+        a = int(gpu.memory_bytes * float(mfs)) - int(weights[i])
+        if a > 0:
+            avail[i] = a
+        else:
+            _fail(err, np.arange(len(err)) == i, messages,
+                  f"weights_bytes: weights leave no memory for the pools on a {gpu.name}")
+    return avail
+
+
+def _capacity(avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages) -> dict:
+    """Mirror of capacity.mamba_pool_size + capacity_ledger, in float64 GiB like SGLang."""
+    slot = np.where(out["state_slot_bytes"] > 0, out["state_slot_bytes"], 1)
+    ratio = np.maximum(out["slots_per_request"], 1)
+    cell = np.where(out["cell_size_bytes"] > 0, out["cell_size_bytes"], 1)
+    page = np.maximum(out["page_size"], 1)
+    draft = out["draft_tokens"]
+    attn_dp = np.maximum(out["attn_dp_size"], 1)
+    r = per_combo["mamba_full_memory_ratio"]
+    mmc, mtt = per_combo["max_mamba_cache_size"], per_combo["max_total_tokens"]
+    a = np.where(known, avail, GiB)
+    rest_gib = a / GiB
+    budget = rest_gib * r / (1 + r) * GiB
+    spec = draft > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        k_plain = np.floor_divide(budget - slot, slot)
+        k_spec = np.floor_divide(budget - slot * (1 + draft), slot * (1 + draft / ratio))
+    k_budget = np.where(spec, k_spec, k_plain)
+    k_budget = np.where(np.isfinite(k_budget), k_budget, 0).astype(np.int64)
+    src_mmc = ~np.isnan(mmc)
+    mmc_i = np.where(src_mmc, mmc, 0).astype(np.int64)
+    src_radix = ~src_mmc & radix_off & has_mrr
+    K = np.where(src_mmc, mmc_i // attn_dp, np.where(src_radix, per_worker, k_budget))
+    capped = np.minimum(per_worker, np.where(src_mmc, mmc_i, K) // ratio)
+    scratch = np.where(spec, slot * (np.where(src_radix, K, capped) + 1) * draft, 0)
+    _fail(err, known & spec & ~has_mrr, messages, "max_running_requests: must be set with speculative "
+                                                  "decoding (SGLang sizes the verify scratch from it)")
+    _fail(err, known & (K <= 0), messages, "available_bytes: not enough memory for the hybrid state cache")
+    rest_gib = rest_gib - scratch / GiB - (K + 1) * slot / GiB
+    rest_bytes = np.trunc(rest_gib * GiB)
+    rest_bytes = np.where(np.isfinite(rest_bytes), rest_bytes, 0).astype(np.int64)
+    _fail(err, known & (rest_bytes <= 0), messages, "available_bytes: nothing left for the token pool")
+    tokens = rest_bytes // cell // page * page
+    has_mtt = ~np.isnan(mtt)
+    mtt_i = np.where(has_mtt, mtt, 0).astype(np.int64)
+    tokens = np.where(has_mtt & (mtt_i < tokens), mtt_i // page * page, tokens)
+    _fail(err, known & (tokens <= 0), messages, "available_bytes: not enough memory for one page of tokens")
+    est = (tokens / np.maximum(ctx, 1) * AUTO_REQS_PER_CONTEXT).astype(np.int64)
+    auto = np.maximum(np.minimum(est, AUTO_REQS_MAX), AUTO_REQS_MIN)
+    requested = np.where(has_mrr, per_worker, auto)
+    nreq = np.minimum(requested, tokens // 2)
+    binding = np.where(nreq < requested, 2, np.where(has_mrr, 0, 1))
+    cap = K // ratio
+    binding = np.where(cap < nreq, 3, binding)
+    nreq = np.minimum(nreq, cap)
+    _fail(err, known & (nreq <= 0), messages, "available_bytes: the hybrid state cache is too small to "
+                                              "serve any request")
+    good = known & (err == 0)
+    labels = np.array(["requested", "auto", "tokens", "mamba", None], dtype=object)
+    return {
+        "available_bytes_used": np.where(good, a, 0).astype(np.int64),
+        "max_mamba_cache_size_resolved": np.where(good, K, 0),
+        "mamba_pool_bytes": np.where(good, (K + 1) * slot, 0),
+        "max_total_num_tokens": np.where(good, tokens, 0),
+        "max_running_requests_resolved": np.where(good, nreq, 0),
+        "binding_limit": labels[np.where(good, binding, 4)],
+    }

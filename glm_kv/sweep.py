@@ -151,13 +151,13 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
             messages.append(c["error"])
             combo_err[i] = len(messages) - 1
     err = combo_err[codes]
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Any] = {}
     for col in COMBO_COLUMNS:
-        out[col] = np.array([c.get(col, 0) for c in combos], dtype=np.int64)[codes]
-    per_combo = {k: np.array([np.nan if c[k] is None else float(c[k]) for c in combo_keys])[codes]
+        out[col] = _take(np.array([c.get(col, 0) for c in combos], dtype=np.int64), codes)
+    per_combo = {k: _take(np.array([np.nan if c[k] is None else float(c[k]) for c in combo_keys]), codes)
                  for k in ("mamba_full_memory_ratio", "max_mamba_cache_size", "max_total_tokens",
                            "weights_bytes", "mem_fraction_static")}
-    radix_off = np.array([bool(c["disable_radix_cache"]) for c in combo_keys])[codes]
+    radix_off = _take(np.array([bool(c["disable_radix_cache"]) for c in combo_keys]), codes)
 
     ctx = _numeric(axes, base, "context_length", n).astype(np.int64)
     mrr_raw = _numeric(axes, base, "max_running_requests", n)
@@ -194,6 +194,7 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
         if k in columns and not np.isnan(columns[k]).any():
             columns[k] = columns[k].astype(np.int64)
     for k, v in out.items():
+        v = np.broadcast_to(v, (n,)) if np.ndim(v) == 0 else v
         if k in ("capacity_known", "binding_limit"):
             columns[k] = v
         elif bad.any() or (k in CAPACITY_COLUMNS and not good.all()):
@@ -210,6 +211,11 @@ CAPACITY_COLUMNS = ("available_bytes_used", "max_mamba_cache_size_resolved", "ma
                     "max_total_num_tokens", "max_running_requests_resolved")
 
 
+def _take(per_combo: np.ndarray, codes: np.ndarray):
+    """Per-point values; a scalar when there is one combination (broadcasting is much faster)."""
+    return per_combo[0] if len(per_combo) == 1 else per_combo[codes]
+
+
 def _fail(err: np.ndarray, where: np.ndarray, messages: list, message: str) -> None:
     """Give ``message`` to the points in ``where`` that have no error yet."""
     hit = where & (err == 0)
@@ -222,22 +228,22 @@ def _derive_available(avail, per_combo, codes, combos, has_mrr, mrr, err, messag
     """available_bytes per point: given, or GPU memory x mem_fraction_static - weights."""
     weights = per_combo["weights_bytes"]
     need = np.isnan(avail) & ~np.isnan(weights) & (err == 0)
-    if not need.any():
+    if not np.any(need):
         return avail
     avail = avail.copy()
     cache: dict = {}
-    for i in np.flatnonzero(need):
+    for i in np.flatnonzero(np.broadcast_to(need, err.shape)):
         c = combos[codes[i]]
         p = c["_profile"]
         gpu = resolve_gpu(p)
-        mfs = per_combo["mem_fraction_static"][i]
+        mfs = np.broadcast_to(per_combo["mem_fraction_static"], err.shape)[i]
         if np.isnan(mfs):
             key = (codes[i], int(mrr[i]) if has_mrr[i] else None)
             if key not in cache:
                 cache[key] = default_mem_fraction_static(gpu, p.tp_size, c["attn_dp_size"],
                                                          p.enable_dp_attention, key[1])
             mfs = cache[key]
-        a = int(gpu.memory_bytes * float(mfs)) - int(weights[i])
+        a = int(gpu.memory_bytes * float(mfs)) - int(np.broadcast_to(weights, err.shape)[i])
         if a > 0:
             avail[i] = a
         else:

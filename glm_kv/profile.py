@@ -7,6 +7,7 @@ source article fixes an example value (``max_running_requests: 64``, ``context_l
 from __future__ import annotations
 
 from pathlib import Path
+from functools import lru_cache
 from typing import Any, Literal, Optional
 
 import yaml
@@ -138,11 +139,17 @@ def shipped_profiles() -> list[str]:
     return sorted(names, key=lambda n: (n != DEFAULT_PROFILE, n))
 
 
+@lru_cache(maxsize=64)
+def _parse_shipped(name: str, mtime_ns: int) -> dict:
+    """Shipped profiles are parsed once per file version (planning a name stays under 1 ms)."""
+    return yaml.safe_load((PACKAGE_DIR / "profiles" / f"{name}.yaml").read_text()) or {}
+
+
 def _read_yaml(source: str) -> tuple[dict, str]:
     folder = PACKAGE_DIR / "profiles"
     shipped = folder.joinpath(f"{source}.yaml")
     if "/" not in source and not source.endswith((".yaml", ".yml")) and shipped.is_file():
-        text, stem = shipped.read_text(), source
+        return dict(_parse_shipped(source, shipped.stat().st_mtime_ns)), source
     else:
         path = Path(source)
         if not path.is_file():

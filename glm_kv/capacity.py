@@ -34,6 +34,16 @@ class CapacityLedger:
     capped_message: str | None
 
 
+SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
+
+
+def effective_max_running_requests(p) -> int | None:
+    """--max-running-requests as the server ends up with it: 48 under speculative decoding if unset."""
+    if p.max_running_requests is None and p.speculative_algorithm:
+        return SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS
+    return p.max_running_requests
+
+
 def auto_max_running_requests(tokens: int, context_len: int) -> int:
     """SGLang's estimate when --max-running-requests is absent: tokens / context x 512, in 2048..4096."""
     est = int(tokens / context_len * AUTO_REQS_PER_CONTEXT)
@@ -43,12 +53,9 @@ def auto_max_running_requests(tokens: int, context_len: int) -> int:
 def mamba_pool_size(rest_gib: float, p, slot: int, ratio: int, attn_dp: int,
                     draft_tokens: int) -> tuple[int, float, str, int, int]:
     """``_handle_max_mamba_cache``: slots K, the rest left in GiB, the source, budget and scratch."""
-    mrr = p.max_running_requests
+    mrr = effective_max_running_requests(p)
     per_worker_reqs = None if mrr is None else max(1, mrr // attn_dp)
     D = draft_tokens
-    if D and mrr is None:
-        raise ProfileError("max_running_requests", "must be set with speculative decoding "
-                                                    "(SGLang sizes the verify scratch from it)")
     scratch = 0
     budget_bytes = 0
     if p.max_mamba_cache_size is not None:
@@ -80,8 +87,9 @@ def mamba_pool_size(rest_gib: float, p, slot: int, ratio: int, attn_dp: int,
 
 def capacity_ledger(p, *, available_bytes: int, available_source: str, attn_dp: int, slot: int,
                     ratio: int, cell_size: int, page_size: int, draft_tokens: int,
-                    context_len: int) -> CapacityLedger:
-    rest_gib = available_bytes / GiB
+                    context_len: int, rest_gib: float | None = None) -> CapacityLedger:
+    """``rest_gib``: SGLang's float rest when derived; else available_bytes / GiB."""
+    rest_gib = available_bytes / GiB if rest_gib is None else rest_gib
     K, rest_gib, source, budget, scratch = mamba_pool_size(rest_gib, p, slot, ratio, attn_dp, draft_tokens)
     rest_bytes = int(rest_gib * GiB)
     if rest_bytes <= 0:
@@ -93,8 +101,9 @@ def capacity_ledger(p, *, available_bytes: int, available_source: str, attn_dp: 
     if tokens <= 0:
         raise ProfileError("available_bytes", "not enough memory for one page of tokens "
                                               "(increase mem_fraction_static or available_bytes)")
-    if p.max_running_requests is not None:
-        requested, req_source = max(1, p.max_running_requests // attn_dp), "profile"
+    mrr = effective_max_running_requests(p)
+    if mrr is not None:
+        requested, req_source = max(1, mrr // attn_dp), "profile"
     else:
         requested, req_source = auto_max_running_requests(tokens, context_len), "auto"
     n = min(requested, tokens // 2)

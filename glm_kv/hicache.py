@@ -38,8 +38,11 @@ class PoolName(str, enum.Enum):
     MAMBA = "mamba"
 
 
-def _host_alloc(shape: tuple[int, ...], dtype: torch.dtype, pin_memory: bool) -> torch.Tensor:
-    return torch.zeros(shape, dtype=dtype, device="cpu", pin_memory=pin_memory)
+_FILL = {"zeros": torch.zeros, "empty": torch.empty}
+
+
+def _host_alloc(shape: tuple[int, ...], dtype: torch.dtype, pin_memory: bool, fill: str = "zeros") -> torch.Tensor:
+    return _FILL[fill](shape, dtype=dtype, device="cpu", pin_memory=pin_memory)
 
 
 class _PagedHostFreeList:
@@ -76,7 +79,7 @@ class MLATokenToKVPoolHost:
     layout = "page_first"
 
     def __init__(self, device_pool: DSATokenToKVPool, host_to_device_ratio: float,
-                 row_width: int, pin_memory: bool):
+                 row_width: int, pin_memory: bool, fill: str = "zeros"):
         self.device_pool = device_pool
         self.page_size = device_pool.page_size
         self.layer_num = device_pool.layer_num
@@ -84,7 +87,7 @@ class MLATokenToKVPoolHost:
         self.kv_cache_dim = row_width
         self.page_num = int(device_pool.size * host_to_device_ratio) // self.page_size + 1
         self.size = self.page_num * self.page_size
-        self.kv_buffer = _host_alloc((self.size, self.layer_num, 1, row_width), self.dtype, pin_memory)
+        self.kv_buffer = _host_alloc((self.size, self.layer_num, 1, row_width), self.dtype, pin_memory, fill)
         self.allocator = _PagedHostFreeList(self.size, self.page_size)
 
     @property
@@ -121,7 +124,8 @@ class DSAIndexerPoolHost:
 
     layout = "page_first"
 
-    def __init__(self, device_pool: DSATokenToKVPool, anchor: MLATokenToKVPoolHost, pin_memory: bool):
+    def __init__(self, device_pool: DSATokenToKVPool, anchor: MLATokenToKVPoolHost, pin_memory: bool,
+                 fill: str = "zeros"):
         self.device_pool = device_pool
         self.page_size = anchor.page_size
         self.size = anchor.size
@@ -130,7 +134,8 @@ class DSAIndexerPoolHost:
         self.indexer_page_stride_size = device_pool.index_key_cache.row_bytes
         self.indexer_page_num = (self.size + self.page_size + 1) // self.page_size
         self.index_k_with_scale_buffer = _host_alloc(
-            (self.indexer_page_num, self.layer_num, 1, self.indexer_page_stride_size), torch.uint8, pin_memory)
+            (self.indexer_page_num, self.layer_num, 1, self.indexer_page_stride_size), torch.uint8, pin_memory,
+            fill)
 
     def _pages(self, indices: torch.Tensor) -> torch.Tensor:
         return indices.view(-1)[:: self.page_size] // self.page_size
@@ -160,15 +165,16 @@ class MambaPoolHost:
     layout = "page_first"
     page_size = 1
 
-    def __init__(self, device_pool: MambaPool, host_to_device_ratio: float, pin_memory: bool):
+    def __init__(self, device_pool: MambaPool, host_to_device_ratio: float, pin_memory: bool,
+                 fill: str = "zeros"):
         self.device_pool = device_pool
         self.num_mamba_layers = len(device_pool.mamba_layer_ids)
         self.size = int(device_pool.size * host_to_device_ratio) + 1
         n = self.num_mamba_layers
-        self.conv_buffer = [_host_alloc((self.size, n, 1, *c.shape[2:]), c.dtype, pin_memory)
+        self.conv_buffer = [_host_alloc((self.size, n, 1, *c.shape[2:]), c.dtype, pin_memory, fill)
                             for c in device_pool.conv]
         t = device_pool.temporal
-        self.temporal_buffer = _host_alloc((self.size, n, 1, *t.shape[2:]), t.dtype, pin_memory)
+        self.temporal_buffer = _host_alloc((self.size, n, 1, *t.shape[2:]), t.dtype, pin_memory, fill)
         self.allocator = _PagedHostFreeList(self.size, 1)
 
     def _host_tensors(self) -> list[torch.Tensor]:
@@ -308,18 +314,22 @@ class HostPoolGroup:
 
 
 def build_host_pool_group(pools: DevicePools, hicache_ratio: float = 2.0,
-                          layout: str = "page_first", pin_memory: Optional[bool] = None) -> HostPoolGroup:
-    """The HostPoolGroup SGLang builds for this layout (``_MambaStrategy`` in the article)."""
+                          layout: str = "page_first", pin_memory: Optional[bool] = None,
+                          fill: str = "zeros") -> HostPoolGroup:
+    """The HostPoolGroup SGLang builds for this layout (``_MambaStrategy`` in the article).
+
+    ``fill='empty'`` allocates the same host storage without touching it (measurement).
+    """
     if layout != "page_first":
         raise ValueError(f"only the page_first host layout is modelled, got {layout!r}")
     if pin_memory is None:
         pin_memory = torch.cuda.is_available()
     g = pools.geometry
-    kv = MLATokenToKVPoolHost(pools.full_kv_pool, hicache_ratio, g.host_kv_row_width, pin_memory)
+    kv = MLATokenToKVPoolHost(pools.full_kv_pool, hicache_ratio, g.host_kv_row_width, pin_memory, fill)
     entries = [PoolEntry(PoolName.KV, kv, pools.full_kv_pool, is_primary_index_anchor=True)]
     if g.layout == "0.5.23" and any(b.shape[0] for b in pools.full_kv_pool.index_key_cache.buffer):
-        entries.append(PoolEntry(PoolName.INDEXER, DSAIndexerPoolHost(pools.full_kv_pool, kv, pin_memory),
+        entries.append(PoolEntry(PoolName.INDEXER, DSAIndexerPoolHost(pools.full_kv_pool, kv, pin_memory, fill),
                                  pools.full_kv_pool, indices_from_pool=PoolName.KV))
-    entries.append(PoolEntry(PoolName.MAMBA, MambaPoolHost(pools.mamba_pool, hicache_ratio, pin_memory),
+    entries.append(PoolEntry(PoolName.MAMBA, MambaPoolHost(pools.mamba_pool, hicache_ratio, pin_memory, fill),
                              pools.mamba_pool))
     return HostPoolGroup(entries, g)

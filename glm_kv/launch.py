@@ -36,6 +36,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--speculative-num-steps": ("speculative_num_steps", "int"),
     "--speculative-eagle-topk": ("speculative_eagle_topk", "int"),
     "--mem-fraction-static": ("mem_fraction_static", "float"),
+    "--language-model-only": ("language_model_only", "flag"),
     "--enable-hierarchical-cache": ("enable_hierarchical_cache", "flag"),
     "--hicache-ratio": ("hicache_ratio", "float"),
     "--hicache-size": ("hicache_size", "int"),

@@ -61,5 +61,18 @@ def estimate_weight_bytes(model: ModelConfig, tp_size: int, bytes_per_param: flo
     return int(estimate_weight_params(model) * bytes_per_param / tp_size)
 
 
-def derived_available_bytes(gpu: Gpu, mem_fraction_static: float, weights_bytes: int) -> int:
-    return int(gpu.memory_bytes * mem_fraction_static) - weights_bytes
+VLM_CACHE_SIZE_MB = 100  # SGLANG_VLM_CACHE_SIZE_MB: reserved when the architecture is multimodal
+
+
+def derived_rest_gib(gpu: Gpu, mem_fraction_static: float, weights_bytes: int,
+                     multimodal_reserve: bool = True) -> float:
+    """``_profile_available_bytes`` in SGLang's float GiB: free after weights - slack - VLM cache.
+
+    Free memory before loading is taken as the whole device (the CUDA context is ignored).
+    GLM-5.3-Flash's architecture is on SGLang's multimodal list, so 100 MiB is held back
+    unless the server runs with --language-model-only.
+    """
+    total_gib = gpu.memory_bytes / (1 << 30)
+    free_after = (gpu.memory_bytes - weights_bytes) / (1 << 30)
+    mm = VLM_CACHE_SIZE_MB / 1024 if multimodal_reserve else 0.0
+    return free_after - total_gib * (1 - mem_fraction_static) - mm

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .capacity import effective_max_running_requests
 from .errors import ProfileError
 from .model import ModelConfig
 
@@ -31,5 +32,6 @@ def parallel_ledger(model: ModelConfig, p) -> ParallelLedger:
     if model.kda_num_heads % attn_tp:
         raise ProfileError("tp_size", f"linear-attention TP {attn_tp} must divide the {model.kda_num_heads} "
                                       f"KDA heads ({model.kda_proj_size} is not divisible by {attn_tp})")
-    per_worker = None if p.max_running_requests is None else max(1, p.max_running_requests // attn_dp)
+    mrr = effective_max_running_requests(p)
+    per_worker = None if mrr is None else max(1, mrr // attn_dp)
     return ParallelLedger(attn_dp, attn_tp, attn_tp, per_worker)

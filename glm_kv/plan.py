@@ -7,7 +7,8 @@ from .capacity import CapacityLedger, capacity_ledger
 from .errors import ProfileError
 from .gpus import Gpu, resolve_gpu
 from .host import HostLedger, host_ledger
-from .memory import default_mem_fraction_static, derived_available_bytes
+from .capacity import GiB, effective_max_running_requests
+from .memory import default_mem_fraction_static, derived_rest_gib
 from .model import ModelConfig, load_model
 from .parallel import ParallelLedger, parallel_ledger
 from .profile import Profile, load_profile, make_profile
@@ -35,21 +36,24 @@ class Plan:
 
 
 def _available(p: Profile, gpu: Gpu, par: ParallelLedger) -> tuple[int | None, str, float | None]:
+    """Bytes left for the pools, where they come from, and SGLang's float GiB when derived."""
     if p.available_bytes is not None:
-        return p.available_bytes, "available_bytes from the profile", p.mem_fraction_static
+        return p.available_bytes, "available_bytes from the profile", None
     if p.weights_bytes is None:
-        return None, "unknown (give available_bytes, or weights_bytes with gpu)", p.mem_fraction_static
+        return None, "unknown (give available_bytes, or weights_bytes with gpu)", None
     mfs = p.mem_fraction_static
     how = "mem_fraction_static from the profile"
     if mfs is None:
         mfs = default_mem_fraction_static(gpu, p.tp_size, par.attn_dp_size, p.enable_dp_attention,
-                                          p.max_running_requests)
+                                          effective_max_running_requests(p))
         how = "SGLang 0.5.23's default mem_fraction_static"
-    avail = derived_available_bytes(gpu, mfs, p.weights_bytes)
+    rest_gib = derived_rest_gib(gpu, mfs, p.weights_bytes, not p.language_model_only)
+    avail = int(rest_gib * GiB)
     if avail <= 0:
         raise ProfileError("weights_bytes", f"weights ({p.weights_bytes} B) leave no memory for the pools "
                                             f"on a {gpu.name} at mem_fraction_static={mfs}")
-    return avail, f"derived: {gpu.name} memory x {mfs} ({how}) - weights_bytes", mfs
+    mm = "" if p.language_model_only else " - 100 MiB VLM cache"
+    return avail, f"derived: {gpu.name} memory x {mfs} ({how}) - weights_bytes{mm}", rest_gib
 
 
 def _validate(p: Profile, model: ModelConfig) -> None:
@@ -59,8 +63,15 @@ def _validate(p: Profile, model: ModelConfig) -> None:
     if p.speculative_algorithm and model.num_nextn_predict_layers < 1:
         raise ProfileError("speculative_algorithm", "the model config has no MTP layer "
                                                     "(num_nextn_predict_layers is 0)")
-    if p.speculative_num_draft_tokens and not p.speculative_algorithm:
-        raise ProfileError("speculative_num_draft_tokens", "needs speculative_algorithm (EAGLE or NEXTN)")
+    for f in ("speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk"):
+        if getattr(p, f) is not None and not p.speculative_algorithm:
+            raise ProfileError(f, "needs speculative_algorithm (EAGLE or NEXTN)")
+    if p.speculative_algorithm and p.speculative_num_steps is None and (
+            p.speculative_num_draft_tokens is not None or p.speculative_eagle_topk is not None):
+        raise ProfileError("speculative_num_draft_tokens" if p.speculative_num_draft_tokens is not None
+                           else "speculative_eagle_topk",
+                           "needs speculative_num_steps: without it SGLang 0.5.23 picks steps, topk and "
+                           "draft tokens itself and asserts that none of them was given")
 
 
 def compute_plan(p: Profile) -> Plan:
@@ -73,16 +84,20 @@ def compute_plan(p: Profile) -> Plan:
     req = request_ledger(model, p, par.linear_attn_tp_size, tok.page_size)
     draft = draft_token_count(p)
     notes: list[str] = []
-    avail, source, _ = _available(p, gpu, par)
+    avail, source, rest_gib = _available(p, gpu, par)
     cap = None
     if avail is not None:
         cap = capacity_ledger(p, available_bytes=avail, available_source=source,
                               attn_dp=par.attn_dp_size, slot=req.state_slot_bytes,
                               ratio=req.slots_per_request, cell_size=tok.cell_size_bytes,
-                              page_size=tok.page_size, draft_tokens=draft, context_len=p.context_length)
+                              page_size=tok.page_size, draft_tokens=draft, context_len=p.context_length,
+                              rest_gib=rest_gib)
         if cap.capped_message:
             notes.append(cap.capped_message)
-    reqs = cap.max_running_requests if cap else par.max_running_requests_per_worker
+    mrr = effective_max_running_requests(p)
+    if mrr != p.max_running_requests:
+        notes.append(f"max_running_requests unset under speculative decoding: SGLang resets it to {mrr}")
+    reqs = cap.max_running_requests if cap else (None if mrr is None else max(1, mrr // par.attn_dp_size))
     if reqs is None:
         notes.append("compress tail not sized: max_running_requests is automatic and capacity is unknown")
         tail = tail_ledger(model, 0, draft)

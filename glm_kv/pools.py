@@ -103,6 +103,8 @@ class PoolGeometry:
     host_kv_row_width: int                      # host KV row, in elements of the store dtype
     kv_lora_rank: int = 512
     qk_rope_head_dim: int = 0
+    speculative_num_draft_tokens: int = 0       # EAGLE/MTP verify: per-draft-token KDA scratch
+    spec_state_size: int = 0                    # requests the verify scratch is sized for
     profile_name: str = ""
     notes: tuple[str, ...] = field(default=())
 
@@ -164,10 +166,12 @@ class PoolGeometry:
 
     def with_sizes(self, *, size: Optional[int] = None, mamba_size: Optional[int] = None,
                    max_running_requests: Optional[int] = None,
-                   context_len: Optional[int] = None) -> "PoolGeometry":
+                   context_len: Optional[int] = None,
+                   spec_state_size: Optional[int] = None) -> "PoolGeometry":
         """The same geometry with other pool sizes (shapes per slot unchanged)."""
         return replace(
             self,
+            spec_state_size=self.spec_state_size if spec_state_size is None else spec_state_size,
             size=self.size if size is None else size,
             mamba_size=self.mamba_size if mamba_size is None else mamba_size,
             max_running_requests=(self.max_running_requests if max_running_requests is None
@@ -187,6 +191,13 @@ class PoolGeometry:
         out.append(("mamba_pool.temporal",
                     (self.num_linear_layers, self.mamba_size + 1, *self.temporal_state_shape),
                     self.temporal_dtype))
+        if self.speculative_num_draft_tokens:
+            d, rows = self.speculative_num_draft_tokens, self.spec_state_size + 1
+            out.append(("mamba_pool.intermediate_ssm",
+                        (self.num_linear_layers, rows, d, *self.temporal_state_shape), self.temporal_dtype))
+            for conv_i, conv_shape in enumerate(self.conv_state_shapes):
+                out.append((f"mamba_pool.intermediate_conv_window[{conv_i}]",
+                            (self.num_linear_layers, rows, d, *conv_shape), self.conv_dtype))
         for i, layer in enumerate(self.full_attention_layer_ids):
             out.append((f"full_kv_pool.kv_buffer[{i}]",
                         (self.size + self.page_size, 1, self.kv_cache_dim), self.kv_store_dtype))
@@ -264,8 +275,8 @@ def geometry_from_plan(plan: dict, *, size: Optional[int] = None, mamba_size: Op
     # row is kv_lora_rank + qk_rope_head_dim (512) even when the device row is 528; 0.5.23's
     # host row equals the device row.
     host_width = latent if layout == "article" else kv_dim
-    spec_tokens = prof.get("speculative_num_draft_tokens") if prof.get("speculative_algorithm") else None
-    width = int(tail.get("width", model.index_kpool + (spec_tokens or 0)))
+    spec_tokens = int(_get(plan, "speculative", "draft_tokens", default=0) or 0)
+    width = int(tail.get("width", model.index_kpool + spec_tokens))
     return PoolGeometry(
         layout=layout,
         size=int(size) if size is not None else 4 * page_size,
@@ -287,6 +298,8 @@ def geometry_from_plan(plan: dict, *, size: Optional[int] = None, mamba_size: Op
         conv_dtype=str(req.get("conv_dtype", "bfloat16")),
         temporal_dtype=str(req.get("temporal_dtype", "float32")),
         host_kv_row_width=host_width,
+        speculative_num_draft_tokens=spec_tokens,
+        spec_state_size=int(reqs) if spec_tokens else 0,
         kv_lora_rank=model.kv_lora_rank,
         qk_rope_head_dim=model.qk_rope_head_dim,
         profile_name=str(prof.get("name", "")),
@@ -337,7 +350,8 @@ class MambaPool:
     """
 
     def __init__(self, *, size: int, conv_state_shapes, temporal_state_shape, conv_dtype,
-                 temporal_dtype, mamba_layer_ids, device: str, fill: str = "zeros"):
+                 temporal_dtype, mamba_layer_ids, device: str, fill: str = "zeros",
+                 speculative_num_draft_tokens: int = 0, spec_state_size: int = 0):
         self.size = size
         self.device = device
         self.mamba_layer_ids = list(mamba_layer_ids)
@@ -346,6 +360,15 @@ class MambaPool:
                      for s in conv_state_shapes]
         self.temporal = _alloc((n, size + 1, *temporal_state_shape), torch_dtype(temporal_dtype),
                                device, fill)
+        # EAGLE/MTP target verify: per draft token, one temporal state and one conv window per
+        # request slot (KDA keeps the dense conv-window layout: conv_window_dedup_enabled is False).
+        self.intermediate_ssm = self.intermediate_conv_window = None
+        if speculative_num_draft_tokens:
+            d, rows = speculative_num_draft_tokens, spec_state_size + 1
+            self.intermediate_ssm = _alloc((n, rows, d, *temporal_state_shape), torch_dtype(temporal_dtype),
+                                           device, fill)
+            self.intermediate_conv_window = [_alloc((n, rows, d, *s), torch_dtype(conv_dtype), device, fill)
+                                             for s in conv_state_shapes]
 
     def state_tensors(self) -> list[torch.Tensor]:
         return [*self.conv, self.temporal]
@@ -358,6 +381,10 @@ class MambaPool:
         for i, c in enumerate(self.conv):
             yield f"conv[{i}]", c
         yield "temporal", self.temporal
+        if self.intermediate_ssm is not None:
+            yield "intermediate_ssm", self.intermediate_ssm
+            for i, c in enumerate(self.intermediate_conv_window):
+                yield f"intermediate_conv_window[{i}]", c
 
 
 class IndexKeyCache:
@@ -518,7 +545,9 @@ class DevicePools:
         mamba_pool = MambaPool(size=g.mamba_size, conv_state_shapes=g.conv_state_shapes,
                                temporal_state_shape=g.temporal_state_shape, conv_dtype=g.conv_dtype,
                                temporal_dtype=g.temporal_dtype,
-                               mamba_layer_ids=g.linear_attention_layer_ids, device=self.device, fill=fill)
+                               mamba_layer_ids=g.linear_attention_layer_ids, device=self.device, fill=fill,
+                               speculative_num_draft_tokens=g.speculative_num_draft_tokens,
+                               spec_state_size=g.spec_state_size)
         self.token_to_kv_pool = HybridLinearKVPool(g, self.device, mamba_pool, fill)
         self.token_to_kv_pool_allocator = PagedTokenToKVPoolAllocator(g.size, g.page_size)
         self.mamba_allocator = MambaSlotAllocator(g.mamba_size)
@@ -572,3 +601,34 @@ class DevicePools:
     def write_mamba_slot(self, slot: int, parts: list[torch.Tensor]) -> None:
         for t, p in zip(self.mamba_pool.state_tensors(), parts):
             t[:, slot] = p.to(self.device).view(t.dtype).view(t[:, slot].shape)
+
+
+def write_reduced_model_config(path, *, full_layers: int = 2, kda_per_full: int = 3,
+                               kda_heads: int = 2, kda_head_dim: int = 16) -> str:
+    """Write a smaller copy of the shipped GLM-5.3-Flash config to ``path`` (a config.json).
+
+    Same layer pattern (three KDA layers, then one DSA layer), same per-token row widths
+    (kv_lora_rank 512, index_head_dim 128, index_kpool 4), fewer layers and KDA heads. For tests
+    and demos that move many bytes (the RadixTree property test): a profile with
+    ``model: <path>`` then plans, allocates and measures like the real one at a fraction of the size.
+    """
+    import json
+    from importlib import resources
+    from pathlib import Path
+
+    cfg = json.loads(resources.files("glm_kv").joinpath("data/glm-5.3-flash.json").read_text())
+    text = cfg["text_config"]
+    n = full_layers * (kda_per_full + 1)
+    types = (["linear_attention"] * kda_per_full + ["deepseek_sparse_attention"]) * full_layers
+    text["num_hidden_layers"] = n
+    text["layer_types"] = types
+    text["indexer_types"] = ["full"] * n
+    text["linear_attn_config"].update(
+        num_heads=kda_heads, head_dim=kda_head_dim,
+        kda_layers=[i for i, t in enumerate(types) if t == "linear_attention"],
+        full_attn_layers=[i for i, t in enumerate(types) if t != "linear_attention"])
+    cfg["_provenance"] = (f"reduced copy of the shipped GLM-5.3-Flash excerpt: {full_layers} DSA + "
+                          f"{full_layers * kda_per_full} KDA layers, {kda_heads} KDA heads of {kda_head_dim}")
+    out = Path(path)
+    out.write_text(json.dumps(cfg, indent=1))
+    return str(out)

@@ -75,6 +75,7 @@ class Profile(BaseModel):
     available_bytes: Optional[int] = Field(None, ge=1)
     mem_fraction_static: Optional[float] = Field(None, gt=0, lt=1)
     weights_bytes: Optional[int] = Field(None, ge=0)
+    language_model_only: bool = False  # --language-model-only: no 100 MiB VLM cache reservation
 
     enable_hierarchical_cache: bool = False
     hicache_ratio: float = Field(2.0, gt=0)

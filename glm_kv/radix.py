@@ -30,11 +30,13 @@ Rules modelled (names from ``unified_cache/components``):
 """
 from __future__ import annotations
 
+import array
 import enum
 import hashlib
 import heapq
 import itertools
 import math
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
@@ -100,6 +102,12 @@ class MatchResult:
     last_device_node: TreeNode          # deepest node with FULL and MAMBA on device
     last_full_node: TreeNode            # end of the FULL walk
     mamba_branching_seqlen: Optional[int]
+
+
+@dataclass(frozen=True)
+class LockHandle:
+    node: TreeNode
+    mamba_locked: bool
 
 
 @dataclass
@@ -242,13 +250,16 @@ class RadixTree:
 
     # ------------------------------------------------------------------ insert
     def insert(self, tokens, kv_indices: torch.Tensor,
-               mamba_states: Optional[dict[int, int]] = None) -> dict[str, int]:
+               mamba_states: Optional[dict[int, int]] = None, prefix_len: int = 0) -> dict[str, int]:
         """Insert a page-aligned sequence whose KV sits in ``kv_indices`` (one slot per token).
 
+        ``prefix_len``: the leading tokens whose slots the request took from the tree (they are the
+        tree's own slots). Beyond it, slots of tokens the tree already holds on device are
+        duplicates and go back to the allocator (SGLang's cache_finished_req does the same); an
+        evicted, host-backed node on the path takes the fresh slots instead.
         ``mamba_states`` maps a sequence length (a multiple of the checkpoint grid) to the device
-        mamba slot holding the KDA state after that many tokens. Slots the tree already has
-        (duplicate KV, an existing checkpoint) are freed back to their allocator, as SGLang does.
-        Returns counts of reused/new/freed tokens and slots.
+        mamba slot holding the KDA state after that many tokens; a checkpoint the tree already has
+        frees the offered slot. Returns counts of what was reused, added and freed.
         """
         key = tuple(tokens)
         if len(key) % self.page_size or len(kv_indices) != len(key):
@@ -261,34 +272,35 @@ class RadixTree:
                  "new_mamba": 0, "freed_dup_mamba": 0}
         alloc = self.pools.token_to_kv_pool_allocator
         node, off = self.root, 0
-        ends: dict[int, TreeNode] = {}
         while off < len(key):
             child = node.children.get(key[off: off + self.page_size])
             if child is None:
                 new = TreeNode(key[off:], node)
                 new.component_data[FULL].value = kv_indices[off:].clone()
-                new.component_data[FULL].metadata["indexer_on_device"] = True
+                new.component_data[FULL].metadata.update(indexer_on_device=True, loaded_back=False)
                 node.children[new.key[: self.page_size]] = new
                 stats["new_tokens"] += len(new.key)
-                node, off = new, len(key)
                 break
             n = _prefix_pages(child.key, key, off, self.page_size)
             if n < len(child.key):
                 child = self._split(child, n)
             f = child.component_data[FULL]
-            if f.value is None:  # evicted (backed up): take the freshly computed slots
+            if f.value is None:  # evicted but backed up: take the freshly computed slots
+                if off < prefix_len:
+                    raise ValueError("prefix_len covers a node that is not on device")
                 f.value = kv_indices[off: off + n].clone()
-                f.metadata["indexer_on_device"] = True
+                f.metadata.update(indexer_on_device=True, loaded_back=False)
                 stats["new_tokens"] += n
             else:
-                alloc.free(kv_indices[off: off + n])
+                own = max(0, min(prefix_len - off, n))
+                if own and not torch.equal(f.value[:own], kv_indices[off: off + own]):
+                    raise ValueError("prefix_len slots are not the tree's own slots")
+                if n > own:
+                    alloc.free(kv_indices[off + own: off + n])
+                    stats["freed_dup_tokens"] += n - own
                 stats["reused_tokens"] += n
-                stats["freed_dup_tokens"] += n
             child.touch()
             node, off = child, off + n
-            ends[off] = node
-        ends[len(key)] = node
-        # place the mamba checkpoints: split so that a node ends at each checkpoint length
         for s in sorted(mamba_states):
             slot = mamba_states[s]
             target = self._node_ending_at(key, s)
@@ -312,22 +324,26 @@ class RadixTree:
         return node
 
     # ------------------------------------------------------------------ locks
-    def inc_lock_ref(self, node: TreeNode) -> None:
+    def inc_lock_ref(self, node: TreeNode) -> "LockHandle":
+        """Lock FULL on node and every ancestor, MAMBA on node only (if it has a device state).
+
+        Returns the handle ``dec_lock_ref`` needs: it remembers whether MAMBA was locked, so a
+        state that appears later is never unlocked by mistake (SGLang's ``to_dec_params``).
+        """
         for n in self.path_to_root(node):
             n.component_data[FULL].lock_ref += 1
-        if node is not self.root and node.component_data[MAMBA].value is not None:
+        mamba = node is not self.root and node.component_data[MAMBA].value is not None
+        if mamba:
             node.component_data[MAMBA].lock_ref += 1
-            node.component_data[MAMBA].metadata["locked_by_match"] = \
-                node.component_data[MAMBA].metadata.get("locked_by_match", 0) + 1
+        return LockHandle(node, mamba)
 
-    def dec_lock_ref(self, node: TreeNode) -> None:
-        for n in self.path_to_root(node):
+    def dec_lock_ref(self, lock: "LockHandle") -> None:
+        for n in self.path_to_root(lock.node):
             assert n.component_data[FULL].lock_ref > 0, "unbalanced dec_lock_ref"
             n.component_data[FULL].lock_ref -= 1
-        md = node.component_data[MAMBA].metadata
-        if node is not self.root and md.get("locked_by_match", 0):
-            md["locked_by_match"] -= 1
-            node.component_data[MAMBA].lock_ref -= 1
+        if lock.mamba_locked:
+            assert lock.node.component_data[MAMBA].lock_ref > 0, "unbalanced MAMBA dec_lock_ref"
+            lock.node.component_data[MAMBA].lock_ref -= 1
 
     # ------------------------------------------------------------------ eviction
     def _is_device_leaf(self, n: TreeNode) -> bool:
@@ -421,11 +437,10 @@ class RadixTree:
         alloc = self.pools.token_to_kv_pool_allocator
         out = alloc.alloc(n)
         if out is None:
-            if protect is not None:
-                self.inc_lock_ref(protect)
+            lock = self.inc_lock_ref(protect) if protect is not None else None
             self.evict(num_tokens=n - alloc.available_size())
-            if protect is not None:
-                self.dec_lock_ref(protect)
+            if lock is not None:
+                self.dec_lock_ref(lock)
             out = alloc.alloc(n)
         return out
 
@@ -433,51 +448,49 @@ class RadixTree:
         a = self.pools.mamba_allocator
         out = a.alloc(1)
         if out is None:
-            if protect is not None:
-                self.inc_lock_ref(protect)
+            lock = self.inc_lock_ref(protect) if protect is not None else None
             self.evict(mamba_num=1)
-            if protect is not None:
-                self.dec_lock_ref(protect)
+            if lock is not None:
+                self.dec_lock_ref(lock)
             out = a.alloc(1)
         return None if out is None else int(out[0])
 
     # ------------------------------------------------------------------ HiCache
-    def backup(self, node: TreeNode) -> int:
+    def backup(self, node: TreeNode) -> Optional[int]:
         """Write-through: copy device bytes to host for node and its ancestors lacking a host copy.
 
-        Returns host token slots written; raises RuntimeError when the host pool is full even
-        after evicting host copies.
+        FULL rows go to MLATokenToKVPoolHost (and the INDEXER sidecar where the layout has one);
+        MAMBA states to MambaPoolHost. Host space is made by evicting host copies (LRU) when
+        needed. Returns host token slots written, or None when the host pool stays full.
         """
         if self.host is None:
             raise RuntimeError("no HostPoolGroup attached")
         written = 0
-        for n in reversed(self.path_to_root(node)):
-            f, m = n.component_data[FULL], n.component_data[MAMBA]
-            if f.host_value is None and f.value is not None:
-                f.host_lock_ref += 1  # protect this path while host space is made
-                hidx = self.host.alloc_kv(len(f.value))
-                if hidx is None:
-                    self._protect_path_host(n, +1)
-                    self.evict_host(num_tokens=len(f.value) - self.host.kv.allocator.available_size())
-                    self._protect_path_host(n, -1)
+        self._protect_path_host(node, +1)
+        try:
+            for n in reversed(self.path_to_root(node)):
+                f, m = n.component_data[FULL], n.component_data[MAMBA]
+                if f.host_value is None and f.value is not None:
                     hidx = self.host.alloc_kv(len(f.value))
-                f.host_lock_ref -= 1
-                if hidx is None:
-                    raise RuntimeError("host KV pool is full")
-                self.host.backup_kv(hidx, f.value)
-                f.host_value = hidx
-                written += len(hidx)
-            if m.host_value is None and m.value is not None:
-                hs = self.host.alloc_mamba()
-                if hs is None:
-                    self._protect_path_host(n, +1)
-                    self.evict_host(mamba_num=1)
-                    self._protect_path_host(n, -1)
+                    if hidx is None:
+                        self.evict_host(num_tokens=len(f.value) - self.host.kv.allocator.available_size())
+                        hidx = self.host.alloc_kv(len(f.value))
+                    if hidx is None:
+                        return None
+                    self.host.backup_kv(hidx, f.value)
+                    f.host_value = hidx
+                    written += len(hidx)
+                if m.host_value is None and m.value is not None:
                     hs = self.host.alloc_mamba()
-                if hs is None:
-                    raise RuntimeError("host mamba pool is full")
-                self.host.backup_mamba(hs, int(m.value[0]))
-                m.host_value = torch.tensor([hs], dtype=torch.int64)
+                    if hs is None:
+                        self.evict_host(mamba_num=1)
+                        hs = self.host.alloc_mamba()
+                    if hs is None:
+                        return None
+                    self.host.backup_mamba(hs, int(m.value[0]))
+                    m.host_value = torch.tensor([hs], dtype=torch.int64)
+        finally:
+            self._protect_path_host(node, -1)
         return written
 
     def _protect_path_host(self, node: TreeNode, delta: int) -> None:
@@ -486,10 +499,12 @@ class RadixTree:
             n.component_data[MAMBA].host_lock_ref += delta
 
     def load_back(self, tokens) -> Optional[LoadBackResult]:
-        """Bring the host-backed part of a prefix back to fresh device slots.
+        """Bring the host-backed part of a prefix back into freshly allocated device slots.
 
-        FULL: every evicted node from the device prefix down to best_match_node; MAMBA: only
-        best_match_node's state. Returns None when device space cannot be found.
+        FULL: every evicted node on the path to best_match_node (several pages may be stitched);
+        MAMBA: only best_match_node's state (one slot). Returns None when device space cannot be
+        made. ``not_restored`` names what the host never held (e.g. the indexer under the article
+        layout): those bytes of the fresh slots are not the original ones.
         """
         if self.host is None:
             raise RuntimeError("no HostPoolGroup attached")
@@ -500,18 +515,22 @@ class RadixTree:
         need_mamba = best is not self.root and best.component_data[MAMBA].value is None
         if not todo and not need_mamba:
             return LoadBackResult([], 0, False, ())
+        # device-resident part of the path (prefix-closed): lock it so eviction cannot reach it
+        dev_anchor = self.root
+        for n in path:
+            if n.evicted:
+                break
+            dev_anchor = n
         self._protect_path_host(best, +1)
+        lock = self.inc_lock_ref(dev_anchor)
         try:
-            anchor = r.last_device_node
             total = sum(len(n.key) for n in todo)
-            dev = self._alloc_tokens(total, protect=anchor) if total else torch.empty(0, dtype=torch.int64)
+            dev = self._alloc_tokens(total) if total else torch.empty(0, dtype=torch.int64)
             if dev is None:
                 return None
             slot = None
             if need_mamba:
-                self.inc_lock_ref(anchor)
                 slot = self._alloc_mamba()
-                self.dec_lock_ref(anchor)
                 if slot is None:
                     self.pools.token_to_kv_pool_allocator.free(dev)
                     return None
@@ -523,6 +542,7 @@ class RadixTree:
                 self.host.load_back_kv(f.host_value, d)
                 f.value = d
                 f.metadata["indexer_on_device"] = self.host.indexer is not None
+                f.metadata["loaded_back"] = True
                 n.touch()
             if slot is not None:
                 m = best.component_data[MAMBA]
@@ -530,8 +550,9 @@ class RadixTree:
                 m.value = torch.tensor([slot], dtype=torch.int64)
             missing = tuple(x.what for x in self.host.not_on_host()
                             if not x.what.startswith(("compress tail", "req_to_token")))
-            return LoadBackResult(todo, total, slot is not None, missing)
+            return LoadBackResult(todo, total, slot is not None, missing if todo else ())
         finally:
+            self.dec_lock_ref(lock)
             self._protect_path_host(best, -1)
 
     # ------------------------------------------------------------------ accounting
@@ -575,11 +596,14 @@ class RadixTree:
 # ---------------------------------------------------------------------- synthetic content
 
 
-def _digest(parts: list[torch.Tensor]) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
+def _digest(parts: list[torch.Tensor]) -> tuple[int, int]:
+    """Checksum of the bytes of ``parts`` (CRC-32 chained over the parts, plus the byte count)."""
+    crc, n = 0, 0
     for p in parts:
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return h.digest()
+        a = p.detach().cpu().contiguous().view(torch.uint8).numpy()
+        crc = zlib.crc32(a, crc)
+        n += a.nbytes
+    return crc, n
 
 
 class SyntheticContent:
@@ -593,16 +617,16 @@ class SyntheticContent:
         self.pools = pools
         self.g = pools.geometry
         self.seed = seed
-        self.written: dict[bytes, bytes] = {}        # page id -> digest of its device bytes
-        self.written_host: dict[bytes, bytes] = {}   # page id -> digest of the host-covered bytes
-        self.written_mamba: dict[bytes, bytes] = {}  # prefix id -> digest of the state
+        # page id -> checksums of (KV rows, their host-covered part, index pages) as written
+        self.written: dict[bytes, tuple] = {}
+        self.written_mamba: dict[bytes, tuple] = {}  # prefix id -> checksum of the KDA state
 
     def page_ids(self, tokens: tuple[int, ...]) -> list[bytes]:
         """One id per page: a hash of the whole prefix ending at that page."""
         ps, out = self.g.page_size, []
         h = hashlib.blake2b(str(self.seed).encode(), digest_size=16)
         for i in range(0, len(tokens) // ps * ps, ps):
-            h.update(torch.tensor(tokens[i:i + ps], dtype=torch.int64).numpy().tobytes())
+            h.update(array.array("q", tokens[i:i + ps]).tobytes())
             out.append(h.copy().digest())
         return out
 
@@ -637,8 +661,7 @@ class SyntheticContent:
             slot = indices[j * ps:(j + 1) * ps]
             self.pools.write_token_rows(slot, kv)
             self.pools.write_index_pages(slot, idx)
-            self.written[pid] = _digest(kv + idx)
-            self.written_host[pid] = _digest([r[:, :hw] for r in kv])
+            self.written[pid] = (_digest(kv), _digest([r[:, :hw] for r in kv]), _digest(idx))
 
     def write_mamba(self, tokens: tuple[int, ...], seqlen: int, slot: int) -> None:
         pid = self.page_ids(tokens[:seqlen])[-1]
@@ -646,94 +669,120 @@ class SyntheticContent:
         self.pools.write_mamba_slot(slot, parts)
         self.written_mamba[pid] = _digest(parts)
 
-    # ---- checks ----
-    def check_device_node(self, tree: RadixTree, node: TreeNode) -> None:
-        """The node's device bytes equal what was written (indexer only if it is on device)."""
+    # ---- checks: every byte that should be there equals what was written ----
+    def check_device_node(self, tree: RadixTree, node: TreeNode) -> int:
+        """Compare a device node's bytes with what was written; returns bytes compared.
+
+        A node loaded back from host is compared on what the host holds: the first host-row
+        bytes of each KV row (all of it unless the article's 512-wide host row meets a 528 device
+        row), and its index pages only where the layout has an INDEXER host entry.
+        """
         ps, f = self.g.page_size, node.component_data[FULL]
         key = tree.key_of(node)
         pids = self.page_ids(key)[-(len(node.key) // ps):]
         hw = self.g.host_kv_row_bytes
+        loaded = f.metadata.get("loaded_back", False)
+        compared = 0
         for j, pid in enumerate(pids):
+            want_kv, want_host, want_idx = self.written[pid]
             slot = f.value[j * ps:(j + 1) * ps]
             kv = self.pools.read_token_rows(slot)
-            if f.metadata.get("indexer_on_device", True) and kv[0].shape[1] == hw:
-                got = _digest(kv + self.pools.read_index_pages(slot))
-                assert got == self.written[pid], f"device page of node {node.id} differs from what was written"
-            else:  # loaded back under the article layout: only the host-covered bytes came back
-                got = _digest([r[:, :hw] for r in kv])
-                if f.metadata.get("indexer_on_device", True):
-                    got_full = _digest(kv + self.pools.read_index_pages(slot))
-                    if got_full == self.written[pid]:
-                        continue
-                assert got == self.written_host[pid], f"device page of node {node.id} differs (host-covered bytes)"
+            if loaded and hw < kv[0].shape[1]:
+                assert _digest([r[:, :hw] for r in kv]) == want_host, \
+                    f"loaded-back KV of node {node.id} differs from what was written"
+                compared += hw * ps * len(kv)
+            else:
+                assert _digest(kv) == want_kv, f"device KV of node {node.id} differs from what was written"
+                compared += sum(r.numel() for r in kv)
+            if f.metadata.get("indexer_on_device", True):
+                idx = self.pools.read_index_pages(slot)
+                assert _digest(idx) == want_idx, f"index pages of node {node.id} differ from what was written"
+                compared += sum(r.numel() for r in idx)
         m = node.component_data[MAMBA]
         if m.value is not None:
-            got = _digest(self.pools.read_mamba_slot(int(m.value[0])))
-            assert got == self.written_mamba[self.page_ids(key)[-1]], f"mamba state of node {node.id} differs"
+            parts = self.pools.read_mamba_slot(int(m.value[0]))
+            assert _digest(parts) == self.written_mamba[self.page_ids(key)[-1]], \
+                f"mamba state of node {node.id} differs from what was written"
+            compared += sum(p.numel() for p in parts)
+        return compared
 
-    def check_host_node(self, tree: RadixTree, node: TreeNode) -> None:
-        """The node's host bytes equal what was written, over what the host covers."""
+    def check_host_node(self, tree: RadixTree, node: TreeNode) -> int:
+        """Compare a node's host copies with what was written, over what the host covers."""
         host, ps, f = tree.host, self.g.page_size, node.component_data[FULL]
         key = tree.key_of(node)
-        pids = self.page_ids(key)[-(len(node.key) // ps):]
-        for j, pid in enumerate(pids):
-            h = f.host_value[j * ps:(j + 1) * ps]
-            got = _digest(host.kv.read_rows(h))
-            assert got == self.written_host[pid], f"host page of node {node.id} differs from what was written"
-            if host.indexer is not None:
-                kv, idx = self.page_bytes(pid)
-                assert _digest(host.indexer.read_pages(h)) == _digest(idx), "host indexer page differs"
+        compared = 0
+        if f.host_value is not None:
+            pids = self.page_ids(key)[-(len(node.key) // ps):]
+            for j, pid in enumerate(pids):
+                _, want_host, want_idx = self.written[pid]
+                h = f.host_value[j * ps:(j + 1) * ps]
+                rows = host.kv.read_rows(h)
+                assert _digest(rows) == want_host, f"host KV of node {node.id} differs from what was written"
+                compared += sum(r.numel() for r in rows)
+                if host.indexer is not None:
+                    pages = host.indexer.read_pages(h)
+                    assert _digest(pages) == want_idx, f"host index pages of node {node.id} differ"
+                    compared += sum(p.numel() for p in pages)
         m = node.component_data[MAMBA]
         if m.host_value is not None:
-            got = _digest(host.mamba.read_slot(int(m.host_value[0])))
-            assert got == self.written_mamba[self.page_ids(key)[-1]], f"host mamba state of node {node.id} differs"
+            parts = host.mamba.read_slot(int(m.host_value[0]))
+            assert _digest(parts) == self.written_mamba[self.page_ids(key)[-1]], \
+                f"host mamba state of node {node.id} differs from what was written"
+            compared += sum(p.numel() for p in parts)
+        return compared
+
+    def check_tree(self, tree: RadixTree) -> int:
+        """Check every device and host copy in the tree; returns bytes compared."""
+        total = 0
+        for n in tree.nodes():
+            if n is tree.root:
+                continue
+            if not n.evicted:
+                total += self.check_device_node(tree, n)
+            total += self.check_host_node(tree, n)
+        return total
 
 
-def prefill(tree: RadixTree, content: SyntheticContent, tokens, *,
-            lock: bool = False) -> Optional[tuple[TreeNode, MatchResult]]:
-    """Model one request: match, compute the missing suffix (write its bytes), insert, checkpoint.
+def prefill(tree: RadixTree, content: SyntheticContent,
+            tokens) -> Optional[tuple[TreeNode, MatchResult, dict[str, int]]]:
+    """Model one request end to end: match, load back, compute the suffix, insert.
 
-    KDA states are checkpointed at every ``mamba_track_interval`` multiple past the reused MAMBA
-    boundary (the branching point included) and at the end when it lies on the grid. Returns the
-    deepest node of the inserted key and the match result, or None when the pools are full.
+    The request reuses the prefix up to its best MAMBA match (loading host-backed parts back
+    first), writes the bytes of every token past it into freshly allocated slots, and
+    checkpoints its KDA state at ``mamba_branching_seqlen`` (when FULL hit deeper than MAMBA) and at
+    the last ``mamba_track_interval`` multiple. Returns (deepest node, match, insert stats), or
+    None when the device pools cannot make room.
     """
     key = tree.page_aligned(tokens)
     if not key:
         return None
     r = tree.match_prefix(key)
-    reuse = r.device_prefix_len
     if r.host_hit_length:
         if tree.load_back(key) is None:
             return None
         r = tree.match_prefix(key)
-        reuse = r.device_prefix_len
-    tree.inc_lock_ref(r.last_device_node)
+    reuse = r.device_prefix_len
+    anchor = tree.inc_lock_ref(r.last_device_node)
+    states: dict[int, int] = {}
     try:
-        new = tree._alloc_tokens(len(key) - reuse)
+        new = tree._alloc_tokens(len(key) - reuse, protect=None)
         if new is None:
             return None
-        kv = torch.cat([r.device_indices, new])
         content.write_pages(key, reuse, new)
         iv = tree.mamba_track_interval
-        points = {s for s in range(iv, len(key) + 1, iv) if s > reuse}
-        if r.mamba_branching_seqlen is not None:
+        points = set()
+        last_track = len(key) // iv * iv
+        if last_track > reuse:
+            points.add(last_track)
+        if r.mamba_branching_seqlen is not None and r.mamba_branching_seqlen > reuse:
             points.add(r.mamba_branching_seqlen)
-        if len(key) % tree.mamba_checkpoint_grid == 0:
-            points.add(len(key))
-        states: dict[int, int] = {}
         for s in sorted(points):
             slot = tree._alloc_mamba()
             if slot is None:
                 break
             content.write_mamba(key, s, slot)
             states[s] = slot
-        # SGLang frees the request's duplicate prefix slots on insert; reused slots are the tree's
-        # own, so they are passed through (insert sees them as duplicates of themselves).
-        tree.insert(key[:reuse], r.device_indices, None) if False else None
-        stats = tree._insert_after_prefix(key, reuse, new, states)
+        stats = tree.insert(key, torch.cat([r.device_indices, new]), states, prefix_len=reuse)
     finally:
-        tree.dec_lock_ref(r.last_device_node)
-    node = tree._node_ending_at(key, len(key))
-    if lock:
-        tree.inc_lock_ref(node)
-    return node, r
+        tree.dec_lock_ref(anchor)
+    return tree._node_ending_at(key, len(key)), r, stats

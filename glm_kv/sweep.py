@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .capacity import AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, GiB
+from .capacity import (AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, GiB,
+                       SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS)
 from .errors import ProfileError
 from .gpus import resolve_gpu
-from .memory import default_mem_fraction_static
+from .memory import default_mem_fraction_static, derived_rest_gib
 from .plan import compute_plan
 from .profile import Profile, load_profile, make_profile
 
@@ -26,7 +27,7 @@ CATEGORICAL = ("sglang_layout", "gpu", "kv_cache_dtype", "dsa_prefill_backend", 
                "disable_overlap_schedule", "disable_radix_cache", "mamba_scheduler_strategy",
                "speculative_algorithm", "speculative_num_draft_tokens", "weights_bytes",
                "mem_fraction_static", "max_mamba_cache_size", "max_total_tokens",
-               "mamba_full_memory_ratio", "linear_attn_backend")
+               "mamba_full_memory_ratio", "linear_attn_backend", "language_model_only")
 COMBO_COLUMNS = ("kv_cache_dim", "kv_bytes_per_token", "indexer_bytes_per_token", "cell_size_bytes",
                  "state_slot_bytes", "slots_per_request", "state_bytes_per_request", "page_size",
                  "attn_dp_size", "attn_tp_size", "draft_tokens", "tail_bytes_per_row")
@@ -132,7 +133,9 @@ def _combo_row(base: dict, combo: dict) -> dict:
 def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params: Any) -> pd.DataFrame:
     """One row per deployment point: inputs, ledgers, workload and (when known) capacity.
 
-    Capacity columns that share a name with an input carry ``_resolved`` (what SGLang ends
+    ``fits`` / ``limit`` answer "do R requests of L tokens, all resident, fit this rank?":
+    ``limit`` is "fits", "tokens" (the token pool is too small) or "mamba" (the state slots cap
+    concurrency below R). Capacity columns that share a name with an input carry ``_resolved`` (what SGLang ends
     up with: ``max_running_requests_resolved``, ``max_mamba_cache_size_resolved``).
 
     ``params`` name profile fields; each is a scalar or a sequence. Sequences are zipped
@@ -161,6 +164,9 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
 
     ctx = _numeric(axes, base, "context_length", n).astype(np.int64)
     mrr_raw = _numeric(axes, base, "max_running_requests", n)
+    # Under speculative decoding an unset --max-running-requests becomes 48 (SGLang's reset).
+    mrr_raw = np.where(np.isnan(mrr_raw) & (out["draft_tokens"] > 0),
+                       SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, mrr_raw)
     has_mrr = ~np.isnan(mrr_raw)
     mrr = np.where(has_mrr, mrr_raw, 1).astype(np.int64)
     attn_dp = np.maximum(out["attn_dp_size"], 1)
@@ -173,12 +179,20 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
     out["kda_ledger_bytes_per_rank"] = out["state_bytes_per_request"] * requests
 
     avail = _numeric(axes, base, "available_bytes", n)
-    avail = _derive_available(avail, per_combo, codes, combos, has_mrr, mrr, err, messages)
-    known = (err == 0) & ~np.isnan(avail)
-    cap = _capacity(avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages)
+    rest_gib = _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, messages)
+    known = (err == 0) & ~np.isnan(rest_gib)
+    cap = _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages)
     out.update(cap)
     good = known & (err == 0)
     out["capacity_known"] = good
+    # Does the workload (R requests of L tokens, all resident) fit this rank's pools?
+    resident = requests * ctx
+    limit = np.where(resident > cap["max_total_num_tokens"], 1,
+                     np.where(cap["max_running_requests_resolved"] < requests,
+                              np.where(cap["binding_limit"] == "mamba", 2, 1), 0))
+    out["limit"] = np.array(["fits", "tokens", "mamba", None], dtype=object)[
+        np.where(good & (requests > 0), limit, 3)]
+    out["fits"] = good & (requests > 0) & (limit == 0)
     reqs_for_tail = np.where(good, cap["max_running_requests_resolved"], requests)
     rows = np.where(out["tail_bytes_per_row"] > 0, reqs_for_tail + 2, 0)
     out["tail_rows"] = rows
@@ -195,7 +209,7 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
             columns[k] = columns[k].astype(np.int64)
     for k, v in out.items():
         v = np.broadcast_to(v, (n,)) if np.ndim(v) == 0 else v
-        if k in ("capacity_known", "binding_limit"):
+        if k in ("capacity_known", "binding_limit", "limit", "fits"):
             columns[k] = v
         elif bad.any() or (k in CAPACITY_COLUMNS and not good.all()):
             masked = pd.array(v, dtype="Int64")
@@ -224,35 +238,37 @@ def _fail(err: np.ndarray, where: np.ndarray, messages: list, message: str) -> N
         err[hit] = len(messages) - 1
 
 
-def _derive_available(avail, per_combo, codes, combos, has_mrr, mrr, err, messages) -> np.ndarray:
-    """available_bytes per point: given, or GPU memory x mem_fraction_static - weights."""
-    weights = per_combo["weights_bytes"]
+def _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, messages) -> np.ndarray:
+    """SGLang's rest in float GiB per point: available_bytes / GiB, or derived from GPU and weights."""
+    rest_gib = avail / GiB
+    weights = np.broadcast_to(per_combo["weights_bytes"], err.shape)
     need = np.isnan(avail) & ~np.isnan(weights) & (err == 0)
     if not np.any(need):
-        return avail
-    avail = avail.copy()
+        return rest_gib
+    mfs_given = np.broadcast_to(per_combo["mem_fraction_static"], err.shape)
     cache: dict = {}
-    for i in np.flatnonzero(np.broadcast_to(need, err.shape)):
+    for i in np.flatnonzero(need):
         c = combos[codes[i]]
         p = c["_profile"]
-        gpu = resolve_gpu(p)
-        mfs = np.broadcast_to(per_combo["mem_fraction_static"], err.shape)[i]
-        if np.isnan(mfs):
-            key = (codes[i], int(mrr[i]) if has_mrr[i] else None)
-            if key not in cache:
-                cache[key] = default_mem_fraction_static(gpu, p.tp_size, c["attn_dp_size"],
-                                                         p.enable_dp_attention, key[1])
-            mfs = cache[key]
-        a = int(gpu.memory_bytes * float(mfs)) - int(np.broadcast_to(weights, err.shape)[i])
-        if a > 0:
-            avail[i] = a
+        key = (codes[i], int(mrr[i]) if has_mrr[i] else None, float(weights[i]), float(mfs_given[i]))
+        if key not in cache:
+            gpu = resolve_gpu(p)
+            mfs = key[3]
+            if np.isnan(mfs):
+                mfs = default_mem_fraction_static(gpu, p.tp_size, c["attn_dp_size"], p.enable_dp_attention,
+                                                  key[1])
+            r = derived_rest_gib(gpu, mfs, int(weights[i]), not p.language_model_only)
+            cache[key] = (r, gpu.name)
+        r, gpu_name = cache[key]
+        if int(r * GiB) > 0:
+            rest_gib[i] = r
         else:
             _fail(err, np.arange(len(err)) == i, messages,
-                  f"weights_bytes: weights leave no memory for the pools on a {gpu.name}")
-    return avail
+                  f"weights_bytes: weights leave no memory for the pools on a {gpu_name}")
+    return rest_gib
 
 
-def _capacity(avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages) -> dict:
+def _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages) -> dict:
     """Mirror of capacity.mamba_pool_size + capacity_ledger, in float64 GiB like SGLang."""
     slot = np.where(out["state_slot_bytes"] > 0, out["state_slot_bytes"], 1)
     ratio = np.maximum(out["slots_per_request"], 1)
@@ -262,8 +278,9 @@ def _capacity(avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker,
     attn_dp = np.maximum(out["attn_dp_size"], 1)
     r = per_combo["mamba_full_memory_ratio"]
     mmc, mtt = per_combo["max_mamba_cache_size"], per_combo["max_total_tokens"]
-    a = np.where(known, avail, GiB)
-    rest_gib = a / GiB
+    given = ~np.isnan(avail)
+    rest_gib = np.where(known, rest_gib, 1.0)
+    a = np.where(given, avail, np.trunc(rest_gib * GiB))
     budget = rest_gib * r / (1 + r) * GiB
     spec = draft > 0
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -277,8 +294,6 @@ def _capacity(avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker,
     K = np.where(src_mmc, mmc_i // attn_dp, np.where(src_radix, per_worker, k_budget))
     capped = np.minimum(per_worker, np.where(src_mmc, mmc_i, K) // ratio)
     scratch = np.where(spec, slot * (np.where(src_radix, K, capped) + 1) * draft, 0)
-    _fail(err, known & spec & ~has_mrr, messages, "max_running_requests: must be set with speculative "
-                                                  "decoding (SGLang sizes the verify scratch from it)")
     _fail(err, known & (K <= 0), messages, "available_bytes: not enough memory for the hybrid state cache")
     rest_gib = rest_gib - scratch / GiB - (K + 1) * slot / GiB
     rest_bytes = np.trunc(rest_gib * GiB)

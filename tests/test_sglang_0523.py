@@ -91,7 +91,8 @@ def test_host_pools_and_rows():
 
 def test_tail_width_and_rows():
     assert l523().tail.width == 4
-    assert l523(speculative_algorithm="EAGLE", speculative_num_draft_tokens=4).tail.width == 8
+    assert l523(speculative_algorithm="EAGLE", speculative_num_steps=3, speculative_eagle_topk=1,
+                speculative_num_draft_tokens=4).tail.width == 8
     assert l523(max_running_requests=64).tail.rows == 66
 
 
@@ -144,3 +145,24 @@ def test_radix_disabled_mamba_pool_is_request_count():
     p = plan("worked-example-0.5.23", disable_radix_cache=True, max_running_requests=64)
     assert p.capacity.max_mamba_cache_size == 64
     assert p.request.slots_per_request == 1
+
+
+def test_draft_tokens_without_steps_is_refused():
+    with pytest.raises(ProfileError) as e:
+        l523(speculative_algorithm="EAGLE", speculative_num_draft_tokens=4)
+    assert e.value.field == "speculative_num_draft_tokens"
+
+
+def test_speculative_resets_unset_max_running_requests_to_48():
+    p = l523(speculative_algorithm="EAGLE", max_running_requests=None)
+    assert p.parallel.max_running_requests_per_worker == 48
+
+
+def test_derived_rest_holds_back_the_vlm_cache():
+    # SGLang 0.5.23's own sizing for h200-0.5.23 (TP8 DP8, weights 40e9, default fraction 0.882),
+    # as the agreement suite read it off KVCacheConfigurator (notes: mismatch M1).
+    c = plan("h200-0.5.23").capacity
+    assert (c.available_bytes, c.max_mamba_cache_size, c.max_total_num_tokens) == (
+        92_860_893_724, 296, 4_215_808)
+    lm = plan("h200-0.5.23", language_model_only=True).capacity
+    assert lm.available_bytes - c.available_bytes == 100 * 2**20

@@ -89,3 +89,13 @@ def test_bad_sweep_axis():
         sweep("article", frobnicate=[1, 2])
     with pytest.raises(ProfileError):
         sweep("article", context_length=[1, 2], tp_size=[1, 2, 4])
+
+
+def test_fits_and_limit():
+    df = sweep("worked-example-0.5.23", grid=True, max_running_requests=[8, 64, 128],
+               context_length=[8_192, 131_072, 1_048_576])
+    by = {(r.max_running_requests, r.context_length): r.limit for r in df.itertuples()}
+    # 343 slots // 5 = 68 requests at most; 9,170,688 tokens in the pool (sglang-0.5.23.md)
+    assert by[(8, 8_192)] == "fits" and by[(64, 131_072)] == "fits" and by[(64, 1_048_576)] == "tokens"
+    assert by[(128, 8_192)] == "mamba" and by[(8, 1_048_576)] == "fits"
+    assert (df["fits"] == (df["limit"] == "fits")).all()

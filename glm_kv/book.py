@@ -1,0 +1,704 @@
+"""``glm-kv book``: execute every chapter per deployment profile (papermill) and build the HTML books.
+
+For each profile the book's sources (``_config.yml``, ``_toc.yml``, ``book/``, ``notebooks/``) are
+copied to a staging folder, every notebook listed in ``_toc.yml`` is executed there with the
+papermill parameter ``profile`` (the comparison page also gets ``profiles``: every profile of the
+run), and Jupyter Book builds the HTML with warnings as errors. Only when all of that succeeds does
+the profile's result replace ``OUT/<profile>/``; a failure names the profile, the notebook and
+the cell, keeps the failed notebook in ``OUT/.staging/<profile>/`` for inspection, and leaves every
+earlier result as it was. ``OUT/index.html`` links the books and compares the profiles side by side.
+
+Layout of ``OUT`` (default ``_build/profiles``)::
+
+    index.html                 the profiles side by side, with links
+    <profile>/html/index.html  the book for that profile
+    <profile>/src/...          the executed notebooks it was built from
+
+The committed notebooks are stored executed for the default profile, so ``jupyter-book build .``
+builds the default book without executing anything; ``python -m glm_kv.book refresh`` re-executes
+them in place after a change.
+"""
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import yaml
+
+SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks")
+IGNORE = shutil.ignore_patterns("_build", ".ipynb_checkpoints", "__pycache__", "*.pyc")
+PARAMETER = "profile"
+PROFILES_PARAMETER = "profiles"
+
+
+class BookError(RuntimeError):
+    """A book step failed; the message names profile, notebook and cell."""
+
+
+@dataclass
+class ProfileBook:
+    profile: str             # as given (shipped name or YAML path)
+    slug: str                # folder name under OUT
+    html: Path | None        # OUT/<slug>/html, None with html=False
+    src: Path                # OUT/<slug>/src
+    seconds_execute: float = 0.0
+    seconds_html: float = 0.0
+
+
+@dataclass
+class BookResult:
+    out_dir: Path
+    books: list[ProfileBook] = field(default_factory=list)
+    index: Path | None = None
+
+
+# ------------------------------------------------------------------------------------------------
+# The book's sources
+# ------------------------------------------------------------------------------------------------
+
+def find_root(start: str | Path | None = None) -> Path:
+    """The folder holding ``_config.yml`` and ``_toc.yml``: ``start``, the cwd or the repo checkout."""
+    candidates = [Path(start)] if start else [Path.cwd(), Path(__file__).resolve().parents[1]]
+    for c in candidates:
+        c = c.resolve()
+        for d in (c, *c.parents):
+            if (d / "_config.yml").is_file() and (d / "_toc.yml").is_file():
+                return d
+    raise BookError("no book found: run from the glm-kv checkout (the folder with _config.yml and _toc.yml)")
+
+
+def _toc_files(node) -> Iterable[str]:
+    if isinstance(node, dict):
+        for key in ("root", "file"):
+            if isinstance(node.get(key), str):
+                yield node[key]
+        for key in ("parts", "chapters", "sections"):
+            for child in node.get(key, []) or []:
+                yield from _toc_files(child)
+    elif isinstance(node, list):
+        for child in node:
+            yield from _toc_files(child)
+
+
+def toc_documents(root: Path) -> list[str]:
+    """Every document of ``_toc.yml`` in reading order, as paths without suffix."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    return list(dict.fromkeys(_toc_files(toc)))
+
+
+def toc_notebooks(root: Path) -> list[Path]:
+    """The ``.ipynb`` documents of the table of contents, in reading order (relative to root)."""
+    out = []
+    for doc in toc_documents(root):
+        p = Path(doc)
+        if p.suffix == "":
+            p = p.with_suffix(".ipynb")
+        if p.suffix == ".ipynb" and (root / p).is_file():
+            out.append(p)
+    return out
+
+
+def chapter_notebooks(root: Path) -> list[Path]:
+    return [p for p in toc_notebooks(root) if p.parts[0] == "notebooks"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Profiles
+# ------------------------------------------------------------------------------------------------
+
+def resolve_profiles(profiles: Sequence[str] | None) -> list[str]:
+    """Shipped names stay names; files become absolute paths (notebooks run in another folder)."""
+    from .profile import shipped_profiles
+
+    shipped = shipped_profiles()
+    if not profiles:
+        return list(shipped)
+    out = []
+    for p in profiles:
+        if p in shipped:
+            out.append(p)
+        elif Path(p).is_file():
+            out.append(str(Path(p).resolve()))
+        else:
+            raise BookError(f"profile {p!r}: neither a shipped profile ({', '.join(shipped)}) nor a YAML file")
+    return list(dict.fromkeys(out))
+
+
+def profile_slug(profile: str) -> str:
+    from .profile import load_profile
+
+    label = load_profile(profile).label  # the profile's name, else the file's stem
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "profile"
+
+
+def comparison_table(profiles: Sequence[str]):
+    """One row per quantity, one column per profile: the figures every chapter starts from.
+
+    Every value is read from the plan (``glm_kv.plan.build_plan``); nothing is computed here.
+    """
+    import pandas as pd
+
+    from .plan import build_plan
+
+    rows = [
+        ("layout", ("profile", "sglang_layout")),
+        ("GPU", ("gpu", "name")),
+        ("tp / attn_tp / attn_dp", None),
+        ("kv_cache_dtype", ("token", "kv_cache_dtype")),
+        ("KV row layout", ("token", "kv_layout")),
+        ("kv_cache_dim", ("token", "kv_cache_dim")),
+        ("MLA latent KV, B/token", ("token", "kv_bytes_per_token")),
+        ("indexer K, B/token", ("token", "indexer_bytes_per_token")),
+        ("cell_size, B/token", ("token", "cell_size_bytes")),
+        ("page_size, tokens", ("token", "page_size")),
+        ("KDA state slot, B", ("request", "state_slot_bytes")),
+        ("state slots per request", ("request", "slots_per_request")),
+        ("KDA state per request, B", ("request", "state_bytes_per_request")),
+        ("compress tail, B", ("tail", "bytes")),
+        ("max_total_num_tokens", ("capacity", "max_total_num_tokens")),
+        ("max_running_requests (per worker)", ("capacity", "max_running_requests")),
+        ("HiCache host entries", ("host", "entries")),
+    ]
+    data = {}
+    for prof in profiles:
+        plan = build_plan(prof)
+        col = []
+        for label, path in rows:
+            if path is None:
+                par = plan["parallel"]
+                col.append(f"{plan['profile']['tp_size']} / {par['attn_tp_size']} / {par['attn_dp_size']}")
+                continue
+            value = plan.get(path[0], {}) or {}
+            value = value.get(path[1]) if isinstance(value, dict) else None
+            if isinstance(value, list):
+                value = ", ".join(map(str, value))
+            elif isinstance(value, bool) or value is None:
+                value = "-" if value is None else str(value)
+            elif isinstance(value, int):
+                value = f"{value:,}"
+            col.append(value)
+        data[plan["profile"]["name"]] = col
+    return pd.DataFrame(data, index=[r[0] for r in rows])
+
+
+# ------------------------------------------------------------------------------------------------
+# Executing and building
+# ------------------------------------------------------------------------------------------------
+
+def clean_notebook_metadata(path: Path) -> None:
+    """Drop papermill's timing metadata so a re-executed notebook only differs where outputs do."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata.pop("papermill", None)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+    nbformat.write(nb, path)
+
+
+def _kernel_env(root: Path) -> None:
+    # The kernel must import this glm_kv even when it is not installed (a plain checkout).
+    pkg_root = str(Path(__file__).resolve().parents[1])
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if pkg_root not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([pkg_root, *parts])
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+
+
+def _quiet_kernel_manager():
+    """A kernel manager whose kernel's own log lines (not the notebook's output) are discarded."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            cmd, kw = await super()._async_pre_start_kernel(**kw)
+            kw.setdefault("stderr", subprocess.DEVNULL)
+            return cmd, kw
+
+    return QuietKernelManager
+
+
+def execute_notebook(nb: Path, parameters: dict, *, kernel_name: str = "python3",
+                     timeout: int = 600, profile_label: str = "", rel: str | None = None) -> None:
+    """Execute ``nb`` in place with papermill; a failure becomes a BookError naming the cell."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    declared = pm.inspect_notebook(str(nb))
+    params = {k: v for k, v in parameters.items() if k in declared}
+    try:
+        pm.execute_notebook(str(nb), str(nb), parameters=params or None, kernel_name=kernel_name,
+                            cwd=str(nb.parent), progress_bar=False, log_output=False,
+                            request_save_on_cell_execute=False, execution_timeout=timeout,
+                            kernel_manager_class=_quiet_kernel_manager())
+    except PapermillExecutionError as e:
+        first = (e.source or "").strip().splitlines()[:1]
+        where = f"cell {e.cell_index} (In [{e.exec_count}]{': ' + first[0][:60] if first else ''})"
+        raise BookError(f"profile {profile_label}: notebook {rel or nb.name}: {where}: "
+                        f"{e.ename}: {e.evalue}".rstrip()) from None
+    except Exception as e:  # kernel died, timeout, ...
+        raise BookError(f"profile {profile_label}: notebook {rel or nb.name}: "
+                        f"{type(e).__name__}: {e}") from None
+
+
+def build_html(src: Path, out: Path, *, strict: bool = True, profile_label: str = "") -> Path:
+    """``jupyter-book build`` of the staged sources (no execution); returns the html folder."""
+    cmd = [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
+           "build", str(src), "--path-output", str(out), "--builder", "html", "--quiet"]
+    if strict:
+        cmd += ["-W", "-n", "--keep-going"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    html_dir = out / "_build" / "html"
+    if proc.returncode != 0 or not (html_dir / "index.html").is_file():
+        lines = [l for l in (proc.stderr + proc.stdout).splitlines()
+                 if "WARNING" in l or "ERROR" in l or "Error" in l] or (proc.stderr + proc.stdout).splitlines()[-5:]
+        raise BookError(f"profile {profile_label}: HTML build failed:\n  " + "\n  ".join(lines[:20]))
+    return html_dir
+
+
+def _execute_all(src: Path, notebooks: Sequence[Path], parameters: dict, *, slug: str, label: str,
+                 bar, jobs: int, kernel_name: str, timeout: int) -> None:
+    """Execute the notebooks (``jobs`` kernels at a time); the first failure in book order wins."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(rel: Path) -> Path:
+        execute_notebook(src / rel, parameters, kernel_name=kernel_name, timeout=timeout,
+                         profile_label=label, rel=str(rel))
+        clean_notebook_metadata(src / rel)
+        return rel
+
+    def done(rel: Path) -> None:
+        if bar is not None:
+            bar.set_description_str(f"{slug} · {rel.stem}")
+            bar.update(1)
+
+    if jobs <= 1:
+        for rel in notebooks:
+            if bar is not None:
+                bar.set_description_str(f"{slug} · {rel.stem}")
+            one(rel)
+            if bar is not None:
+                bar.update(1)
+        return
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(one, rel) for rel in notebooks]
+        errors: list[BookError] = []
+        for fut in futures:  # book order, so that the earliest failing chapter is the one named
+            try:
+                done(fut.result())
+            except BookError as e:
+                errors.append(e)
+                for f in futures:
+                    f.cancel()
+                break
+        if errors:
+            raise errors[0]
+
+
+def _swap_in(staging: Path, final: Path) -> None:
+    """Replace ``final`` by ``staging`` with two renames (the old result survives any failure before)."""
+    old = final.with_name(final.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        final.rename(old)
+    staging.rename(final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def default_jobs() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="step", dynamic_ncols=True, file=sys.stderr,
+                bar_format="{desc:<46.46} {bar} {n_fmt}/{total_fmt} [{elapsed}<{remaining}]")
+
+
+def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_build/profiles", *,
+             root: str | Path | None = None, html: bool = True, strict: bool = True,
+             progress: bool = True, kernel_name: str = "python3", timeout: int = 600,
+             jobs: int | None = None, log: Callable[[str], None] | None = None) -> BookResult:
+    """Execute every chapter per profile with papermill and build one HTML book per profile.
+
+    ``profiles``: shipped names or YAML paths (default: every shipped profile). ``jobs``: kernels
+    run at once (default: up to 2, by CPU count). Raises BookError
+    on the first failure, naming profile, notebook and cell; earlier results stay in place.
+    """
+    root = find_root(root)
+    out_dir = Path(out_dir).resolve()
+    profiles = resolve_profiles(profiles)
+    jobs = jobs if jobs is not None else default_jobs()
+    notebooks = toc_notebooks(root)
+    if not notebooks:
+        raise BookError(f"_toc.yml in {root} lists no notebook")
+    _kernel_env(root)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging_root = out_dir / ".staging"
+    result = BookResult(out_dir)
+    steps_per_profile = len(notebooks) + (1 if html else 0)
+    bar = _progress(len(profiles) * steps_per_profile, progress)
+    say = log or (lambda m: (bar.write(m) if bar is not None else print(m, file=sys.stderr)))
+    try:
+        for prof in profiles:
+            slug = profile_slug(prof)
+            label = slug if slug == prof else f"{slug} ({prof})"
+            staging = staging_root / slug
+            if staging.exists():
+                shutil.rmtree(staging)
+            src = staging / "src"
+            src.mkdir(parents=True)
+            for name in SOURCES:
+                s = root / name
+                if s.is_dir():
+                    shutil.copytree(s, src / name, ignore=IGNORE)
+                elif s.is_file():
+                    shutil.copy2(s, src / name)
+            book = ProfileBook(prof, slug, None, out_dir / slug / "src")
+            t0 = time.perf_counter()
+            _execute_all(src, notebooks, {PARAMETER: prof, PROFILES_PARAMETER: list(profiles)},
+                         slug=slug, label=label, bar=bar, jobs=jobs, kernel_name=kernel_name,
+                         timeout=timeout)
+            book.seconds_execute = time.perf_counter() - t0
+            if html:
+                if bar is not None:
+                    bar.set_description_str(f"{slug} · HTML")
+                t0 = time.perf_counter()
+                built = build_html(src, staging, strict=strict, profile_label=label)
+                built.rename(staging / "html")
+                shutil.rmtree(staging / "_build", ignore_errors=True)
+                book.seconds_html = time.perf_counter() - t0
+                if bar is not None:
+                    bar.update(1)
+            _swap_in(staging, out_dir / slug)
+            book.html = out_dir / slug / "html" if html else None
+            result.books.append(book)
+            say(f"{slug}: executed {len(notebooks)} notebooks in {book.seconds_execute:.1f} s"
+                + (f", HTML in {book.seconds_html:.1f} s -> {book.html}/index.html" if html else ""))
+    finally:
+        if bar is not None:
+            bar.close()
+        if staging_root.exists() and not any(staging_root.iterdir()):
+            staging_root.rmdir()
+    result.index = write_index(out_dir, profiles)
+    return result
+
+
+def write_index(out_dir: Path, profiles: Sequence[str]) -> Path:
+    """``OUT/index.html``: every book built so far, and the run's profiles side by side."""
+    table = comparison_table(profiles)
+    books = sorted(p.name for p in out_dir.iterdir()
+                   if p.is_dir() and (p / "html" / "index.html").is_file())
+    links = "\n".join(f'<li><a href="{html.escape(b)}/html/index.html">{html.escape(b)}</a></li>' for b in books)
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>glm-kv: the book per profile</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:80em}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:right}}
+th{{background:#f4f4f4}}tbody th{{text-align:left}}</style></head><body>
+<h1>The three ledgers (三本账), per deployment profile</h1>
+<p>One book per profile; every figure is computed by <code>glm_kv</code> for that profile.</p>
+<ul>
+{links}
+</ul>
+<h2>The profiles side by side</h2>
+{table.to_html(escape=True)}
+</body></html>
+"""
+    path = out_dir / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def refresh_committed(root: str | Path | None = None, *, kernel_name: str = "python3",
+                      progress: bool = True) -> list[Path]:
+    """Re-execute the committed notebooks in place for the default profile (no injected cell)."""
+    root = find_root(root)
+    _kernel_env(root)
+    notebooks = toc_notebooks(root)
+    bar = _progress(len(notebooks), progress)
+    try:
+        _execute_all(root, notebooks, {}, slug="default", label="default", bar=bar,
+                     jobs=default_jobs(), kernel_name=kernel_name, timeout=600)
+    finally:
+        if bar is not None:
+            bar.close()
+    return [root / r for r in notebooks]
+
+
+# ------------------------------------------------------------------------------------------------
+# Command line
+# ------------------------------------------------------------------------------------------------
+
+def main_book(args) -> int:
+    """``glm-kv book``: args.profile (list or None), args.out, args.no_html."""
+    try:
+        res = run_book(getattr(args, "profile", None), getattr(args, "out", "_build/profiles"),
+                       html=not getattr(args, "no_html", False))
+    except BookError as e:
+        print(f"glm-kv book: error: {e}", file=sys.stderr)
+        return 1
+    print(f"books: {', '.join(b.slug for b in res.books)}; index: {res.index}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m glm_kv.book")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="same as glm-kv book")
+    b.add_argument("--profile", action="append")
+    b.add_argument("--out", default="_build/profiles")
+    b.add_argument("--no-html", action="store_true")
+    sub.add_parser("refresh", help="re-execute the committed notebooks in place (default profile)")
+    args = ap.parse_args(argv)
+    if args.cmd == "refresh":
+        try:
+            for p in refresh_committed():
+                print(f"executed {p}")
+        except BookError as e:
+            print(f"refresh: error: {e}", file=sys.stderr)
+            return 1
+        return 0
+    return main_book(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers the chapters call (display and shaping only: every number comes from glm_kv)
+# ------------------------------------------------------------------------------------------------
+
+class Plain(str):
+    """A string that glues without quotes (``{glue:text}`` shows its text/plain repr)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def fmt_bytes(n: int | None, unit: str | None = None) -> str:
+    """``738,099,200 B (≈738.1 MB)``: exact bytes first, then the article's unit (decimal, or MiB)."""
+    if n is None:
+        return "-"
+    n = int(n)
+    if unit == "MiB":
+        return f"{n:,} B (≈{n / 2**20:.3f} MiB)"
+    for size, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+        if abs(n) >= size:
+            return f"{n:,} B (≈{n / size:.{3 if name == 'KB' else 1}f} {name})"
+    return f"{n:,} B"
+
+
+def glue_all(values: dict, *, display: bool = False) -> None:
+    """``myst_nb.glue`` every item; strings glue without quotes."""
+    from myst_nb import glue
+
+    for key, value in values.items():
+        glue(key, Plain(value) if isinstance(value, str) else value, display=display)
+
+
+def get(d: dict, path: str, default=None):
+    """``get(plan, "token.kv_bytes_per_token")``."""
+    for part in path.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return default
+        d = d[part]
+    return d
+
+
+def plan_variants(profile, variants: dict, columns: dict):
+    """One row per variant of ``profile`` (label -> field overrides), one column per plan key.
+
+    ``columns`` maps a column title to a dotted plan key (``"token.kv_bytes_per_token"``). A
+    variant SGLang refuses gets its one-line reason in the ``refused`` column instead of values.
+    """
+    import pandas as pd
+
+    from .errors import ProfileError
+    from .plan import build_plan
+    from .profile import Profile, load_profile, make_profile
+
+    base = profile if isinstance(profile, Profile) else load_profile(profile)
+    rows = []
+    for label, overrides in variants.items():
+        row = {"variant": label}
+        try:
+            plan = build_plan(make_profile({**base.model_dump(), **(overrides or {})}))
+            for title, path in columns.items():
+                value = get(plan, path)
+                row[title] = ", ".join(map(str, value)) if isinstance(value, list) else value
+            row["refused"] = ""
+        except ProfileError as e:
+            row.update({title: None for title in columns})
+            row["refused"] = str(e)
+        rows.append(row)
+    df = pd.DataFrame(rows, dtype=object).set_index("variant")
+    for col in df.columns:  # numeric where every variant has a value; refused rows keep None
+        if df[col].notna().all():
+            df[col] = df[col].infer_objects()
+    if not df["refused"].astype(bool).any():
+        df = df.drop(columns="refused")
+    return df
+
+
+def show(df):
+    """A copy of ``df`` for reading: integers with thousands separators (the data stays numeric elsewhere)."""
+    import pandas as pd
+
+    out = df.copy()
+    for col in out.columns:
+        if pd.api.types.is_integer_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
+            out[col] = out[col].map(lambda v: f"{v:,}")
+        elif out[col].dtype == object:
+            out[col] = out[col].map(lambda v: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v)
+    return out.astype(object).where(out.notna(), "-")
+
+
+def measured_buffers(report, names: Sequence[str] | None = None):
+    """Per-buffer rows of a ``glm_kv.measure`` report: shape, measured bytes, ledger bytes, match."""
+    import pandas as pd
+
+    rows = []
+    for i, alloc in enumerate(report.allocations):
+        for r in alloc.rows:
+            if names is not None and not any(r.name.startswith(n) for n in names):
+                continue
+            rows.append({"allocation": i + 1, "tokens": alloc.sizes.get("tokens"),
+                         "mamba slots": alloc.sizes.get("mamba_slots"), "buffer": r.name,
+                         "shape": tuple(r.shape), "dtype": r.dtype, "where": r.where,
+                         "measured B": r.measured_bytes, "ledger B": r.ledger_bytes, "match": r.match})
+    return pd.DataFrame(rows)
+
+
+def measured_per_unit(report):
+    """The report's linear checks: measured bytes per token / slot vs the ledger's figure."""
+    import pandas as pd
+
+    return pd.DataFrame([{"what grows": l["group"], "per": l["unit"], "sizes": tuple(l["sizes"]),
+                          "bytes at those sizes": tuple(l["bytes"]), "measured per unit": l["measured_per_unit"],
+                          "ledger per unit": l["ledger_per_unit"], "ledger figure": l["ledger_source"],
+                          "match": l["match"]} for l in report.linear])
+
+
+def measured_slope(report, prefix: str) -> int:
+    """Measured bytes per token (or slot) of the buffers whose names start with ``prefix``.
+
+    The slope between the report's two reduced allocations: (bytes at b - bytes at a) / (b - a).
+    """
+    a, b = report.allocations[:2]
+    unit = "mamba_slots" if prefix.startswith(("mamba_pool", "MambaPoolHost")) else (
+        "host_tokens" if prefix.startswith(("MLATokenToKVPoolHost", "DSAIndexerPoolHost")) else "tokens")
+    ba = sum(r.measured_bytes for r in a.rows if r.name.startswith(prefix))
+    bb = sum(r.measured_bytes for r in b.rows if r.name.startswith(prefix))
+    slope, rem = divmod(bb - ba, b.sizes[unit] - a.sizes[unit])
+    if rem:
+        raise ValueError(f"{prefix}: bytes do not grow linearly ({ba} -> {bb})")
+    return slope
+
+
+def workload_table(profile, variants: dict, requests: int, context_length: int):
+    """``glm_kv.workload.workload`` for each variant of ``profile``: both ledgers, per rank and global."""
+    import pandas as pd
+
+    from .plan import compute_plan
+    from .profile import Profile, load_profile, make_profile
+    from .workload import workload
+
+    base = profile if isinstance(profile, Profile) else load_profile(profile)
+    rows = []
+    for label, overrides in variants.items():
+        w = workload(compute_plan(make_profile({**base.model_dump(), **(overrides or {})})),
+                     requests, context_length)
+        rows.append({"variant": label, "requests (global)": w.requests_global,
+                     "requests per rank": w.requests_per_rank, "context": w.context_length,
+                     "token ledger per request, B": w.token_bytes_per_request,
+                     "token ledger per rank, B": w.token_bytes_per_rank,
+                     "KDA ledger per request, B": w.kda_bytes_per_request,
+                     "KDA ledger per rank, B": w.kda_bytes_per_rank,
+                     "compress tail per rank, B": w.tail_bytes_per_rank})
+    return pd.DataFrame(rows).set_index("variant")
+
+
+# Why SGLang 0.5.23 differs from the article's upstream commit, per figure (reference:
+# shared/reference/sglang-0.5.23.md, read from the 0.5.23 wheel).
+LAYOUT_FIGURES = [
+    ("page size, tokens", "token.page_size",
+     "0.5.23 forces page_size = 64 x index_kpool for this model (_deepseek_family_overrides)"),
+    ("kv_cache_dim", "token.kv_cache_dim", "calculate_mla_kv_cache_dim is unchanged: the row depends on dtype and backend only"),
+    ("MLA latent KV, B/token", "token.kv_bytes_per_token", "same rows, same layers"),
+    ("indexer K reserved, B/token/layer", "token.indexer_bytes_per_token_per_layer",
+     "IndexKeyCache rows hold page_size // index_kpool pooled keys: ceil(132 / kpool) per token and layer"),
+    ("indexer K reserved, B/token", "token.indexer_bytes_per_token", "the same, over the indexed layers"),
+    ("indexer page, B per layer", "token.indexer_page_bytes", "a page keeps its byte size but now spans page_size tokens"),
+    ("tokens per indexer page", "token.indexer_tokens_per_page", "follows the page size"),
+    ("cell_size (token budget divisor), B/token", "token.cell_size_bytes",
+     "the configurator divides by KV + pooled indexer (_compute_dsa_indexer_cell_size)"),
+    ("KDA state slot, B", "request.state_slot_bytes", "mamba_cache_per_req is unchanged"),
+    ("state slots per request", "request.slots_per_request", "_calculate_mamba_ratio is unchanged for the reachable strategies"),
+    ("compress tail, B", "tail.bytes", "rows = requests per worker + 2, width = index_kpool + draft tokens, in both"),
+    ("HiCache host entries", "host.entries", "0.5.23's hybrid HostPoolGroup adds the DSAIndexerPoolHost sidecar of KV"),
+    ("host KV row, B per layer", "host.kv_row_bytes", "0.5.23's host row equals the device row (the article's host row is kv_lora_rank wide)"),
+    ("host indexer, B/token", "host.indexer_bytes_per_token", "the INDEXER sidecar stores the pooled keys"),
+]
+
+
+def layout_comparison(profile):
+    """Figure by figure: the article's layout vs SGLang 0.5.23, for this profile's other settings."""
+    import pandas as pd
+
+    from .plan import build_plan
+    from .profile import Profile, load_profile, make_profile
+
+    base = profile if isinstance(profile, Profile) else load_profile(profile)
+    plans = {layout: build_plan(make_profile({**base.model_dump(), "sglang_layout": layout}))
+             for layout in ("article", "0.5.23")}
+    rows = []
+    for title, path, why in LAYOUT_FIGURES:
+        a, b = get(plans["article"], path), get(plans["0.5.23"], path)
+        show_a = ", ".join(map(str, a)) if isinstance(a, list) else a
+        show_b = ", ".join(map(str, b)) if isinstance(b, list) else b
+        rows.append({"figure": title, "article (f4de6abee6)": show_a, "SGLang 0.5.23": show_b,
+                     "changed": a != b, "why": why if a != b else "unchanged"})
+    return pd.DataFrame(rows).set_index("figure")
+
+
+def agreement_report(path: str | Path):
+    """The SGLang agreement report (``book/_static/sglang-agreement.json``, written by tests/sglang).
+
+    Returns (summary dict, per-profile DataFrame, mismatch DataFrame); (None, None, None) when the
+    report has not been produced on this checkout.
+    """
+    import json
+
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        return None, None, None
+    rep = json.loads(path.read_text())
+    summary = {k: v for k, v in rep.items() if not isinstance(v, (list, dict))}
+    profiles = pd.DataFrame([{"profile": p.get("id"), "keys compared": p.get("keys_compared"),
+                              "mismatches": len(p.get("mismatches") or []),
+                              "SGLang refused": bool(p.get("sglang_error")),
+                              "engine refused": bool(p.get("engine_error")),
+                              "seconds": p.get("seconds")} for p in rep.get("profiles", [])])
+    mismatches = pd.DataFrame([{"profile": p.get("id"), **m} for p in rep.get("profiles", [])
+                               for m in (p.get("mismatches") or [])],
+                              columns=["profile", "key", "sglang", "engine", "explanation"])
+    return summary, profiles, mismatches

@@ -199,9 +199,16 @@ def clean_notebook_metadata(path: Path) -> None:
 
     nb = nbformat.read(path, as_version=4)
     nb.metadata.pop("papermill", None)
+    count = 0
     for cell in nb.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
+        if cell.cell_type == "code" and cell.get("execution_count") is not None:
+            count += 1  # 1, 2, ... as if the notebook had had a kernel of its own
+            cell.execution_count = count
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "execute_result":
+                    out["execution_count"] = count
     nbformat.write(nb, path)
 
 
@@ -227,27 +234,71 @@ def _quiet_kernel_manager():
     return QuietKernelManager
 
 
+SETUP_TAG = "glm-kv-kernel-setup"
+
+
+def _setup_cell(folder: Path):
+    """First cell when a kernel is shared between notebooks: a clean namespace, the notebook's folder."""
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(
+        f"%reset -f\nimport os as _os\n_os.chdir({str(folder)!r})\ndel _os")
+    cell.metadata["tags"] = [SETUP_TAG, "remove-cell"]
+    return cell
+
+
+def _strip_setup_cell(path: Path) -> None:
+    import nbformat
+
+    if not path.is_file():
+        return
+    nb = nbformat.read(path, as_version=4)
+    keep = [c for c in nb.cells if SETUP_TAG not in c.get("metadata", {}).get("tags", [])]
+    if len(keep) != len(nb.cells):
+        nb.cells = keep
+        nbformat.write(nb, path)
+
+
 def execute_notebook(nb: Path, parameters: dict, *, kernel_name: str = "python3",
-                     timeout: int = 600, profile_label: str = "", rel: str | None = None) -> None:
-    """Execute ``nb`` in place with papermill; a failure becomes a BookError naming the cell."""
+                     timeout: int = 600, profile_label: str = "", rel: str | None = None,
+                     km=None) -> None:
+    """Execute ``nb`` in place with papermill; a failure becomes a BookError naming the cell.
+
+    With ``km`` (a started or not yet started kernel manager) the kernel is reused: the notebook
+    first runs ``%reset -f`` and moves to its own folder, so it sees nothing of the previous one
+    but the imported modules.
+    """
+    import nbformat
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     declared = pm.inspect_notebook(str(nb))
     params = {k: v for k, v in parameters.items() if k in declared}
+    original = nbformat.read(nb, as_version=4)
+    source = original
+    if km is not None:
+        source = nbformat.from_dict(original)
+        source.cells = [_setup_cell(nb.parent.resolve()), *source.cells]
+    kwargs = dict(parameters=params or None, kernel_name=kernel_name, progress_bar=False,
+                  log_output=False, request_save_on_cell_execute=False, execution_timeout=timeout)
+    if km is not None:
+        kwargs["km"] = km
+    else:
+        kwargs.update(cwd=str(nb.parent), kernel_manager_class=_quiet_kernel_manager())
     try:
-        pm.execute_notebook(str(nb), str(nb), parameters=params or None, kernel_name=kernel_name,
-                            cwd=str(nb.parent), progress_bar=False, log_output=False,
-                            request_save_on_cell_execute=False, execution_timeout=timeout,
-                            kernel_manager_class=_quiet_kernel_manager())
+        pm.execute_notebook(source, str(nb), **kwargs)
     except PapermillExecutionError as e:
         first = (e.source or "").strip().splitlines()[:1]
-        where = f"cell {e.cell_index} (In [{e.exec_count}]{': ' + first[0][:60] if first else ''})"
+        index = next((i for i, c in enumerate(original.cells) if c.source == e.source), e.cell_index)
+        where = f"cell {index} (In [{e.exec_count}]{': ' + first[0][:60] if first else ''})"
         raise BookError(f"profile {profile_label}: notebook {rel or nb.name}: {where}: "
                         f"{e.ename}: {e.evalue}".rstrip()) from None
     except Exception as e:  # kernel died, timeout, ...
         raise BookError(f"profile {profile_label}: notebook {rel or nb.name}: "
                         f"{type(e).__name__}: {e}") from None
+    finally:
+        if km is not None:
+            _strip_setup_cell(nb)
 
 
 def build_html(src: Path, out: Path, *, strict: bool = True, profile_label: str = "") -> Path:
@@ -267,41 +318,64 @@ def build_html(src: Path, out: Path, *, strict: bool = True, profile_label: str 
 
 def _execute_all(src: Path, notebooks: Sequence[Path], parameters: dict, *, slug: str, label: str,
                  bar, jobs: int, kernel_name: str, timeout: int) -> None:
-    """Execute the notebooks (``jobs`` kernels at a time); the first failure in book order wins."""
-    from concurrent.futures import ThreadPoolExecutor
+    """Execute the notebooks on ``jobs`` kernels, each reused from notebook to notebook.
 
-    def one(rel: Path) -> Path:
-        execute_notebook(src / rel, parameters, kernel_name=kernel_name, timeout=timeout,
-                         profile_label=label, rel=str(rel))
-        clean_notebook_metadata(src / rel)
-        return rel
+    Starting a kernel and importing torch, pandas and altair costs seconds per notebook; a
+    reused kernel pays it once. The first failure in book order is raised; the notebooks after
+    it are not started.
+    """
+    import queue
+    import threading
 
-    def done(rel: Path) -> None:
-        if bar is not None:
-            bar.set_description_str(f"{slug} · {rel.stem}")
-            bar.update(1)
+    from jupyter_core.utils import run_sync
 
-    if jobs <= 1:
-        for rel in notebooks:
-            if bar is not None:
-                bar.set_description_str(f"{slug} · {rel.stem}")
-            one(rel)
-            if bar is not None:
-                bar.update(1)
-        return
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(one, rel) for rel in notebooks]
-        errors: list[BookError] = []
-        for fut in futures:  # book order, so that the earliest failing chapter is the one named
-            try:
-                done(fut.result())
-            except BookError as e:
-                errors.append(e)
-                for f in futures:
-                    f.cancel()
-                break
-        if errors:
-            raise errors[0]
+    todo: "queue.Queue[tuple[int, Path]]" = queue.Queue()
+    for item in enumerate(notebooks):
+        todo.put(item)
+    errors: dict[int, BaseException] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def worker() -> None:
+        km = None
+        try:
+            while not stop.is_set():
+                try:
+                    i, rel = todo.get_nowait()
+                except queue.Empty:
+                    return
+                if bar is not None:
+                    with lock:
+                        bar.set_description_str(f"{slug} · {rel.stem}")
+                if km is None:
+                    km = _quiet_kernel_manager()(kernel_name=kernel_name)
+                try:
+                    execute_notebook(src / rel, parameters, kernel_name=kernel_name, timeout=timeout,
+                                     profile_label=label, rel=str(rel), km=km)
+                    clean_notebook_metadata(src / rel)
+                except BaseException as e:  # noqa: BLE001 - reported below, in book order
+                    with lock:
+                        errors[i] = e
+                    stop.set()
+                    return
+                if bar is not None:
+                    with lock:
+                        bar.update(1)
+        finally:
+            if km is not None:
+                try:
+                    if run_sync(km.is_alive)():
+                        run_sync(km.shutdown_kernel)(now=True)
+                except Exception:  # noqa: BLE001 - the kernel may already be gone
+                    pass
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, min(jobs, len(notebooks))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[min(errors)]
 
 
 def _swap_in(staging: Path, final: Path) -> None:

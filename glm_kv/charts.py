@@ -58,11 +58,16 @@ def javascript_bundle() -> str:
 
 def write_javascript_bundle(folder: str | Path) -> Path:
     """Write the bundle to ``folder/glm-kv-vega.js`` (reused when already there)."""
+    import vl_convert as vlc
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / BUNDLE_NAME
-    if not path.is_file() or path.stat().st_size < 100_000:
+    stamp = folder / (BUNDLE_NAME + ".version")
+    version = f"vl-convert {getattr(vlc, '__version__', '?')}, vega-lite {_vega_lite_version()}"
+    if not path.is_file() or not stamp.is_file() or stamp.read_text() != version:
         path.write_text(javascript_bundle(), encoding="utf-8")
+        stamp.write_text(version)
     return path
 
 
@@ -302,7 +307,8 @@ def pool_structure_chart(structure: Mapping[str, Any]):
     alt = _alt()
     df = pool_structure_table(structure).reset_index().rename(columns={"index": "order"})
     df["label"] = df["name"] + df["class"].map(lambda c: f"  ({c})" if c else "")
-    domain = ["tokens", "state slots", "requests", ""]
+    df["grows with"] = df["grows with"].replace("", "(container)")
+    domain = ["tokens", "state slots", "requests", "(container)"]
     rng = [LEDGER_COLORS["MLA latent KV"], LEDGER_COLORS["KDA state"], LEDGER_COLORS["compress tail"], "#777"]
     base = alt.Chart(df).encode(
         y=alt.Y("order:O", axis=None),
@@ -311,11 +317,12 @@ def pool_structure_chart(structure: Mapping[str, Any]):
                                ("row", "nominal", "row / shape"), ("layers", "quantitative", "layers")]),
     )
     dots = base.mark_square(size=140).encode(
-        x=alt.X("depth:Q", axis=None, scale=alt.Scale(domain=[-0.2, 6])),
+        x=alt.X("depth:Q", axis=None, scale=alt.Scale(domain=[-0.2, 9])),
         color=alt.Color("grows with:N", scale=alt.Scale(domain=domain, range=rng), title="grows with",
                         legend=alt.Legend(orient="bottom")))
     text = base.mark_text(align="left", dx=10, fontSize=12).encode(x="depth:Q", text="label:N")
-    return (dots + text).properties(width=620, height=22 * len(df), title="What lives in HBM")
+    return (dots + text).properties(width=620, height=22 * len(df), title="What lives in HBM").configure_view(
+        strokeWidth=0)
 
 
 def indexer_page_table(plan: Mapping[str, Any]):
@@ -371,47 +378,41 @@ def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], context
     attn_dp = prof.dp_size if prof.enable_dp_attention else 1
     df = sweep(prof, grid=True, gpu=list(gpus), max_running_requests=[r * attn_dp for r in requests],
                context_length=list(contexts), **extra)
-    def last(name: str):  # sweep names its resolved outputs "<field>_resolved" (older: the field again)
-        if name + "_resolved" in df.columns:
-            return df[name + "_resolved"]
-        hits = [i for i, c in enumerate(df.columns) if c == name]
-        return df.iloc[:, hits[-1]]
-
-    served, slots = last("max_running_requests"), last("max_mamba_cache_size")
-    out = df.loc[:, ~df.columns.duplicated()].rename(columns={"max_running_requests": "requested (global)"})
+    out = df.rename(columns={"max_running_requests": "requested (global)"})
     out["requests per rank"] = df["requests_per_worker"]
-    out["served per rank"] = served
-    out["mamba slots"] = slots
-    out["tokens needed"] = df["requests_per_worker"] * df["context_length"]
-    out["verdict"] = "fits"
-    short = out["served per rank"] < out["requests per rank"]
-    out.loc[short, "verdict"] = "too many requests (" + out.loc[short, "binding_limit"].astype(str) + ")"
-    out.loc[~short & (out["tokens needed"] > out["max_total_num_tokens"]), "verdict"] = "too many tokens"
+    out["served per rank"] = df["max_running_requests_resolved"]
+    out["mamba slots"] = df["max_mamba_cache_size_resolved"]
+    out["tokens needed"] = df["requests_per_worker"] * df["context_length"]  # shown in the tooltip only
+    # The verdict is the engine's (sweep's ``limit``); here it only gets words.
+    words = {"fits": "fits", "tokens": "too many tokens", "mamba": "too many requests (mamba)"}
+    out["verdict"] = df["limit"].map(lambda v: words.get(v, "refused"))
     out.loc[df["error"].notna(), "verdict"] = "refused"
     out["weights"] = "estimated" if extra else "from the profile"
     return out
 
 
-def fits_map_chart(df):
-    """Concurrency x context heat map per GPU: what fits on one rank for this profile."""
+def fits_map_chart(df, gpus: Iterable[str] | None = None):
+    """Concurrency x context heat map per GPU (two per row): what fits on one rank for this profile."""
     alt = _alt()
-    verdicts = ["fits", "too many tokens", "too many requests (mamba)", "too many requests (tokens)", "refused"]
-    colors = ["#2ca02c", "#ff7f0e", "#d62728", "#9467bd", "#7f7f7f"]
-    return alt.Chart(df).mark_rect(stroke="white").encode(
+    verdicts = ["fits", "too many tokens", "too many requests (mamba)", "refused"]
+    colors = ["#2ca02c", "#ff7f0e", "#d62728", "#7f7f7f"]
+    order = list(gpus) if gpus is not None else list(dict.fromkeys(df["gpu"]))
+    cells = alt.Chart().mark_rect(stroke="white").encode(
         x=alt.X("context_length:O", title="context length (tokens)"),
         y=alt.Y("requests per rank:O", title="concurrent requests per rank", sort="descending"),
         color=alt.Color("verdict:N", scale=alt.Scale(domain=verdicts, range=colors), title=None,
                         legend=alt.Legend(orient="bottom")),
-        column=alt.Column("gpu:N", title=None),
         tooltip=_tooltip(alt, [("gpu", "nominal", "GPU"),
-                               ("context_length", "quantitative", "context"),
                                ("requests per rank", "quantitative", "requests per rank"),
                                ("served per rank", "quantitative", "SGLang would serve"),
+                               ("context_length", "quantitative", "context"),
                                ("tokens needed", "quantitative", "tokens needed per rank"),
                                ("max_total_num_tokens", "quantitative", "token pool"),
                                ("mamba slots", "quantitative", "mamba slots"),
                                ("verdict", "nominal", "verdict"), ("weights", "nominal", "weights")]),
-    ).properties(width=170, height=170, title="What fits on one rank")
+    ).properties(width=230, height=170)
+    return alt.FacetChart(data=df, spec=cells, facet=alt.Facet("gpu:N", sort=order, title=None),
+                          columns=2, title="What fits on one rank")
 
 
 # -- profiles page ----------------------------------------------------------------------------
@@ -512,16 +513,20 @@ def radix_tree_table(tree):
 def radix_tree_chart(table, title: str = "The RadixTree: token spans and where they live"):
     """Each node as a bar over its token span; colour: where FULL lives; a diamond: a MAMBA checkpoint."""
     alt = _alt()
-    df = table.copy()
+    # Vega-Lite reads "a.b" as a nested field: give the data dot-free column names.
+    df = table.rename(columns={"FULL.value (HBM token slots)": "full_value",
+                               "FULL.host_value (DRAM host slots)": "full_host_value",
+                               "MAMBA.value (HBM state slot)": "mamba_value",
+                               "MAMBA.host_value (DRAM state slot)": "mamba_host_value"}).copy()
     df["row"] = [f"node {n}" for n in df["node"]]
-    df["checkpoint"] = df["MAMBA.value (HBM state slot)"].ne("-") | df["MAMBA.host_value (DRAM state slot)"].ne("-")
+    df["checkpoint"] = df["mamba_value"].ne("-") | df["mamba_host_value"].ne("-")
     domain = ["HBM only", "HBM + DRAM", "DRAM only (evicted)"]
     tips = _tooltip(alt, [("node", "nominal", "node"), ("parent", "nominal", "parent"),
                           ("first token", "quantitative", "from token"), ("end token", "quantitative", "to token"),
-                          ("FULL.value (HBM token slots)", "nominal", "FULL.value"),
-                          ("FULL.host_value (DRAM host slots)", "nominal", "FULL.host_value"),
-                          ("MAMBA.value (HBM state slot)", "nominal", "MAMBA.value"),
-                          ("MAMBA.host_value (DRAM state slot)", "nominal", "MAMBA.host_value")])
+                          ("full_value", "nominal", "FULL.value (HBM token slots)"),
+                          ("full_host_value", "nominal", "FULL.host_value (DRAM host slots)"),
+                          ("mamba_value", "nominal", "MAMBA.value (HBM state slot)"),
+                          ("mamba_host_value", "nominal", "MAMBA.host_value (DRAM state slot)")])
     y = alt.Y("row:N", sort=list(df["row"]), title=None)
     bars = alt.Chart(df).mark_bar(height=16).encode(
         x=alt.X("first token:Q", title="token position"), x2="end token:Q", y=y,

@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--budget-bytes", type=int, default=None, help="allocation budget for the reduced pools")
     sp.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     sp.add_argument("--full", action="store_true", help="allocate the full profile (GPU only, when it fits)")
+    sp.add_argument("--host", action="store_true", default=None,
+                    help="allocate the HiCache host pools too (default: when the profile enables HiCache)")
     sp.set_defaults(func=cmd_measure)
 
     sp = sub.add_parser("book", help="execute the chapters per profile and build the HTML books")

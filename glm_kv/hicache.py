@@ -29,7 +29,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from .pools import DevicePools, DSATokenToKVPool, MambaPool, PoolGeometry
+from .pools import DevicePools, DSATokenToKVPool, MambaPool, PoolGeometry, torch_dtype
 
 
 class PoolName(str, enum.Enum):
@@ -287,30 +287,35 @@ class HostPoolGroup:
 
     # ---- what HiCache does not cover ----
     def not_on_host(self) -> list[NotOnHost]:
-        g = self.geometry
-        out = []
-        if PoolName.INDEXER not in self.entry_map:
-            out.append(NotOnHost(
-                "indexer (IndexKeyCache)",
-                "the hybrid HostPoolGroup has only KV + MAMBA entries and page_first allocates no "
-                "index_k_buffer; loaded-back tokens have no indexer keys until recomputed"))
-        if g.host_kv_row_width < g.kv_cache_dim:
-            lost = (g.kv_cache_dim - g.host_kv_row_width) * torch.tensor([], dtype=self.kv.dtype).element_size()
-            out.append(NotOnHost(
-                f"KV row bytes {g.host_kv_row_width}..{g.kv_cache_dim} ({lost} B/token/layer)",
-                f"the host KV row is {g.host_kv_row_width} wide (no override_kv_cache_dim) while the "
-                f"device row is {g.kv_cache_dim}: the fp8 scales past byte {g.host_kv_row_width} are not copied"))
-        if g.kpool_use_compress:
-            out.append(NotOnHost(
-                "compress tail (_compress_tail_k / _compress_tail_score)",
-                "per-request HBM buffers, not on the RadixTree and not a HostPoolGroup entry"))
-        out.append(NotOnHost("req_to_token", "request-to-slot map; rebuilt from the tree, never backed up"))
-        return out
+        return not_on_host(self.geometry)
 
     def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
         for e in self.entries:
             for name, b in e.host_pool.named_buffers():
                 yield f"{type(e.host_pool).__name__}[{e.name.value}].{name}", b
+
+
+def not_on_host(g: PoolGeometry) -> list[NotOnHost]:
+    """What the HostPoolGroup of this layout never copies to host, and why."""
+    out = []
+    if g.layout == "article":
+        out.append(NotOnHost(
+            "indexer (IndexKeyCache)",
+            "the hybrid HostPoolGroup has only KV + MAMBA entries and page_first allocates no "
+            "index_k_buffer; loaded-back tokens have no indexer keys until recomputed"))
+    if g.host_kv_row_width < g.kv_cache_dim:
+        item = torch.tensor([], dtype=torch_dtype(g.kv_store_dtype)).element_size()
+        out.append(NotOnHost(
+            f"KV row bytes {g.host_kv_row_bytes}..{g.kv_row_bytes} "
+            f"({(g.kv_cache_dim - g.host_kv_row_width) * item} B/token/layer)",
+            f"the host KV row is {g.host_kv_row_width} wide (no override_kv_cache_dim) while the "
+            f"device row is {g.kv_cache_dim}: the fp8 scales past byte {g.host_kv_row_bytes} are not copied"))
+    if g.kpool_use_compress:
+        out.append(NotOnHost(
+            "compress tail (_compress_tail_k / _compress_tail_score)",
+            "per-request HBM buffers, not on the RadixTree and not a HostPoolGroup entry"))
+    out.append(NotOnHost("req_to_token", "request-to-slot map; rebuilt from the tree, never backed up"))
+    return out
 
 
 def build_host_pool_group(pools: DevicePools, hicache_ratio: float = 2.0,

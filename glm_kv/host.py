@@ -64,7 +64,10 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
     if p.enable_hierarchical_cache and device_tokens is not None:
         tokens = host_size(device_tokens, token.page_size, p.hicache_ratio, p.hicache_size, kv_per_token)
         slots = host_size(device_slots, 1, p.hicache_ratio, p.hicache_size, slot_bytes)
-        kv_b, idx_b, mamba_b = tokens * kv_per_token, tokens * indexer, slots * slot_bytes
+        kv_b, mamba_b = tokens * kv_per_token, slots * slot_bytes
+        # DSAIndexerPoolHost allocates (size + page + 1) // page pages of page_size // kpool rows.
+        idx_pages = (tokens + token.page_size + 1) // token.page_size
+        idx_b = idx_pages * token.indexer_page_bytes * len(model.dsa_indexed_layers) if indexer else 0
         ledger.update(kv_host_tokens=tokens, kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
                       mamba_host_slots=slots, mamba_host_bytes=mamba_b,
                       total_host_bytes=kv_b + idx_b + mamba_b)

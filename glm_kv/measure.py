@@ -26,7 +26,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 GiB = 1 << 30
 DEFAULT_BUDGET_BYTES = 4 * GiB
@@ -266,10 +266,15 @@ def allocate_and_measure(plan: dict, geometry, device: str, *, host_ratio: Optio
     from .pools import DevicePools
 
     asked = geometry.shape_bytes()
-    check_budget(asked, device, budget, what=f"pools of profile {geometry.profile_name or '?'}")
-    if host_ratio is not None:
-        host_asked = _host_shape_bytes(geometry, host_ratio)
-        check_budget(host_asked, "cpu", budget, what="HiCache host pools")
+    host_asked = _host_shape_bytes(geometry, host_ratio) if host_ratio is not None else 0
+    what = f"the pools of profile {geometry.profile_name or '?'}"
+    if device == "cpu":  # device and host pools share the CPU memory
+        check_budget(asked + host_asked, "cpu", budget,
+                     what=what + (" with their HiCache host pools" if host_ratio is not None else ""))
+    else:
+        check_budget(asked, device, budget, what=what)
+        if host_ratio is not None:
+            check_budget(host_asked, "cpu", budget, what="the HiCache host pools")
     cuda = device.startswith("cuda")
     if cuda:
         torch.cuda.synchronize(device)
@@ -422,7 +427,7 @@ def measure_profile(plan: dict, *, device: Optional[str] = None, budget: Optiona
     mode = "reduced"
     if full is None and device.startswith("cuda"):
         need, free = g_full.shape_bytes(), free_memory_bytes(device)
-        full = need <= free
+        full = need <= 0.95 * free  # leave room for the caching allocator's segment rounding
         if not full:
             notes.append(f"full profile not allocated: asked {_fmt(need)}, free {_fmt(free)}; "
                          f"measured two reduced sizes instead")
@@ -477,7 +482,7 @@ def measure_profile(plan: dict, *, device: Optional[str] = None, budget: Optiona
                 n = counts[group]
                 full_rows.append(dict(group=group, count=n, count_source=count_source if group != "spec"
                                       else "max_running_requests per worker",
-                                      extrapolated_bytes=intercept + slope * n,
+                                      bytes=intercept + slope * n,
                                       formula=f"{intercept:,} + {slope:,} x {n:,}",
                                       label="extrapolated: measured per unit x count (not allocated)"))
         fixed_a, fixed_b = _sum(a, "fixed"), _sum(b, "fixed")
@@ -492,35 +497,40 @@ def measure_profile(plan: dict, *, device: Optional[str] = None, budget: Optiona
                     # the plan's token pool includes the draft layer, which is not allocated here
                     plan_bytes = cap["token_pool_bytes"] - draft * cap["max_total_num_tokens"]
                     r["plan_token_pool_bytes"] = plan_bytes
-                    r["difference"] = r["extrapolated_bytes"] - plan_bytes
+                    r["difference"] = r["bytes"] - plan_bytes
                     r["difference_note"] = ("the padding page (page_size KV rows + one index page per "
                                             "layer) that SGLang allocates but its budget does not count")
                 if r["group"] == "mamba":
                     r["plan_mamba_pool_bytes"] = cap["mamba_pool_bytes"]
-                    r["difference"] = r["extrapolated_bytes"] - cap["mamba_pool_bytes"]
+                    r["difference"] = r["bytes"] - cap["mamba_pool_bytes"]
                 if r["group"] == "spec":
                     r["plan_spec_scratch_bytes"] = cap["spec_scratch_bytes"]
-                    r["difference"] = r["extrapolated_bytes"] - cap["spec_scratch_bytes"]
+                    r["difference"] = r["bytes"] - cap["spec_scratch_bytes"]
+    if mode == "full":
+        a = allocations[0]
+        cap = plan.get("capacity") or {}
+        draft = plan["token"].get("draft_bytes_per_token", 0) or 0
+        plan_figs = {"token": (cap.get("token_pool_bytes") or 0) - draft * tokens_full if cap else None,
+                     "mamba": cap.get("mamba_pool_bytes"), "spec": cap.get("spec_scratch_bytes")}
+        for group, n in (("token", tokens_full), ("mamba", mamba_full), ("spec", reqs if spec else 0)):
+            if not n:
+                continue
+            got = _sum(a, group)
+            row = dict(group=group, count=n, count_source=count_source, bytes=got,
+                       formula="allocated", label="allocated: the full profile, measured")
+            if plan_figs[group] is not None:
+                row["difference"] = got - plan_figs[group]
+            full_rows.append(row)
     not_allocated = []
     if plan["token"].get("draft_layers"):
         not_allocated.append(dict(
             what=f"MTP draft KV pool ({plan['token']['draft_layers']} layer, "
                  f"{plan['token']['draft_bytes_per_token']:,} B/token in cell_size)",
             why="built by SGLang's draft worker; its pool class for a kpool-4 DSA draft is not modelled here"))
-    not_on_host = [dict(what=w, why=y) for w, y in _not_on_host_statements(base)] if host else []
+    from .hicache import not_on_host as _not_on_host
+    not_on_host = [dict(what=x.what, why=x.why) for x in _not_on_host(base)] if host else []
     return MeasureReport(prof.get("name", "?"), str(prof.get("sglang_layout")), device, mode,
                          allocations, linear, full_rows, not_allocated, not_on_host, cuda_note, notes)
-
-
-def _not_on_host_statements(g) -> list[tuple[str, str]]:
-    out = []
-    if g.layout == "article":
-        out.append(("indexer (IndexKeyCache)", "no INDEXER entry in the hybrid HostPoolGroup"))
-    if g.host_kv_row_width < g.kv_cache_dim:
-        out.append((f"KV row bytes {g.host_kv_row_bytes}..{g.kv_row_bytes}",
-                    "host row is kv_lora_rank + qk_rope_head_dim (no override_kv_cache_dim)"))
-    out.append(("compress tail", "per-request HBM buffer, not on the tree"))
-    return out
 
 
 # --------------------------------------------------------------------------- CLI
@@ -565,7 +575,7 @@ def _render(report: MeasureReport) -> None:
         if "difference" in r:
             extra = f"; differs from the plan's pool figure by {r['difference']:,} B"
         out.append(f"full profile ({r['group']}), {r['label']}: {r['formula']} = "
-                   f"{r['extrapolated_bytes']:,} B; count from {r['count_source']}{extra}")
+                   f"{r['bytes']:,} B; count from {r['count_source']}{extra}")
     for r in report.not_allocated:
         out.append(f"not allocated: {r['what']}: {r['why']}")
     for r in report.not_on_host:
@@ -589,8 +599,12 @@ def main_measure(args) -> int:
 
     profile, _ = _profile_from_args(args)
     plan = build_plan(profile)
+    device = getattr(args, "device", None)
+    if device and device.startswith("cuda") and not torch.cuda.is_available():
+        print("glm-kv: error: --device cuda: no CUDA device is available here", file=sys.stderr)
+        return 2
     try:
-        report = measure_profile(plan, device=getattr(args, "device", None),
+        report = measure_profile(plan, device=device,
                                  budget=getattr(args, "budget_bytes", None),
                                  full=True if getattr(args, "full", False) else None,
                                  host=getattr(args, "host", None))

@@ -235,8 +235,9 @@ def plan_requests_per_worker(plan: dict) -> int:
     if value is None:
         value = _get(plan, "parallel", "max_running_requests_per_worker")
     if value is None:
-        raise ValueError("the plan has no max_running_requests (set max_running_requests or "
-                         "available_bytes in the profile)")
+        from .errors import ProfileError
+        raise ProfileError("max_running_requests", "the pools need a request count: set "
+                                                   "max_running_requests or available_bytes in the profile")
     return int(value)
 
 

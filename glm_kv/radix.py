@@ -27,6 +27,12 @@ Rules modelled (names from ``unified_cache/components``):
 * ``backup`` (write-through) copies real bytes device -> host for the node and its ancestors and
   sets ``host_value``; ``load_back`` allocates fresh device slots and copies host -> device: FULL
   for every evicted node on the path, MAMBA only for ``best_match_node``.
+
+Simplified on purpose: transfers are synchronous (no write-back policy, no async H2D/D2H, no
+host_lock_ref held across a scheduler step); the per-request working slots (the 5 per request of
+extra_buffer) belong to requests, not to the tree, and are not modelled here; ``prefill`` stands
+in for a request's whole life (match, load back, compute, insert). Deleting a device-evicted node
+without a host copy also drops its evicted descendants' host copies, which nothing can reach.
 """
 from __future__ import annotations
 
@@ -38,7 +44,7 @@ import itertools
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -576,6 +582,7 @@ class RadixTree:
             assert n.parent.children.get(n.key[:ps]) is n
             if f.value is not None:
                 assert len(f.value) == len(n.key)
+                assert n.parent is self.root or not n.parent.evicted, "device KV below an evicted node"
                 pages += (f.value[::ps] // ps).tolist()
             if f.host_value is not None:
                 hpages += (f.host_value[::ps] // ps).tolist()

@@ -1,0 +1,59 @@
+"""The SGLang agreement suite runs only inside its own virtualenv (scripts/sglang-env.sh).
+
+Elsewhere (the ordinary `pytest` run) every test here is skipped with a message saying
+how to run it. Inside `.venv-sglang/`, or with GLM_KV_SGLANG=1, it runs, and a missing
+or broken SGLang is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+VENV = HERE.parents[1] / ".venv-sglang"
+
+
+def _enabled() -> bool:
+    if os.environ.get("GLM_KV_SGLANG") == "1":
+        return True
+    try:
+        return Path(sys.prefix).resolve() == VENV.resolve()
+    except OSError:
+        return False
+
+
+ENABLED = _enabled()
+SKIP_REASON = (
+    "SGLang agreement suite: runs only in its own venv. Run "
+    "`scripts/sglang-env.sh && .venv-sglang/bin/python -m pytest tests/sglang` "
+    "(or set GLM_KV_SGLANG=1 in an environment with sglang==0.5.23 installed)."
+)
+
+if ENABLED:
+    sys.path.insert(0, str(HERE))  # oracle, compare, profiles, cpu_workarounds
+
+
+def pytest_collection_modifyitems(config, items):
+    if ENABLED:
+        return
+    skip = pytest.mark.skip(reason=SKIP_REASON)
+    for item in items:
+        if Path(str(item.fspath)).resolve().is_relative_to(HERE):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def sglang_ready():
+    """Import SGLang once (about 8 s) and check it is the pinned release."""
+    import sglang  # noqa: F401  - an ImportError here is a real failure inside the venv
+    from importlib.metadata import version
+
+    assert version("sglang") == "0.5.23", version("sglang")
+    from cpu_workarounds import quiet_sglang_logs
+
+    quiet_sglang_logs()
+    return True

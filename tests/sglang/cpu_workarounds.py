@@ -1,0 +1,171 @@
+"""Every workaround needed to run SGLang 0.5.23's own code on a CPU-only machine.
+
+This is the ONLY place the agreement suite touches SGLang's behaviour. Each
+workaround is named, says why it is needed, and is as small as it can be. None
+of them changes a formula: they answer the hardware questions SGLang asks
+(which GPU, how much memory) with the profile's GPU, and they turn off the two
+calls that need a CUDA driver (pinned host memory, the HiCache transfer
+controller). Sizes, shapes, dtypes, validators and sizing functions all run
+unpatched.
+
+  W1 PLATFORM_FACTS     SGLang's own test hook `runtime_context.override_platform`
+                        says "this is a CUDA SM90 / SM100 machine".
+                        `cuda_graph_config.default_prefill_backend()` asks
+                        `sglang.srt.utils.is_cuda()` directly (CUDA: breakable prefill
+                        graphs on, which adds 1.5 GiB to the default
+                        mem_fraction_static reservation for MLA); it is called with that
+                        probe answering True. (Answering True process-wide is not
+                        possible: kernel imports would follow.)
+  W2 DEVICE_CAPABILITY  `torch.cuda.get_device_capability()` is called directly by
+                        the DSA kv-dtype / backend resolution; without a driver it
+                        raises. Answer with the profile GPU's (major, minor).
+  W3 DEVICE_MEMORY      `get_device_memory_capacity()` (MiB, drives the default
+                        mem_fraction_static) and `get_available_gpu_memory()` (GiB,
+                        what `_profile_available_bytes` reads after weights load)
+                        answer with the profile GPU's memory and weights.
+  W4 NO_PINNED_MEMORY   `pool_host.common._cuda_host_register` (cudaHostRegister of
+                        HiCache host buffers) is a no-op: no CUDA runtime here.
+  W5 NO_CACHE_CONTROLLER `HybridCacheController` (CUDA streams, transfer threads) is
+                        replaced by a stub when assembling the HiCache host pool group;
+                        the host pools themselves are SGLang's classes, unpatched.
+  W6 SMALL_POOLS        Pools are instantiated at small sizes (a few pages, a few
+                        state slots, a short req_to_token row) so they fit in RAM;
+                        byte counts are measured from the tensors and scaled
+                        linearly (per token, per slot, per row). Linearity is
+                        checked by measuring at two sizes.
+  W7 PROCESS_STATE      SGLang keeps some settings in process-wide environment
+                        variables (`--mamba-ssm-dtype` sets SGLANG_MAMBA_SSM_DTYPE);
+                        they are reset before each profile so profiles do not leak
+                        into each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+# GPU facts for the profiles' `gpu` field. Memory is what CUDA reports
+# (torch.cuda.mem_get_info total), in MiB, the unit SGLang's
+# get_device_memory_capacity() returns.
+GPU_FACTS = {
+    "H100": dict(sm=90, capability=(9, 0), memory_mib=81559),
+    "H200": dict(sm=90, capability=(9, 0), memory_mib=143771),
+    "B200": dict(sm=100, capability=(10, 0), memory_mib=183359),
+    # B300: no device reading available; the same nominal 288 GB the engine uses (an input fact).
+    "B300": dict(sm=103, capability=(10, 3), memory_mib=288_000_000_000 // (1 << 20)),
+}
+
+# W7: process-wide environment variables SGLang reads or writes.
+SGLANG_ENV_VARS = (
+    "SGLANG_MAMBA_SSM_DTYPE",
+    "SGLANG_MAMBA_CONV_DTYPE",
+    "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK",
+)
+
+
+@dataclass
+class FakeGpu:
+    sm: int
+    capability: tuple
+    memory_mib: float
+    # GiB free after the weights are loaded (None: not needed for this profile).
+    free_after_weights_gib: float | None = None
+
+
+@contextlib.contextmanager
+def cpu_as_gpu(gpu: FakeGpu):
+    """W1-W4 for one profile; restores everything on exit."""
+    import torch
+
+    import sglang.srt.arg_groups.memory_hook as memory_hook
+    import sglang.srt.mem_cache.kv_cache_configurator as kvc_mod
+    import sglang.srt.mem_cache.pool_host.common as host_common
+    import sglang.srt.model_executor.cuda_graph_config as graph_config
+    import sglang.srt.utils as utils
+    import sglang.srt.utils.common as common
+    from sglang.srt.runtime_context import override_platform
+
+    sm100 = gpu.sm >= 100
+    # W1
+    platform = override_platform(
+        is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False,
+        is_mps=False, is_sm90=gpu.sm == 90, is_sm100=sm100,
+        is_sm100_or_sm110=sm100, is_sm110=False, is_sm120=False,
+        is_blackwell=sm100, is_hopper_with_cuda_12_3=gpu.sm == 90,
+        has_flashinfer=False, has_amx=False, device_sm=gpu.sm,
+        device_capability=gpu.capability,
+    )
+
+    def capacity_mib(*_a, **_k):  # W3
+        return float(gpu.memory_mib)
+
+    def free_gib(*_a, **_k):  # W3
+        if gpu.free_after_weights_gib is None:
+            raise RuntimeError("free GPU memory asked for but the profile gives no weights")
+        return gpu.free_after_weights_gib
+
+    saved = [
+        (torch.cuda, "get_device_capability"),
+        (graph_config, "default_prefill_backend"),
+        (common, "get_device_memory_capacity"),
+        (memory_hook, "get_device_memory_capacity"),
+        (kvc_mod, "get_device_memory_capacity"),
+        (kvc_mod, "get_available_gpu_memory"),
+        (host_common, "_cuda_host_register"),
+    ]
+    originals = [(obj, name, getattr(obj, name)) for obj, name in saved]
+    env_saved = {k: os.environ.get(k) for k in SGLANG_ENV_VARS}
+    try:
+        for k in SGLANG_ENV_VARS:  # W7
+            os.environ.pop(k, None)
+        platform.install()
+        original_default_prefill_backend = graph_config.default_prefill_backend
+
+        def default_prefill_backend_on_cuda():  # W1
+            probe = utils.is_cuda
+            utils.is_cuda = lambda *a, **k: True
+            try:
+                return original_default_prefill_backend()
+            finally:
+                utils.is_cuda = probe
+
+        graph_config.default_prefill_backend = default_prefill_backend_on_cuda
+        torch.cuda.get_device_capability = lambda *a, **k: gpu.capability  # W2
+        common.get_device_memory_capacity = capacity_mib
+        memory_hook.get_device_memory_capacity = capacity_mib
+        kvc_mod.get_device_memory_capacity = capacity_mib
+        kvc_mod.get_available_gpu_memory = free_gib
+        host_common._cuda_host_register = lambda *a, **k: None  # W4
+        yield
+    finally:
+        for obj, name, value in originals:
+            setattr(obj, name, value)
+        platform.restore()
+        for k, v in env_saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def stub_cache_controller():
+    """W5: HybridCacheController needs CUDA streams; the host pools do not."""
+    import sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler as assembler
+
+    original = assembler.HybridCacheController
+    assembler.HybridCacheController = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        assembler.HybridCacheController = original
+
+
+def quiet_sglang_logs():
+    """SGLang warns loudly about CPU-only imports; keep the test output readable."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*support.*currently.*")
+    logging.getLogger("sglang").setLevel(logging.ERROR)

@@ -1,0 +1,429 @@
+"""Ask SGLang 0.5.23's own code what it allocates for a glm-kv deployment profile.
+
+`sglang_plan(profile)` takes a profile as a dict of plan-contract input fields
+(the same names `glm_kv.profile` accepts) and returns a nested dict keyed by
+plan-contract keys, with every value produced by SGLang:
+
+* server-argument resolution (page size, kv dtype, DSA backends, mamba strategy,
+  overlap, default mem_fraction_static, speculative defaults) and its start-up
+  validators: `ServerArgs(...).resolve_once()`, the real pipeline;
+* the pool sizing: `KVCacheConfigurator._profile_available_bytes` /
+  `_handle_max_mamba_cache`, `config_from_budget`, `resolve_max_num_reqs`,
+  `_calculate_mamba_ratio`, `DefaultPoolConfigurator._cell_size`,
+  `calculate_mla_kv_cache_dim`;
+* the pools themselves, built on device="cpu" by the configurator's own builders
+  (`HybridReqToTokenPool` + `MambaPool`, `HybridLinearKVPool` + `DSATokenToKVPool`
+  with its `IndexKeyCache` and compress tail) and the HiCache host pool group
+  (`build_hybrid_mamba_stack`: `MLATokenToKVPoolHost`, `DSAIndexerPoolHost`,
+  `MambaPoolHost`); byte counts are measured from their tensors.
+
+A profile SGLang refuses returns {"errors": {"stage": ..., "type": ..., "message": ...}}.
+
+The CPU workarounds live in `cpu_workarounds.py` (W1..W7); nothing here patches SGLang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+from cpu_workarounds import FakeGpu, GPU_FACTS, cpu_as_gpu, quiet_sglang_logs, stub_cache_controller
+
+GiB = 1 << 30
+
+# W6: small pool sizes for the tensor measurements.
+SMALL_TOKENS_PAGES = (2, 4)  # token pools of 2 and 4 pages: per-token bytes from the difference
+SMALL_MAMBA_SLOTS = (1, 2)  # mamba pools of 1 and 2 slots (+1 padding each): per-slot bytes
+SMALL_REQS = 2  # request slots for the req pool and the compress tail
+SMALL_CONTEXT = 64  # req_to_token row length
+
+# Profile fields that map 1:1 onto ServerArgs fields.
+_PASS_THROUGH = (
+    "tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype",
+    "dsa_prefill_backend", "dsa_decode_backend", "mamba_ssm_dtype", "linear_attn_backend",
+    "disable_overlap_schedule", "disable_radix_cache", "max_running_requests",
+    "max_total_tokens", "max_mamba_cache_size", "mamba_full_memory_ratio", "page_size",
+    "speculative_algorithm", "speculative_num_draft_tokens", "speculative_num_steps",
+    "speculative_eagle_topk", "mem_fraction_static", "enable_hierarchical_cache",
+    "hicache_ratio", "hicache_size", "hicache_mem_layout", "hicache_io_backend",
+)
+
+
+class SGLangRefused(Exception):
+    def __init__(self, stage: str, exc: BaseException):
+        super().__init__(f"{stage}: {type(exc).__name__}: {exc}")
+        self.stage = stage
+        self.exc = exc
+
+
+def model_dir(config: dict) -> str:
+    """A directory holding the model's config.json, the way SGLang reads a model."""
+    d = Path(tempfile.gettempdir()) / "glm-kv-sglang-model"
+    d.mkdir(exist_ok=True)
+    clean = {k: v for k, v in config.items() if not k.startswith("_")}
+    (d / "config.json").write_text(json.dumps(clean))
+    return str(d)
+
+
+def shipped_config() -> dict:
+    from glm_kv.profile import PACKAGE_DIR
+
+    return json.loads((PACKAGE_DIR / "data" / "glm-5.3-flash.json").read_text())
+
+
+def fake_gpu(profile: dict) -> FakeGpu:
+    name = profile.get("gpu") or "H200"
+    facts = dict(GPU_FACTS[name]) if name in GPU_FACTS else dict(GPU_FACTS["H200"])
+    if profile.get("memory_bytes"):
+        facts["memory_mib"] = profile["memory_bytes"] / (1 << 20)
+    if profile.get("sm"):
+        sm = int(profile["sm"])
+        facts.update(sm=sm, capability=(sm // 10, sm % 10))
+    return FakeGpu(**facts)
+
+
+def server_args_kwargs(profile: dict) -> dict:
+    kw = {}
+    for name in _PASS_THROUGH:
+        if profile.get(name) is not None:
+            kw[name] = profile[name]
+    strategy = profile.get("mamba_radix_cache_strategy") or profile.get("mamba_scheduler_strategy")
+    if strategy is not None:
+        kw["mamba_radix_cache_strategy"] = strategy
+    if (profile.get("attn_cp_size") or 1) > 1:
+        kw["attn_cp_size"] = profile["attn_cp_size"]
+    # `max_running_requests: null` means "SGLang's automatic value": pass nothing.
+    return kw
+
+
+def _nbytes(t) -> int:
+    return 0 if t is None else t.numel() * t.element_size()
+
+
+def _sum_bytes(ts) -> int:
+    return sum(_nbytes(t) for t in ts)
+
+
+def sglang_plan(profile: dict, config: dict | None = None) -> dict:
+    quiet_sglang_logs()
+    gpu = fake_gpu(profile)
+    if profile.get("available_bytes") is None and profile.get("weights_bytes") is not None:
+        gpu.free_after_weights_gib = (gpu.memory_mib * (1 << 20) - profile["weights_bytes"]) / GiB
+    with cpu_as_gpu(gpu):
+        if profile.get("mamba_skip_decode_lock"):
+            os.environ["SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"] = "1"
+        try:
+            return _plan(profile, gpu, config or shipped_config())
+        except SGLangRefused as e:
+            return {"errors": {"stage": e.stage, "type": type(e.exc).__name__,
+                               "message": str(e.exc), "where": _where(e.exc)}}
+
+
+def _where(exc: BaseException) -> str:
+    """file:line inside sglang where it refused (bare asserts carry no message)."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sglang/" in f.filename]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f"sglang/{f.filename.split('/sglang/', 1)[1]}:{f.lineno}"
+
+
+def _plan(profile: dict, gpu: FakeGpu, config: dict) -> dict:
+    import torch
+
+    from sglang.srt.arg_groups.overrides import resolved_view
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.mem_cache.kv_cache_configurator import (
+        KVCacheConfigurator,
+        calculate_mla_kv_cache_dim,
+    )
+    from sglang.srt.model_executor.model_runner_components.layer_setup import ModelLayerInfo
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
+        SpecAuxHiddenStateConfig,
+    )
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang.srt.runtime_context import get_context, get_parallel, get_schedule, linear_attn_tp_size
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    # ---- 1. server arguments: SGLang's resolution pipeline and its validators
+    try:
+        sa = ServerArgs(model_path=model_dir(config), device="cuda", **server_args_kwargs(profile))
+        sa.resolve_once()
+    except Exception as e:  # noqa: BLE001 - any refusal is an answer
+        raise SGLangRefused("server_args", e)
+    v = resolved_view(sa)
+    ctx = get_context()
+    ctx.set_server_args(sa)
+    par = get_parallel()
+    mc = ModelConfig.from_server_args(sa)
+
+    kv_dtype = {"bfloat16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}[v.kv_cache_dtype]
+    spec = SpeculativeAlgorithm.from_string(v.speculative_algorithm)
+    num_layers = mc.num_hidden_layers
+
+    def configurator():
+        return KVCacheConfigurator(
+            device="cpu", gpu_id=0, attn_dp_size=par.attn_dp_size, pp_size=1, pp_group=None,
+            model=None, model_config=mc, server_args=sa, kv_cache_dtype=kv_dtype,
+            kv_cache_dtype_str=v.kv_cache_dtype, model_dtype=torch.bfloat16,
+            page_size=v.page_size, sliding_window_size=None, spec_algorithm=spec,
+            is_draft_worker=False, post_capture_kv_active=False,
+            # An EAGLE/MTP draft of this model is its one NextN layer.
+            spec_aux_config=SpecAuxHiddenStateConfig(
+                eagle_draft_num_layers=(mc.hf_text_config.num_nextn_predict_layers if not spec.is_none() else None)
+            ),
+            is_hybrid_swa=False, is_hybrid_swa_compress=False, use_mla_backend=True,
+            layer_info=ModelLayerInfo(start_layer=0, end_layer=num_layers, num_effective_layers=num_layers),
+            forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
+            memory_pool_config=None,
+        )
+
+    kvc = configurator()
+    try:  # KimiLinearStateShape.create divides the KDA projection by the linear-attention TP
+        cache_params = kvc.mambaish_config.mamba2_cache_params
+    except Exception as e:  # noqa: BLE001
+        raise SGLangRefused("model_state_shape", e)
+    try:
+        slots_per_request = kvc._calculate_mamba_ratio()
+    except Exception as e:  # noqa: BLE001
+        raise SGLangRefused("pool_sizing", e)
+    cell_size = create_memory_pool_configurator(kvc)._cell_size
+    kv_cache_dim = calculate_mla_kv_cache_dim(model_config=mc, kv_cache_dtype=kv_dtype)
+
+    out: dict = {
+        "gpu": {"sm": gpu.sm, "memory_bytes": int(round(gpu.memory_mib * (1 << 20)))},
+        "parallel": {
+            "attn_dp_size": par.attn_dp_size,
+            "attn_tp_size": par.attn_tp_size,
+            "linear_attn_tp_size": linear_attn_tp_size(),
+            "max_running_requests_per_worker": (
+                None if v.max_running_requests is None
+                else max(1, v.max_running_requests // par.attn_dp_size)
+            ),
+        },
+        "token": {
+            "kv_cache_dtype": v.kv_cache_dtype,
+            "dsa_prefill_backend": v.dsa_prefill_backend,
+            "dsa_decode_backend": v.dsa_decode_backend,
+            "page_size": v.page_size,
+            "kv_cache_dim": kv_cache_dim,
+            "cell_size_bytes": cell_size,
+        },
+        "request": {
+            "mamba_strategy": v.mamba_radix_cache_strategy if not v.disable_radix_cache else None,
+            "slots_per_request": slots_per_request,
+        },
+        "resolved": {
+            "mem_fraction_static": v.mem_fraction_static,
+            "disable_overlap_schedule": v.disable_overlap_schedule,
+            "max_running_requests": v.max_running_requests,
+            "speculative_num_draft_tokens": v.speculative_num_draft_tokens,
+            "speculative_num_steps": v.speculative_num_steps,
+            "speculative_eagle_topk": v.speculative_eagle_topk,
+            "context_len": mc.context_len,
+        },
+    }
+
+    # ---- 2. pool sizing from the bytes left for pools (SGLang's "rest")
+    n_workers_reqs = out["parallel"]["max_running_requests_per_worker"]
+    capacity = None
+    if profile.get("available_bytes") is not None or gpu.free_after_weights_gib is not None:
+        capacity = _sizing(kvc, profile, gpu, KVCacheConfigurator)
+        out["capacity"] = capacity
+        n_workers_reqs = capacity["max_running_requests"]
+
+    # ---- 3. the pools, on CPU at small sizes (W6), bytes from their tensors
+    measured = _measure_pools(configurator, v, ctx, mc, cache_params, n_workers_reqs, slots_per_request)
+    for section, values in measured.items():
+        out.setdefault(section, {}).update(values)
+    return out
+
+
+def _sizing(kvc, profile, gpu, KVCacheConfigurator) -> dict:
+    from sglang.srt.runtime_context import get_parallel, get_schedule
+
+    per_req = kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req
+    seen = {}
+    original = KVCacheConfigurator._handle_max_mamba_cache
+
+    def spy(self, total_rest_memory):  # records SGLang's rest before/after the mamba pool
+        seen["rest_gib"] = total_rest_memory
+        out = original(self, total_rest_memory)
+        seen["after_gib"] = out
+        return out
+
+    try:
+        KVCacheConfigurator._handle_max_mamba_cache = spy
+        if profile.get("available_bytes") is not None:
+            rest_after = kvc._handle_max_mamba_cache(profile["available_bytes"] / GiB)
+            rest_bytes = int(rest_after * GiB)
+            source = "available_bytes"
+        else:
+            # _profile_available_bytes: free-after-weights (W3) minus the non-static slack.
+            # It names the WORLD group for a multi-rank free-memory reduce (W3 answers
+            # for one rank, so the group is only a placeholder).
+            with get_parallel().override(world_group=SimpleNamespace(cpu_group=None)):
+                rest_bytes = kvc._profile_available_bytes(pre_model_load_memory=gpu.memory_mib / 1024)
+            source = "gpu x mem_fraction_static - weights"
+        config = kvc.config_from_budget(rest_bytes)
+        max_reqs = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
+    except Exception as e:  # noqa: BLE001
+        raise SGLangRefused("pool_sizing", e)
+    finally:
+        KVCacheConfigurator._handle_max_mamba_cache = original
+
+    K = get_schedule().max_mamba_cache_size
+    mamba_pool_bytes = (K + 1) * per_req
+    used_gib = seen["rest_gib"] - seen["after_gib"]
+    spec_scratch = int(round(used_gib * GiB - mamba_pool_bytes))
+    return {
+        "available_bytes": int(seen["rest_gib"] * GiB),
+        "available_source": source,
+        "max_mamba_cache_size": K,
+        "mamba_pool_bytes": mamba_pool_bytes,
+        "spec_scratch_bytes": spec_scratch,
+        "token_pool_budget_bytes": rest_bytes,
+        "max_total_num_tokens": config.max_total_num_tokens,
+        "max_running_requests": max_reqs,
+    }
+
+
+def _measure_pools(configurator, v, ctx, mc, cache_params, n_reqs, slots_per_request) -> dict:
+    from sglang.srt.mem_cache.kv_cache_configurator import _PoolSizes
+
+    page = v.page_size
+    saved_ctx_len = mc.context_len
+    mc.context_len = SMALL_CONTEXT  # W6: short req_to_token rows
+    try:
+        n_small = SMALL_REQS
+
+        def kv_bytes(kv):
+            return _sum_bytes(kv.full_kv_pool.kv_buffer)
+
+        def index_bytes(kv):
+            return _sum_bytes(kv.full_kv_pool.index_key_cache.buffer)
+
+        def state_bytes(req):
+            st = req.mamba_pool.mamba_cache
+            return _sum_bytes(st.conv) + _nbytes(st.temporal)
+
+        sums = []
+        for k_slots, pages in zip(SMALL_MAMBA_SLOTS, SMALL_TOKENS_PAGES):
+            req2 = kv2 = None  # free the previous build first (spec scratch is large)
+            kvc = configurator()
+            ctx.override("glm-kv oracle: small pools (W6)", max_mamba_cache_size=k_slots)
+            req2 = kvc._build_req_to_token_pool(max_num_reqs=n_small)
+            tokens = pages * page
+            sizes = _PoolSizes(
+                max_total_num_tokens=tokens, max_running_requests=n_small,
+                full_max_total_num_tokens=None, swa_max_total_num_tokens=None,
+                c4_max_total_num_tokens=0, c128_max_total_num_tokens=0,
+                c4_state_pool_size=0, c128_state_pool_size=0,
+                c4_state_dtype=None, c128_state_dtype=None,
+            )
+            kv2 = kvc._build_token_to_kv_pool(
+                sizes=sizes, is_dsa_model=True, is_dsv4_model=False, req_to_token_pool=req2
+            )
+            sums.append((k_slots, tokens, kv_bytes(kv2), index_bytes(kv2), state_bytes(req2)))
+        (k1, t1, kvb1, ixb1, stb1), (k2, t2, kvb2, ixb2, stb2) = sums
+
+        full = kv2.full_kv_pool
+        kv_per_token = (kvb2 - kvb1) // (t2 - t1)
+        index_per_token_x_page = (ixb2 - ixb1) * page // (t2 - t1)
+        slot_bytes = (stb2 - stb1) // (k2 - k1)
+        st = req2.mamba_pool.mamba_cache
+        tail_rows_small = full._compress_tail_k[0].shape[0]
+        tail_bytes_small = _sum_bytes(full._compress_tail_k) + _sum_bytes(full._compress_tail_score)
+        tail_row_bytes = tail_bytes_small // tail_rows_small
+        rows = None if n_reqs is None else n_reqs + (tail_rows_small - n_small)
+        checks = {
+            # W6 linearity: kv_buffer is (size + page, 1, dim); IndexKeyCache (size+page+1)//page rows
+            "kv_buffer_rows": [int(full.kv_buffer[0].shape[0]), t2 + page],
+            "index_pages": [int(full.index_key_cache.buffer[0].shape[0]), (t2 + page + 1) // page],
+            "mamba_pool_slots": [int(st.temporal.shape[1]), k2 + 1],
+            "slot_bytes_vs_mamba_cache_per_req": [slot_bytes, cache_params.mamba_cache_per_req],
+            "tail_rows_is_reqs_plus_2": [tail_rows_small, n_small + 2],
+        }
+        out = {
+            "token": {
+                "kv_cache_dim_measured": int(full.kv_buffer[0].shape[-1]),
+                "kv_row_bytes": int(full.kv_buffer[0].shape[-1]) * full.kv_buffer[0].element_size(),
+                "num_full_layers": len(full.kv_buffer),
+                "kv_bytes_per_token": int(kv_per_token),
+                "indexer_page_bytes": int(full.index_key_cache.buffer[0].shape[1])
+                * full.index_key_cache.buffer[0].element_size(),
+                "indexer_tokens_per_page": int(full.page_size),
+                "indexer_bytes_per_token": int(index_per_token_x_page // page),
+                "pool_classes": [type(kv2).__name__, type(full).__name__, type(req2).__name__,
+                                 type(req2.mamba_pool).__name__],
+            },
+            "request": {
+                "conv_state_shape": list(st.conv[0].shape[2:]),
+                "temporal_state_shape": list(st.temporal.shape[2:]),
+                "conv_dtype": str(st.conv[0].dtype).replace("torch.", ""),
+                "temporal_dtype": str(st.temporal.dtype).replace("torch.", ""),
+                "num_linear_layers": int(st.temporal.shape[0]),
+                "state_slot_bytes": int(slot_bytes),
+                "state_bytes_per_request": int(slot_bytes) * slots_per_request,
+            },
+            "tail": {
+                "rows": rows,
+                "width": int(full._compress_tail_k[0].shape[1]),
+                "bytes_per_row": int(tail_row_bytes),
+                "bytes": None if rows is None else rows * int(tail_row_bytes),
+            },
+            "host": _measure_host(kv2, req2, page),
+            "checks": checks,
+        }
+        return out
+    finally:
+        mc.context_len = saved_ctx_len
+
+
+def _measure_host(kv, req_pool, page) -> dict:
+    """The HiCache host pool group SGLang assembles for this hybrid pool (W4, W5)."""
+    from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import build_hybrid_mamba_stack
+
+    params = SimpleNamespace(
+        page_size=page, req_to_token_pool=req_pool, token_to_kv_pool_allocator=None,
+        mtp_draft_device_pools=(), mtp_draft_mamba_pools=(), tp_cache_group=None,
+        attn_cp_cache_group=None, attn_tp_cache_group=None, pp_cache_group=None,
+    )
+    full_layer_mapping = {
+        layer - kv.start_layer: i for i, layer in enumerate(kv.full_attention_layer_id_mapping)
+    } if isinstance(kv.full_attention_layer_id_mapping, (list, tuple)) else {
+        layer - kv.start_layer: i for layer, i in kv.full_attention_layer_id_mapping.items()
+    }
+    from sglang.srt.runtime_context import get_context
+
+    # W6: the host pools are measured per token / per slot at the small device pools;
+    # a fixed --hicache-size (GB) would size them at full scale, so size by ratio here.
+    get_context().override("glm-kv oracle: small host pools (W6)", hicache_size=0, hicache_ratio=2.0)
+    with stub_cache_controller():
+        group, _controller, _config = build_hybrid_mamba_stack(
+            params=params, decls=kv.host_pool_decls(), mamba_pool=req_pool.mamba_pool,
+            full_layer_mapping=full_layer_mapping, start_layer=kv.start_layer,
+            load_cache_event=None, storage_backend=None, use_mla=kv.use_mla,
+        )
+    entries = [e.name.value for e in group.entries]
+    by_name = {e.name.value: e.host_pool for e in group.entries}
+    kv_host = by_name.get("kv")
+    idx_host = by_name.get("indexer")
+    mamba_host = by_name.get("mamba")
+    layer_num = kv_host.layer_num
+    return {
+        "entries": entries,
+        "entry_classes": [type(by_name[n]).__name__ for n in entries],
+        "kv_row_bytes": int(kv_host.size_per_token // layer_num),
+        "kv_bytes_per_token": int(kv_host.size_per_token),
+        "kv_page_size": int(kv_host.page_size),
+        "indexer_bytes_per_token": int(idx_host.size_per_token) if idx_host is not None else 0,
+        "mamba_slot_bytes": int(mamba_host.size_per_token),
+        "mamba_page_size": int(mamba_host.page_size),
+    }

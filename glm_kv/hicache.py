@@ -29,7 +29,8 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from .pools import DevicePools, DSATokenToKVPool, MambaPool, PoolGeometry, torch_dtype
+from .pools import (DevicePools, DSATokenToKVPool, MambaPool, PagedTokenToKVPoolAllocator, PoolGeometry,
+                    torch_dtype)
 
 
 class PoolName(str, enum.Enum):
@@ -45,32 +46,10 @@ def _host_alloc(shape: tuple[int, ...], dtype: torch.dtype, pin_memory: bool, fi
     return _FILL[fill](shape, dtype=dtype, device="cpu", pin_memory=pin_memory)
 
 
-class _PagedHostFreeList:
-    """Host slots 0 .. size - 1 handed out in whole pages."""
+class _PagedHostFreeList(PagedTokenToKVPoolAllocator):
+    """Host slots 0 .. size - 1 handed out in whole pages (no padding page on the host)."""
 
-    def __init__(self, size: int, page_size: int):
-        self.size, self.page_size = size, page_size
-        self.clear()
-
-    def clear(self) -> None:
-        self.free_pages = list(range(self.size // self.page_size))
-
-    def available_size(self) -> int:
-        return len(self.free_pages) * self.page_size
-
-    def alloc(self, need_size: int) -> Optional[torch.Tensor]:
-        if need_size % self.page_size:
-            raise ValueError(f"host alloc({need_size}) is not a multiple of page_size {self.page_size}")
-        n = need_size // self.page_size
-        if n > len(self.free_pages):
-            return None
-        pages, self.free_pages = self.free_pages[:n], self.free_pages[n:]
-        base = torch.tensor(pages, dtype=torch.int64).repeat_interleave(self.page_size) * self.page_size
-        return base + torch.arange(self.page_size, dtype=torch.int64).repeat(n)
-
-    def free(self, indices: torch.Tensor) -> None:
-        if indices.numel():
-            self.free_pages.extend((indices.view(-1)[:: self.page_size] // self.page_size).tolist())
+    first_page = 0
 
 
 class MLATokenToKVPoolHost:

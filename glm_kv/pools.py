@@ -479,6 +479,8 @@ class PagedTokenToKVPoolAllocator:
     Token slot ``t`` lives in page ``t // page_size``; ``alloc(n)`` returns n slots, whole pages.
     """
 
+    first_page = 1  # device pools keep page 0 as padding; host pools start at 0
+
     def __init__(self, size: int, page_size: int):
         self.size = size
         self.page_size = page_size
@@ -486,7 +488,7 @@ class PagedTokenToKVPoolAllocator:
         self.clear()
 
     def clear(self) -> None:
-        self.free_pages = list(range(1, self.num_pages + 1))
+        self.free_pages = list(range(self.first_page, self.first_page + self.num_pages))
 
     def available_size(self) -> int:
         return len(self.free_pages) * self.page_size

@@ -20,6 +20,7 @@ class RequestLedger:
     temporal_dtype: str
     conv_state_bytes: int       # one layer, one slot
     temporal_state_bytes: int   # one layer, one slot
+    state_bytes_per_layer: int  # conv + temporal, one layer, one slot
     state_slot_bytes: int       # all KDA layers: SGLang's mamba_cache_per_req
     mamba_strategy: str         # resolved mamba_scheduler_strategy ("none" when radix cache is off)
     slots_per_request: int
@@ -86,6 +87,7 @@ def request_ledger(model: ModelConfig, p, linear_tp: int, page_size: int) -> Req
         num_linear_layers=model.num_linear_layers, linear_attn_tp_size=linear_tp,
         conv_state_shape=conv_shape, temporal_state_shape=temporal_shape,
         conv_dtype=CONV_DTYPE, temporal_dtype=p.mamba_ssm_dtype,
-        conv_state_bytes=conv_b, temporal_state_bytes=temporal_b, state_slot_bytes=slot,
+        conv_state_bytes=conv_b, temporal_state_bytes=temporal_b,
+        state_bytes_per_layer=conv_b + temporal_b, state_slot_bytes=slot,
         mamba_strategy=strategy, slots_per_request=spr, state_bytes_per_request=spr * slot,
     )

@@ -45,9 +45,10 @@ test-sglang:
 test-book: html chromium
 	$(BIN)/python scripts/screenshot_check.py --html _build/html --out _build/screenshots
 
-## Unit tests plus every committed notebook re-executed and compared (nbval).
+## Unit tests plus every committed notebook re-executed and compared (nbval); the pool-by-pool
+## comparison with SGLang's classes runs too when .venv-sglang exists.
 test-unit: setup
-	$(BIN)/python -m pytest --nbval-lax --ignore=tests/sglang tests notebooks book
+	GLM_KV_SGLANG=1 $(BIN)/python -m pytest --nbval-lax --ignore=tests/sglang tests notebooks book
 
 ## What CI runs.
 test: setup test-sglang test-book test-unit

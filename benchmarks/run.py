@@ -59,9 +59,11 @@ def bench_sweep(n: int = 1_000_000, loop_n: int = 20_000) -> tuple[float, float]
         best = min(best, time.perf_counter() - t)
     pps = n / best
     small = _points(loop_n, seed=1)
-    t = time.perf_counter()
-    swept = sweep(base, **small)
-    t_sweep = time.perf_counter() - t
+    t_sweep = float("inf")
+    for _ in range(5):  # best of 5, like the loop's single long run it is warm
+        t = time.perf_counter()
+        swept = sweep(base, **small)
+        t_sweep = min(t_sweep, time.perf_counter() - t)
     d = base.model_dump()
     t = time.perf_counter()
     tokens = []

@@ -151,8 +151,7 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
     combo_err = np.zeros(len(combos), dtype=np.int64)
     for i, c in enumerate(combos):
         if c["error"] is not None:
-            messages.append(c["error"])
-            combo_err[i] = len(messages) - 1
+            combo_err[i] = _message_code(messages, c["error"])
     err = combo_err[codes]
     out: dict[str, Any] = {}
     for col in COMBO_COLUMNS:
@@ -189,9 +188,9 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
     resident = requests * ctx
     limit = np.where(resident > cap["max_total_num_tokens"], 1,
                      np.where(cap["max_running_requests_resolved"] < requests,
-                              np.where(cap["binding_limit"] == "mamba", 2, 1), 0))
-    out["limit"] = np.array(["fits", "tokens", "mamba", None], dtype=object)[
-        np.where(good & (requests > 0), limit, 3)]
+                              np.where(cap.pop("_binding_code") == 3, 2, 1), 0))
+    out["limit"] = pd.Categorical.from_codes(np.where(good & (requests > 0), limit, -1),
+                                             categories=["fits", "tokens", "mamba"])
     out["fits"] = good & (requests > 0) & (limit == 0)
     reqs_for_tail = np.where(good, cap["max_running_requests_resolved"], requests)
     rows = np.where(out["tail_bytes_per_row"] > 0, reqs_for_tail + 2, 0)
@@ -217,7 +216,8 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
             columns[k] = masked
         else:
             columns[k] = v
-    columns["error"] = np.array(messages, dtype=object)[err]
+    columns["error"] = (np.full(n, None, dtype=object) if len(messages) == 1 else
+                        pd.Categorical.from_codes(err - 1, categories=messages[1:]))
     return pd.DataFrame(columns)
 
 
@@ -230,12 +230,17 @@ def _take(per_combo: np.ndarray, codes: np.ndarray):
     return per_combo[0] if len(per_combo) == 1 else per_combo[codes]
 
 
+def _message_code(messages: list, message: str) -> int:
+    if message not in messages:
+        messages.append(message)
+    return messages.index(message)
+
+
 def _fail(err: np.ndarray, where: np.ndarray, messages: list, message: str) -> None:
     """Give ``message`` to the points in ``where`` that have no error yet."""
     hit = where & (err == 0)
     if hit.any():
-        messages.append(message)
-        err[hit] = len(messages) - 1
+        err[hit] = _message_code(messages, message)
 
 
 def _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, messages) -> np.ndarray:
@@ -282,27 +287,38 @@ def _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, p
     rest_gib = np.where(known, rest_gib, 1.0)
     a = np.where(given, avail, np.trunc(rest_gib * GiB))
     budget = rest_gib * r / (1 + r) * GiB
+    no_spec = np.ndim(draft) == 0 and draft == 0  # scalar shortcuts: one combination, no MTP
     spec = draft > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        k_plain = np.floor_divide(budget - slot, slot)
-        k_spec = np.floor_divide(budget - slot * (1 + draft), slot * (1 + draft / ratio))
-    k_budget = np.where(spec, k_spec, k_plain)
+        k_budget = np.floor_divide(budget - slot, slot)
+        if not no_spec:
+            k_spec = np.floor_divide(budget - slot * (1 + draft), slot * (1 + draft / ratio))
+            k_budget = np.where(spec, k_spec, k_budget)
     k_budget = np.where(np.isfinite(k_budget), k_budget, 0).astype(np.int64)
-    src_mmc = ~np.isnan(mmc)
-    mmc_i = np.where(src_mmc, mmc, 0).astype(np.int64)
-    src_radix = ~src_mmc & radix_off & has_mrr
-    K = np.where(src_mmc, mmc_i // attn_dp, np.where(src_radix, per_worker, k_budget))
-    capped = np.minimum(per_worker, np.where(src_mmc, mmc_i, K) // ratio)
-    scratch = np.where(spec, slot * (np.where(src_radix, K, capped) + 1) * draft, 0)
+    if np.ndim(mmc) == 0 and np.isnan(mmc) and np.ndim(radix_off) == 0 and not radix_off:
+        K, src_radix, capped = k_budget, False, None
+    else:
+        src_mmc = ~np.isnan(mmc)
+        mmc_i = np.where(src_mmc, mmc, 0).astype(np.int64)
+        src_radix = ~src_mmc & radix_off & has_mrr
+        K = np.where(src_mmc, mmc_i // attn_dp, np.where(src_radix, per_worker, k_budget))
+        capped = np.minimum(per_worker, np.where(src_mmc, mmc_i, K) // ratio)
+    if no_spec:
+        scratch = 0
+    else:
+        if capped is None:
+            capped = np.minimum(per_worker, K // ratio)
+        scratch = np.where(spec, slot * (np.where(src_radix, K, capped) + 1) * draft, 0)
     _fail(err, known & (K <= 0), messages, "available_bytes: not enough memory for the hybrid state cache")
     rest_gib = rest_gib - scratch / GiB - (K + 1) * slot / GiB
     rest_bytes = np.trunc(rest_gib * GiB)
     rest_bytes = np.where(np.isfinite(rest_bytes), rest_bytes, 0).astype(np.int64)
     _fail(err, known & (rest_bytes <= 0), messages, "available_bytes: nothing left for the token pool")
     tokens = rest_bytes // cell // page * page
-    has_mtt = ~np.isnan(mtt)
-    mtt_i = np.where(has_mtt, mtt, 0).astype(np.int64)
-    tokens = np.where(has_mtt & (mtt_i < tokens), mtt_i // page * page, tokens)
+    if not (np.ndim(mtt) == 0 and np.isnan(mtt)):
+        has_mtt = ~np.isnan(mtt)
+        mtt_i = np.where(has_mtt, mtt, 0).astype(np.int64)
+        tokens = np.where(has_mtt & (mtt_i < tokens), mtt_i // page * page, tokens)
     _fail(err, known & (tokens <= 0), messages, "available_bytes: not enough memory for one page of tokens")
     est = (tokens / np.maximum(ctx, 1) * AUTO_REQS_PER_CONTEXT).astype(np.int64)
     auto = np.maximum(np.minimum(est, AUTO_REQS_MAX), AUTO_REQS_MIN)
@@ -322,5 +338,6 @@ def _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, p
         "mamba_pool_bytes": np.where(good, (K + 1) * slot, 0),
         "max_total_num_tokens": np.where(good, tokens, 0),
         "max_running_requests_resolved": np.where(good, nreq, 0),
-        "binding_limit": labels[np.where(good, binding, 4)],
+        "binding_limit": pd.Categorical.from_codes(np.where(good, binding, -1), categories=list(labels[:4])),
+        "_binding_code": np.where(good, binding, -1),
     }

@@ -670,14 +670,15 @@ def measured_per_unit(report):
                           "match": l["match"]} for l in report.linear])
 
 
-def measured_slope(report, prefix: str) -> int:
-    """Measured bytes per token (or slot) of the buffers whose names start with ``prefix``.
+def measured_slope(report, prefix: str | tuple[str, ...]) -> int:
+    """Measured bytes per token (or slot) of the buffers whose names start with ``prefix`` (or any of them).
 
     The slope between the report's two reduced allocations: (bytes at b - bytes at a) / (b - a).
     """
     a, b = report.allocations[:2]
-    unit = "mamba_slots" if prefix.startswith(("mamba_pool", "MambaPoolHost")) else (
-        "host_tokens" if prefix.startswith(("MLATokenToKVPoolHost", "DSAIndexerPoolHost")) else "tokens")
+    first = prefix if isinstance(prefix, str) else prefix[0]
+    unit = "mamba_slots" if first.startswith(("mamba_pool", "MambaPoolHost")) else (
+        "host_tokens" if first.startswith(("MLATokenToKVPoolHost", "DSAIndexerPoolHost")) else "tokens")
     ba = sum(r.measured_bytes for r in a.rows if r.name.startswith(prefix))
     bb = sum(r.measured_bytes for r in b.rows if r.name.startswith(prefix))
     slope, rem = divmod(bb - ba, b.sizes[unit] - a.sizes[unit])

@@ -385,7 +385,7 @@ def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], context
     out["tokens needed"] = df["requests_per_worker"] * df["context_length"]  # shown in the tooltip only
     # The verdict is the engine's (sweep's ``limit``); here it only gets words.
     words = {"fits": "fits", "tokens": "too many tokens", "mamba": "too many requests (mamba)"}
-    out["verdict"] = df["limit"].map(lambda v: words.get(v, "refused"))
+    out["verdict"] = df["limit"].astype(object).map(lambda v: words.get(v, "refused"))
     out.loc[df["error"].notna(), "verdict"] = "refused"
     out["weights"] = "estimated" if extra else "from the profile"
     return out

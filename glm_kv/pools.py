@@ -300,7 +300,9 @@ def geometry_from_plan(plan: dict, *, size: Optional[int] = None, mamba_size: Op
         temporal_dtype=str(req.get("temporal_dtype", "float32")),
         host_kv_row_width=host_width,
         speculative_num_draft_tokens=spec_tokens,
-        spec_state_size=int(reqs) if spec_tokens else 0,
+        # Small by default like size and mamba_size: one request's verify scratch (the full
+        # profile's is per-worker requests, which measure passes explicitly).
+        spec_state_size=1 if spec_tokens else 0,
         kv_lora_rank=model.kv_lora_rank,
         qk_rope_head_dim=model.qk_rope_head_dim,
         profile_name=str(prof.get("name", "")),
@@ -540,10 +542,16 @@ class DevicePools:
     without touching it (what measurement needs, and fast).
     """
 
-    def __init__(self, geometry: PoolGeometry, device: Optional[str] = None, fill: str = "zeros"):
+    def __init__(self, geometry: PoolGeometry, device: Optional[str] = None, fill: str = "zeros",
+                 budget: Optional[int] = None):
+        from .measure import check_budget
+
         self.geometry = geometry
         self.device = device or default_device()
         g = geometry
+        # Refuse before allocating anything: one line with what was asked and what is free.
+        check_budget(g.shape_bytes(), self.device, budget,
+                     what=f"the pools of profile {g.profile_name or '?'}")
         self.req_to_token_pool = ReqToTokenPool(g.max_running_requests, g.context_len, self.device, fill)
         mamba_pool = MambaPool(size=g.mamba_size, conv_state_shapes=g.conv_state_shapes,
                                temporal_state_shape=g.temporal_state_shape, conv_dtype=g.conv_dtype,

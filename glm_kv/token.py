@@ -41,6 +41,7 @@ class TokenLedger:
     draft_layers: int
     draft_bytes_per_token: int  # MTP draft layer KV + indexer (0 without speculative decoding)
     cell_size_bytes: int
+    target_cell_size_bytes: int  # KV + indexer of the target model's pools (no MTP draft layer)
 
 
 def resolve_kv_dtype(p, gpu: Gpu) -> str:
@@ -141,5 +142,5 @@ def token_ledger(model: ModelConfig, p, gpu: Gpu) -> TokenLedger:
         indexer_effective_bytes_per_token=math.ceil(row / kpool) * n_indexed,
         index_groups_per_page=ARTICLE_PAGE_SIZE // kpool, index_topk_groups=model.index_topk // kpool,
         draft_layers=draft_layers, draft_bytes_per_token=draft,
-        cell_size_bytes=kv + indexer + draft,
+        cell_size_bytes=kv + indexer + draft, target_cell_size_bytes=kv + indexer,
     )

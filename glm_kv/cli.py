@@ -15,7 +15,7 @@ GB = 1e9
 
 def _profile_from_args(args):
     from .launch import parse_launch_command
-    from .profile import load_profile, make_profile, parse_override, shipped_profiles  # noqa: F401
+    from .profile import load_profile, parse_override
 
     overrides: dict = {}
     ignored: list[str] = []
@@ -25,6 +25,7 @@ def _profile_from_args(args):
             # A launch command describes a real server: start from what SGLang 0.5.23 does.
             overrides.update({"name": "launch-command", "sglang_layout": "0.5.23",
                               "max_running_requests": None, "kv_cache_dtype": "auto",
+                              "context_length": None,
                               "dsa_prefill_backend": None, "dsa_decode_backend": None})
         overrides.update(fields)
     for item in args.set or []:

@@ -11,7 +11,7 @@ from .capacity import GiB, effective_max_running_requests
 from .memory import default_mem_fraction_static, derived_rest_gib
 from .model import ModelConfig, load_model
 from .parallel import ParallelLedger, parallel_ledger
-from .profile import Profile, load_profile, make_profile
+from .profile import Profile, load_profile, make_profile, resolve_context_length
 from .request import RequestLedger, request_ledger
 from .tail import TailLedger, tail_ledger
 from .token import TokenLedger, draft_token_count, token_ledger
@@ -77,6 +77,7 @@ def _validate(p: Profile, model: ModelConfig) -> None:
 def compute_plan(p: Profile) -> Plan:
     """Every ledger for a validated profile; raises ProfileError for combinations SGLang refuses."""
     model = load_model(p.model)
+    p = resolve_context_length(p, model)
     _validate(p, model)
     gpu = resolve_gpu(p)
     par = parallel_ledger(model, p)

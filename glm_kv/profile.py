@@ -64,7 +64,7 @@ class Profile(BaseModel):
     max_total_tokens: Optional[int] = Field(None, ge=1)
     max_mamba_cache_size: Optional[int] = Field(None, ge=1)
     mamba_full_memory_ratio: float = Field(0.9, gt=0)
-    context_length: int = Field(131072, ge=1)
+    context_length: Optional[int] = Field(131072, ge=1)  # None: the model's max_position_embeddings
     page_size: Optional[int] = Field(None, ge=1)
 
     speculative_algorithm: Optional[Literal["EAGLE", "NEXTN"]] = None
@@ -208,6 +208,13 @@ def make_profile(data: dict, default_name: Optional[str] = None) -> Profile:
         return Profile.model_validate(data)
     except ValidationError as err:
         raise _format_validation_error(err) from None
+
+
+def resolve_context_length(profile: Profile, model) -> Profile:
+    """SGLang's context_len: --context-length when given, else the model's max_position_embeddings."""
+    if profile.context_length is not None:
+        return profile
+    return profile.model_copy(update={"context_length": model.max_position_embeddings})
 
 
 def load_profile(source: Optional[str] = None, overrides: Optional[dict] = None) -> Profile:

@@ -38,5 +38,5 @@ def pool_structure(plan: Plan) -> dict:
     return {
         "name": "token_to_kv_pool", "class": "HybridLinearKVPool", "children": [full, mamba],
         "beside": [{"name": "req_to_token_pool", "class": "HybridReqToTokenPool",
-                    "row": f"context_len x int32", "grows_with": "requests"}],
+                    "row": "context_len x int32", "grows_with": "requests"}],
     }

@@ -7,7 +7,6 @@ length, concurrency, bytes left for pools) are evaluated with numpy, mirroring
 """
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,8 @@ from .errors import ProfileError
 from .gpus import resolve_gpu
 from .memory import default_mem_fraction_static, derived_rest_gib
 from .plan import compute_plan
-from .profile import Profile, load_profile, make_profile
+from .model import load_model
+from .profile import Profile, load_profile, make_profile, resolve_context_length
 
 NUMERIC = ("context_length", "max_running_requests", "available_bytes")
 CATEGORICAL = ("sglang_layout", "gpu", "kv_cache_dtype", "dsa_prefill_backend", "dsa_decode_backend",
@@ -143,6 +143,7 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
     one-line reason in ``error`` and NaN elsewhere instead of stopping the sweep.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    prof = resolve_context_length(prof, load_model(prof.model))
     base = prof.model_dump()
     n, axes = _inputs(grid, params)
     codes, combo_keys = _combos(axes, base, n)
@@ -170,7 +171,7 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
     mrr = np.where(has_mrr, mrr_raw, 1).astype(np.int64)
     attn_dp = np.maximum(out["attn_dp_size"], 1)
     per_worker = np.maximum(1, mrr // attn_dp)
-    cell, slot = out["cell_size_bytes"], out["state_slot_bytes"]
+    cell = out["cell_size_bytes"]
     requests = np.where(has_mrr, per_worker, 0)
     out["token_ledger_bytes_per_request"] = cell * ctx
     out["requests_per_worker"] = requests

@@ -6,7 +6,6 @@ builder on a tiny book; they need the ``book`` extra and skip without it.
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess

@@ -382,7 +382,7 @@ def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], context
     out["requests per rank"] = df["requests_per_worker"]
     out["served per rank"] = df["max_running_requests_resolved"]
     out["mamba slots"] = df["max_mamba_cache_size_resolved"]
-    out["tokens needed"] = df["requests_per_worker"] * df["context_length"]  # shown in the tooltip only
+    out["tokens needed"] = df["resident_tokens_per_rank"]  # shown in the tooltip only
     # The verdict is the engine's (sweep's ``limit``); here it only gets words.
     words = {"fits": "fits", "tokens": "too many tokens", "mamba": "too many requests (mamba)"}
     out["verdict"] = df["limit"].astype(object).map(lambda v: words.get(v, "refused"))

@@ -36,8 +36,7 @@ COMBO_COLUMNS = ("kv_cache_dim", "kv_bytes_per_token", "indexer_bytes_per_token"
 def _axis(values: Any) -> tuple[list, np.ndarray]:
     """Distinct values of one swept field (None kept as a value) and each point's code."""
     if isinstance(values, (list, tuple, np.ndarray, pd.Series, range)):
-        arr = np.asarray(values if not isinstance(values, range) else np.arange(values.start, values.stop,
-                                                                                   values.step))
+        arr = np.asarray(values)
         if arr.dtype.kind in "iub":
             uniq, code = np.unique(arr, return_inverse=True)
             return [u.item() for u in uniq], code.reshape(-1).astype(np.int64)
@@ -70,8 +69,6 @@ def _inputs(grid: bool, params: dict[str, Any]) -> tuple[int, dict[str, tuple[li
             inner //= size
             idx = (np.arange(n, dtype=np.int64) // inner) % size
             out[k] = (vals, code[idx])
-            if vals is None:
-                out[k] = (None, code[idx])
         return n, out
     n = max((len(c) for _, c in axes.values()), default=1)
     for k, (_, code) in axes.items():
@@ -83,11 +80,10 @@ def _inputs(grid: bool, params: dict[str, Any]) -> tuple[int, dict[str, tuple[li
 
 
 def _numeric(axes: dict, base: dict, key: str, n: int) -> np.ndarray:
+    """A numeric field per point: the swept values, or the profile's value (NaN for None)."""
     if key in axes:
         return axes[key][1]
-    vals, code = [base[key]], np.zeros(n, dtype=np.int64)
-    table = np.array([np.nan if v is None else float(v) for v in vals], dtype=float)
-    return table[code]
+    return np.full(n, np.nan if base[key] is None else float(base[key]))
 
 
 def _combos(axes: dict, base: dict, n: int) -> tuple[np.ndarray, list[dict]]:
@@ -187,6 +183,7 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
     out["capacity_known"] = good
     # Does the workload (R requests of L tokens, all resident) fit this rank's pools?
     resident = requests * ctx
+    out["resident_tokens_per_rank"] = resident
     limit = np.where(resident > cap["max_total_num_tokens"], 1,
                      np.where(cap["max_running_requests_resolved"] < requests,
                               np.where(cap.pop("_binding_code") == 3, 2, 1), 0))

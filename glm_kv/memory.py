@@ -76,3 +76,16 @@ def derived_rest_gib(gpu: Gpu, mem_fraction_static: float, weights_bytes: int,
     free_after = (gpu.memory_bytes - weights_bytes) / (1 << 30)
     mm = VLM_CACHE_SIZE_MB / 1024 if multimodal_reserve else 0.0
     return free_after - total_gib * (1 - mem_fraction_static) - mm
+
+
+def rest_for_profile(p, gpu: Gpu, attn_dp: int, max_running_requests: int | None) -> tuple[float, float, str]:
+    """(rest in GiB, the mem_fraction_static used, where it came from) for a profile with weights_bytes.
+
+    The fraction is the profile's, else SGLang 0.5.23's default for this GPU, TP, DP attention and
+    (effective) max_running_requests.
+    """
+    mfs, how = p.mem_fraction_static, "mem_fraction_static from the profile"
+    if mfs is None:
+        mfs = default_mem_fraction_static(gpu, p.tp_size, attn_dp, p.enable_dp_attention, max_running_requests)
+        how = "SGLang 0.5.23's default mem_fraction_static"
+    return derived_rest_gib(gpu, mfs, p.weights_bytes, not p.language_model_only), mfs, how

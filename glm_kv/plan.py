@@ -8,7 +8,7 @@ from .errors import ProfileError
 from .gpus import Gpu, resolve_gpu
 from .host import HostLedger, host_ledger
 from .capacity import GiB, effective_max_running_requests
-from .memory import default_mem_fraction_static, derived_rest_gib
+from .memory import rest_for_profile
 from .model import ModelConfig, load_model
 from .parallel import ParallelLedger, parallel_ledger
 from .profile import Profile, load_profile, make_profile, resolve_context_length
@@ -41,13 +41,7 @@ def _available(p: Profile, gpu: Gpu, par: ParallelLedger) -> tuple[int | None, s
         return p.available_bytes, "available_bytes from the profile", None
     if p.weights_bytes is None:
         return None, "unknown (give available_bytes, or weights_bytes with gpu)", None
-    mfs = p.mem_fraction_static
-    how = "mem_fraction_static from the profile"
-    if mfs is None:
-        mfs = default_mem_fraction_static(gpu, p.tp_size, par.attn_dp_size, p.enable_dp_attention,
-                                          effective_max_running_requests(p))
-        how = "SGLang 0.5.23's default mem_fraction_static"
-    rest_gib = derived_rest_gib(gpu, mfs, p.weights_bytes, not p.language_model_only)
+    rest_gib, mfs, how = rest_for_profile(p, gpu, par.attn_dp_size, effective_max_running_requests(p))
     avail = int(rest_gib * GiB)
     if avail <= 0:
         raise ProfileError("weights_bytes", f"weights ({p.weights_bytes} B) leave no memory for the pools "

@@ -16,7 +16,7 @@ from .capacity import (AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, GiB,
                        SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS)
 from .errors import ProfileError
 from .gpus import resolve_gpu
-from .memory import default_mem_fraction_static, derived_rest_gib
+from .memory import rest_for_profile
 from .plan import compute_plan
 from .model import load_model
 from .profile import Profile, load_profile, make_profile, resolve_context_length
@@ -155,7 +155,7 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
         out[col] = _take(np.array([c.get(col, 0) for c in combos], dtype=np.int64), codes)
     per_combo = {k: _take(np.array([np.nan if c[k] is None else float(c[k]) for c in combo_keys]), codes)
                  for k in ("mamba_full_memory_ratio", "max_mamba_cache_size", "max_total_tokens",
-                           "weights_bytes", "mem_fraction_static")}
+                           "weights_bytes")}
     radix_off = _take(np.array([bool(c["disable_radix_cache"]) for c in combo_keys]), codes)
 
     ctx = _numeric(axes, base, "context_length", n).astype(np.int64)
@@ -248,20 +248,15 @@ def _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, message
     need = np.isnan(avail) & ~np.isnan(weights) & (err == 0)
     if not np.any(need):
         return rest_gib
-    mfs_given = np.broadcast_to(per_combo["mem_fraction_static"], err.shape)
     cache: dict = {}
     for i in np.flatnonzero(need):
         c = combos[codes[i]]
-        p = c["_profile"]
-        key = (codes[i], int(mrr[i]) if has_mrr[i] else None, float(weights[i]), float(mfs_given[i]))
+        key = (codes[i], int(mrr[i]) if has_mrr[i] else None)
         if key not in cache:
+            # the combination's profile (weights were left out to plan it without capacity)
+            p = c["_profile"].model_copy(update={"weights_bytes": int(weights[i])})
             gpu = resolve_gpu(p)
-            mfs = key[3]
-            if np.isnan(mfs):
-                mfs = default_mem_fraction_static(gpu, p.tp_size, c["attn_dp_size"], p.enable_dp_attention,
-                                                  key[1])
-            r = derived_rest_gib(gpu, mfs, int(weights[i]), not p.language_model_only)
-            cache[key] = (r, gpu.name)
+            cache[key] = (rest_for_profile(p, gpu, c["attn_dp_size"], key[1])[0], gpu.name)
         r, gpu_name = cache[key]
         if int(r * GiB) > 0:
             rest_gib[i] = r

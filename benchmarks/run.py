@@ -46,8 +46,8 @@ def _points(n: int, seed: int = 0) -> dict:
 def bench_sweep(n: int = 1_000_000, loop_n: int = 20_000) -> tuple[float, float]:
     """Points/s of the sweep on n points; and sweep vs scalar loop on the same loop_n points."""
     from glm_kv import compute_plan, load_profile
-    from glm_kv.profile import make_profile
-    from glm_kv.sweep import sweep
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.ledgers.sweep import sweep
 
     base = load_profile("worked-example-0.5.23")
     sweep(base, **_points(1000))  # warm-up
@@ -79,7 +79,7 @@ def bench_sweep(n: int = 1_000_000, loop_n: int = 20_000) -> tuple[float, float]
 def bench_book(profile: str = "b200-0.5.23") -> float | None:
     """Seconds to execute every chapter for one profile with papermill (kernel start-ups included)."""
     try:
-        from glm_kv.book import run_book
+        from glm_kv.book.runner import run_book
     except ImportError:
         return None
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,14 +91,14 @@ def bench_book(profile: str = "b200-0.5.23") -> float | None:
 def bench_allocation() -> int | None:
     """Sum over shipped profiles of measured tensor bytes minus ledger bytes (must be 0)."""
     try:
-        from glm_kv.measure import measure_profile
+        from glm_kv.tensors.measure import measure_profile
     except ImportError:
         return None
-    from glm_kv import build_plan, shipped_profiles
+    from glm_kv import load_plan, shipped_profiles
 
     total = 0
     for name in shipped_profiles():
-        report = measure_profile(build_plan(name), device="cpu", full=False)
+        report = measure_profile(load_plan(name), device="cpu", full=False)
         for alloc in report.allocations:
             for row in alloc.rows:
                 if row.ledger_bytes is not None:

@@ -48,7 +48,7 @@ import importlib.metadata as md
 import sglang.srt.mem_cache.memory_pool  # noqa: F401
 import sglang.srt.mem_cache.kv_cache_configurator  # noqa: F401
 import sglang.srt.server_args  # noqa: F401
-import glm_kv.plan  # noqa: F401
+import glm_kv.ledgers.plan  # noqa: F401
 print("sglang-env: sglang", md.version("sglang"), "torch", md.version("torch"), "import ok")
 EOF
 

@@ -122,7 +122,7 @@ def test_bad_profile_file(tmp_path):
 
 
 def _config(tmp_path, **text_over):
-    from glm_kv.model import PACKAGE_DIR
+    from glm_kv.inputs.model import PACKAGE_DIR
     cfg = json.loads((PACKAGE_DIR / "data" / "glm-5.3-flash.json").read_text())
     cfg["text_config"].update(text_over)
     path = tmp_path / "config.json"
@@ -163,7 +163,7 @@ def test_layers_come_from_config_not_a_rule(tmp_path):
 
 def test_pure_ledgers_import_without_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import glm_kv, glm_kv.plan, glm_kv.cli, glm_kv.workload, glm_kv.structure\n"
+            "import glm_kv, glm_kv.ledgers.plan, glm_kv.cli, glm_kv.ledgers.workload, glm_kv.ledgers.structure\n"
             "print(glm_kv.build_plan('article')['token']['cell_size_bytes'])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

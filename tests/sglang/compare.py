@@ -1,4 +1,4 @@
-"""Key-by-key comparison of `glm_kv.plan.build_plan` with what SGLang 0.5.23 says (oracle.py)."""
+"""Key-by-key comparison of `glm_kv.ledgers.plan.build_plan` with what SGLang 0.5.23 says (oracle.py)."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ _MISSING = object()
 
 
 def raw_profile(base: str | None, overrides: dict) -> dict:
-    from glm_kv.profile import PACKAGE_DIR, canonical_fields
+    from glm_kv.inputs.profile import PACKAGE_DIR, canonical_fields
 
     data = {}
     if base is not None:
@@ -95,8 +95,8 @@ def raw_profile(base: str | None, overrides: dict) -> dict:
 def engine_plan(raw: dict, pid: str):
     """(profile dict for SGLang, plan or None, error or None)."""
     from glm_kv.errors import ProfileError
-    from glm_kv.plan import build_plan
-    from glm_kv.profile import make_profile
+    from glm_kv.ledgers.plan import build_plan
+    from glm_kv.inputs.profile import make_profile
 
     try:
         prof = make_profile(dict(raw), default_name=pid.replace(":", "-").replace("@", "-"))

@@ -1,7 +1,7 @@
 """Ask SGLang 0.5.23's own code what it allocates for a glm-kv deployment profile.
 
 `sglang_plan(profile)` takes a profile as a dict of plan-contract input fields
-(the same names `glm_kv.profile` accepts) and returns a nested dict keyed by
+(the same names `glm_kv.inputs.profile` accepts) and returns a nested dict keyed by
 plan-contract keys, with every value produced by SGLang:
 
 * server-argument resolution (page size, kv dtype, DSA backends, mamba strategy,
@@ -69,7 +69,7 @@ def model_dir(config: dict) -> str:
 
 
 def shipped_config() -> dict:
-    from glm_kv.profile import PACKAGE_DIR
+    from glm_kv.inputs.profile import PACKAGE_DIR
 
     return json.loads((PACKAGE_DIR / "data" / "glm-5.3-flash.json").read_text())
 

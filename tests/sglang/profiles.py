@@ -1,7 +1,7 @@
 """The agreement matrix: every shipped profile run under layout 0.5.23, plus generated ones.
 
 Each entry is (id, base profile name or None, overrides). Overrides use the
-plan-contract input field names; the profile is resolved by glm_kv.profile so
+plan-contract input field names; the profile is resolved by glm_kv.inputs.profile so
 SGLang and the engine see exactly the same inputs (defaults included).
 """
 
@@ -13,7 +13,7 @@ L = {"sglang_layout": "0.5.23"}
 
 
 def shipped_profiles() -> list[tuple[str, str | None, dict]]:
-    from glm_kv.profile import PACKAGE_DIR
+    from glm_kv.inputs.profile import PACKAGE_DIR
 
     out = []
     for path in sorted((PACKAGE_DIR / "profiles").glob("*.yaml")):

@@ -1,0 +1,560 @@
+"""Altair charts for the book, rendered so that they work with no network.
+
+Two halves:
+
+* **Offline rendering.** ``enable_offline()`` registers an Altair renderer that emits a small
+  ``<div>`` + ``<script>`` calling ``vegaEmbed`` from the page itself (no CDN), plus the
+  Vega-Lite JSON for Jupyter front ends that render it natively. The JavaScript (Vega, Vega-Lite,
+  Vega-Embed with its tooltip handler) comes from the ``vl-convert-python`` wheel and is written
+  into the built book's ``_static/`` by this module's Sphinx hook (``setup``), listed in
+  ``_config.yml`` under ``sphinx.extra_extensions``. The built HTML therefore has no remote
+  ``<script src>``, and the charts keep their tooltips.
+* **Chart builders.** Each takes data computed by glm_kv (a plan, or tables made by glm_kv
+  functions) and only shapes it for plotting: no memory formula lives here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from ..ledgers.plan import Plan
+
+BUNDLE_NAME = "glm-kv-vega.js"
+RENDERER = "glm_kv_offline"
+_EMBED_OPTIONS = {"actions": False, "renderer": "svg"}
+
+# Colours shared by every chart, so that a ledger keeps its colour from chapter to chapter.
+LEDGER_COLORS = {
+    "MLA latent KV": "#1f77b4",
+    "indexer K": "#ff7f0e",
+    "KDA state": "#2ca02c",
+    "compress tail": "#9467bd",
+    "free": "#d9d9d9",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Offline rendering
+# ---------------------------------------------------------------------------------------------
+
+def _vega_lite_version() -> str:
+    import altair as alt
+
+    major_minor = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    return f"v{major_minor}"
+
+
+def javascript_bundle() -> str:
+    """Vega + Vega-Lite + Vega-Embed as one classic script that defines ``window.vegaEmbed``.
+
+    The bundle comes from the vl-convert-python wheel (no download). It is wrapped in a function
+    so that its top-level ``const`` names cannot clash with other scripts on the page.
+    """
+    import vl_convert as vlc
+
+    body = vlc.javascript_bundle(vl_version=_vega_lite_version())
+    return "/* Vega, Vega-Lite, Vega-Embed: bundled by vl-convert-python */\n(function(){\n" + body + "\n})();\n"
+
+
+def write_javascript_bundle(folder: str | Path) -> Path:
+    """Write the bundle to ``folder/glm-kv-vega.js`` (reused when already there)."""
+    import vl_convert as vlc
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / BUNDLE_NAME
+    stamp = folder / (BUNDLE_NAME + ".version")
+    version = f"vl-convert {getattr(vlc, '__version__', '?')}, vega-lite {_vega_lite_version()}"
+    if not path.is_file() or not stamp.is_file() or stamp.read_text() != version:
+        path.write_text(javascript_bundle(), encoding="utf-8")
+        stamp.write_text(version)
+    return path
+
+
+def _chart_id(spec: Mapping[str, Any]) -> str:
+    # Deterministic, so that re-executing a notebook does not churn its stored output.
+    digest = hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    return f"glm-kv-chart-{digest}"
+
+
+def offline_html(spec: Mapping[str, Any]) -> str:
+    """HTML for one chart: a container and a script that waits for ``vegaEmbed`` on the page."""
+    div = _chart_id(spec)
+    payload = json.dumps(spec, sort_keys=True).replace("</", "<\\/")
+    options = json.dumps(_EMBED_OPTIONS)
+    return (
+        f'<div id="{div}" class="glm-kv-chart"></div>\n'
+        "<script type=\"text/javascript\">\n"
+        "(function () {\n"
+        f"  var spec = {payload};\n"
+        f"  var el = document.getElementById(\"{div}\");\n"
+        "  var tries = 0;\n"
+        "  function draw() {\n"
+        "    if (window.vegaEmbed) {\n"
+        f"      window.vegaEmbed(el, spec, {options}).catch(function (err) {{\n"
+        "        el.textContent = \"chart error: \" + err;\n"
+        "      });\n"
+        "    } else if (tries++ < 200) {\n"
+        "      setTimeout(draw, 25);\n"
+        "    } else {\n"
+        "      el.textContent = \"(chart: open this page in the built book to see it)\";\n"
+        "    }\n"
+        "  }\n"
+        "  draw();\n"
+        "})();\n"
+        "</script>"
+    )
+
+
+def _renderer(spec: dict, **_: Any) -> dict:
+    import altair as alt
+
+    mime = f"application/vnd.vegalite.v{alt.SCHEMA_VERSION.lstrip('v').split('.')[0]}+json"
+    title = spec.get("title")
+    if isinstance(title, dict):
+        title = title.get("text")
+    return {
+        mime: spec,
+        "text/html": offline_html(spec),
+        "text/plain": f"<chart: {title or 'altair'}>",
+    }
+
+
+def enable_offline() -> None:
+    """Make every Altair chart displayed from now on use the offline renderer."""
+    import altair as alt
+
+    if RENDERER not in alt.renderers.names():
+        alt.renderers.register(RENDERER, _renderer)
+    alt.renderers.enable(RENDERER)
+
+
+def setup(app):  # Sphinx extension hook: `sphinx.extra_extensions: [glm_kv.charts]`
+    """Ship the Vega bundle in the book's ``_static/`` and load it on every page."""
+    static = Path(app.doctreedir).parent / "glm_kv_static"
+
+    def _config_inited(app, config):
+        write_javascript_bundle(static)
+        config.html_static_path = list(config.html_static_path) + [str(static)]
+
+    app.connect("config-inited", _config_inited)
+    # Loaded in <head> without defer: the per-chart scripts also poll for it.
+    app.add_js_file(BUNDLE_NAME, priority=200)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+# ---------------------------------------------------------------------------------------------
+# Chart builders: data in (from glm_kv), chart out
+# ---------------------------------------------------------------------------------------------
+
+def _alt():
+    import altair as alt
+
+    enable_offline()
+    return alt
+
+
+def _color(alt, field: str, domain: Iterable[str] | None = None):
+    domain = list(domain) if domain is not None else list(LEDGER_COLORS)
+    rng = [LEDGER_COLORS.get(d, "#8c564b") for d in domain]
+    return alt.Color(f"{field}:N", scale=alt.Scale(domain=domain, range=rng), title=None)
+
+
+def _tooltip(alt, fields: Iterable[tuple[str, str, str | None]]):
+    return [alt.Tooltip(f, type=t, title=title, **({"format": ","} if t == "quantitative" else {}))
+            for f, t, title in fields]
+
+
+# -- chapter 1 --------------------------------------------------------------------------------
+
+def layer_table(plan: "Plan"):
+    """One row per layer: its attention type and what it caches (from the plan's model)."""
+    import pandas as pd
+
+    full = set(plan.model.full_attention_layers)
+    rows = []
+    for i in range(plan.model.num_hidden_layers):
+        kind = "full attention (DSA)" if i in full else "KDA (linear attention)"
+        caches = "per token: MLA latent KV + indexer K" if i in full else "per request: KDA state slots"
+        rows.append({"layer": i, "type": kind, "caches": caches})
+    return pd.DataFrame(rows)
+
+
+def layer_strip(plan: "Plan"):
+    """The model's layers in a row, coloured by attention type (the article's figure 1)."""
+    alt = _alt()
+    df = layer_table(plan)
+    return alt.Chart(df, title="Which layers keep per-token KV").mark_rect(stroke="white").encode(
+        x=alt.X("layer:O", title="layer (0-based)", axis=alt.Axis(labelAngle=0, values=list(df.layer[::4]))),
+        color=alt.Color("type:N", scale=alt.Scale(domain=["full attention (DSA)", "KDA (linear attention)"],
+                                                  range=[LEDGER_COLORS["MLA latent KV"], LEDGER_COLORS["KDA state"]]),
+                        title=None, legend=alt.Legend(orient="bottom")),
+        tooltip=_tooltip(alt, [("layer", "ordinal", "layer"), ("type", "nominal", "attention"),
+                               ("caches", "nominal", "caches")]),
+    ).properties(width=640, height=40)
+
+
+LAYOUT_VARIANTS = {
+    "bf16": {"kv_cache_dtype": "bfloat16", "dsa_prefill_backend": None, "dsa_decode_backend": None},
+    "fp8 scaled (flashmla_kv)": {"kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "flashmla_kv",
+                                 "dsa_decode_backend": "flashmla_kv"},
+    "fp8 raw (trtllm)": {"kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "trtllm",
+                         "dsa_decode_backend": "trtllm"},
+}
+
+
+def token_bytes_by_layout(profile, layouts: Iterable[str] = ("article", "0.5.23")):
+    """Per-token bytes (KV, indexer) for each KV dtype/row layout and SGLang layout, from the plan."""
+    import pandas as pd
+
+    from .tables import plan_variants
+
+    frames = []
+    for layout in layouts:
+        variants = {name: {**ov, "sglang_layout": layout} for name, ov in LAYOUT_VARIANTS.items()}
+        df = plan_variants(profile, variants, {
+            "kv_cache_dim": "token.kv_cache_dim", "MLA latent KV": "token.kv_bytes_per_token",
+            "indexer K": "token.indexer_bytes_per_token", "cell_size": "token.cell_size_bytes"})
+        df["sglang_layout"] = layout
+        frames.append(df.reset_index())
+    return pd.concat(frames, ignore_index=True)
+
+
+def token_bytes_chart(df):
+    """Stacked bars: KV + indexer bytes per token, per dtype/layout (the article's figure 2)."""
+    alt = _alt()
+    long = df.melt(id_vars=["variant", "sglang_layout", "kv_cache_dim", "cell_size"],
+                   value_vars=["MLA latent KV", "indexer K"], var_name="ledger", value_name="bytes")
+    return alt.Chart(long, title="Bytes per token, by KV dtype and row layout").mark_bar().encode(
+        y=alt.Y("variant:N", title=None, sort=list(LAYOUT_VARIANTS)),
+        x=alt.X("bytes:Q", title="bytes per token (all full-attention layers)", stack="zero"),
+        color=_color(alt, "ledger", ["MLA latent KV", "indexer K"]),
+        row=alt.Row("sglang_layout:N", title="SGLang layout", header=alt.Header(labelAngle=0, labelAlign="left")),
+        tooltip=_tooltip(alt, [("variant", "nominal", "row layout"), ("sglang_layout", "nominal", "SGLang"),
+                               ("ledger", "nominal", "ledger"), ("bytes", "quantitative", "B/token"),
+                               ("kv_cache_dim", "quantitative", "kv_cache_dim"),
+                               ("cell_size", "quantitative", "cell_size B/token")]),
+    ).properties(width=520, height=90)
+
+
+# -- chapter 2 --------------------------------------------------------------------------------
+
+def ledgers_vs_context(plan, contexts: Iterable[int]):
+    """Token ledger and KDA ledger of one request at each context length (glm_kv.workload)."""
+    import pandas as pd
+
+    from ..ledgers.workload import kda_ledger_bytes, token_ledger_bytes
+
+    rows = []
+    for ctx in contexts:
+        rows.append({"context": int(ctx), "ledger": "token ledger (KV + indexer)",
+                     "bytes": token_ledger_bytes(plan, int(ctx))})
+        rows.append({"context": int(ctx), "ledger": "KDA ledger (state slots)", "bytes": kda_ledger_bytes(plan, 1)})
+    return pd.DataFrame(rows)
+
+
+def ledgers_vs_context_chart(df, crossover: int):
+    """Two lines and the crossover: where one request's tokens cost as much as its KDA state."""
+    import pandas as pd
+
+    alt = _alt()
+    domain = ["token ledger (KV + indexer)", "KDA ledger (state slots)"]
+    color = alt.Color("ledger:N", scale=alt.Scale(domain=domain, range=[LEDGER_COLORS["MLA latent KV"],
+                                                                      LEDGER_COLORS["KDA state"]]),
+                      title=None, legend=alt.Legend(orient="bottom"))
+    lines = alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("context:Q", title="context length (tokens)", scale=alt.Scale(type="log", base=2)),
+        y=alt.Y("bytes:Q", title="bytes for one request", scale=alt.Scale(type="log")),
+        color=color,
+        tooltip=_tooltip(alt, [("ledger", "nominal", "ledger"), ("context", "quantitative", "tokens"),
+                               ("bytes", "quantitative", "bytes")]),
+    )
+    cross = pd.DataFrame({"context": [crossover], "label": [f"crossover: {crossover:,} tokens"]})
+    rule = alt.Chart(cross).mark_rule(strokeDash=[4, 3], color="#555").encode(
+        x="context:Q", tooltip=[alt.Tooltip("label:N", title="crossover")])
+    text = alt.Chart(cross).mark_text(align="left", dx=4, dy=-6, color="#555").encode(
+        x="context:Q", y=alt.value(10), text="label:N")
+    return (lines + rule + text).properties(width=560, height=300,
+                                            title="One request: token ledger vs KDA ledger")
+
+
+# -- chapter 3 --------------------------------------------------------------------------------
+
+def pool_structure_table(structure: Mapping[str, Any]):
+    """Nodes of ``glm_kv.structure.pool_structure``: one row per pool or buffer, with its depth."""
+    import pandas as pd
+
+    rows = []
+
+    def walk(node, depth, parent):
+        rows.append({"name": node["name"], "class": node.get("class", ""), "depth": depth,
+                     "parent": parent or "", "grows with": node.get("grows_with", ""),
+                     "row": node.get("row", ""), "layers": len(node.get("layers", []) or []),
+                     "per": node.get("per", "")})
+        for child in node.get("children", []):
+            walk(child, depth + 1, node["name"])
+        for buf in node.get("buffers", []):
+            walk(buf, depth + 1, node["name"])
+
+    walk(structure, 0, None)
+    for extra in structure.get("beside", []):
+        walk(extra, 0, None)
+    return pd.DataFrame(rows)
+
+
+def pool_structure_chart(structure: Mapping[str, Any]):
+    """The HBM pool tree as an indented outline: one mark per pool/buffer, coloured by what it grows with."""
+    alt = _alt()
+    df = pool_structure_table(structure).reset_index().rename(columns={"index": "order"})
+    df["label"] = df["name"] + df["class"].map(lambda c: f"  ({c})" if c else "")
+    df["grows with"] = df["grows with"].replace("", "(container)")
+    domain = ["tokens", "state slots", "requests", "(container)"]
+    rng = [LEDGER_COLORS["MLA latent KV"], LEDGER_COLORS["KDA state"], LEDGER_COLORS["compress tail"], "#777"]
+    base = alt.Chart(df).encode(
+        y=alt.Y("order:O", axis=None),
+        tooltip=_tooltip(alt, [("name", "nominal", "name"), ("class", "nominal", "class"),
+                               ("parent", "nominal", "inside"), ("grows with", "nominal", "grows with"),
+                               ("row", "nominal", "row / shape"), ("layers", "quantitative", "layers")]),
+    )
+    dots = base.mark_square(size=140).encode(
+        x=alt.X("depth:Q", axis=None, scale=alt.Scale(domain=[-0.2, 9])),
+        color=alt.Color("grows with:N", scale=alt.Scale(domain=domain, range=rng), title="grows with",
+                        legend=alt.Legend(orient="bottom")))
+    text = base.mark_text(align="left", dx=10, fontSize=12).encode(x="depth:Q", text="label:N")
+    return (dots + text).properties(width=620, height=22 * len(df), title="What lives in HBM").configure_view(
+        strokeWidth=0)
+
+
+def indexer_page_table(plan: "Plan"):
+    """Token positions of one IndexKeyCache page and the index_kpool group each falls in."""
+    import pandas as pd
+
+    tok = plan.token
+    n, kpool = tok.indexer_tokens_per_page, tok.index_kpool
+    return pd.DataFrame({"token in page": range(n), "index_kpool group": [t // kpool for t in range(n)],
+                         "bytes reserved (per layer)": tok.indexer_bytes_per_token_per_layer,
+                         "page bytes (per layer)": tok.indexer_page_bytes})
+
+
+def indexer_page_chart(plan: "Plan", columns: int = 16):
+    """One IndexKeyCache page as a grid of token cells, shaded by index_kpool group."""
+    alt = _alt()
+    df = indexer_page_table(plan)
+    df["row"] = df["token in page"] // columns
+    df["col"] = df["token in page"] % columns
+    df["group parity"] = (df["index_kpool group"] % 2).map({0: "even group", 1: "odd group"})
+    return alt.Chart(df, title="One indexer page: tokens and their index_kpool groups").mark_rect(
+        stroke="white").encode(
+        x=alt.X("col:O", axis=None), y=alt.Y("row:O", axis=None),
+        color=alt.Color("group parity:N", scale=alt.Scale(range=[LEDGER_COLORS["indexer K"], "#ffbb78"]),
+                        legend=None),
+        tooltip=_tooltip(alt, [("token in page", "quantitative", "token"),
+                               ("index_kpool group", "quantitative", "group"),
+                               ("bytes reserved (per layer)", "quantitative", "reserved B/token/layer"),
+                               ("page bytes (per layer)", "quantitative", "page B/layer")]),
+    ).properties(width=16 * 28, height=28 * int(df["row"].max() + 1))
+
+
+# -- chapter 6 --------------------------------------------------------------------------------
+
+def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], contexts: Iterable[int],
+                  node_tp: int = 8):
+    """Per GPU x concurrency x context: does it fit on a rank, and what binds (glm_kv.sweep).
+
+    ``requests`` are per rank. The profile's own ``available_bytes`` / ``weights_bytes`` are used
+    when it has them; otherwise the weights on a rank are ``glm_kv.memory.estimate_weight_bytes``
+    split over ``node_tp`` GPUs (the article's rank is one of a DP-attention node with
+    attn_dp = tp), labelled "estimated".
+    """
+    from ..inputs.model import load_model
+    from ..inputs.profile import Profile, load_profile
+    from ..ledgers.memory import estimate_weight_bytes
+    from ..ledgers.sweep import sweep
+
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    extra = {}
+    if prof.available_bytes is None and prof.weights_bytes is None:
+        extra["weights_bytes"] = estimate_weight_bytes(load_model(prof.model), max(prof.tp_size, node_tp))
+    attn_dp = prof.dp_size if prof.enable_dp_attention else 1
+    df = sweep(prof, grid=True, gpu=list(gpus), max_running_requests=[r * attn_dp for r in requests],
+               context_length=list(contexts), **extra)
+    out = df.rename(columns={"max_running_requests": "requested (global)"})
+    out["requests per rank"] = df["requests_per_worker"]
+    out["served per rank"] = df["max_running_requests_resolved"]
+    out["mamba slots"] = df["max_mamba_cache_size_resolved"]
+    out["tokens needed"] = df["resident_tokens_per_rank"]  # shown in the tooltip only
+    # The verdict is the engine's (sweep's ``limit``); here it only gets words.
+    words = {"fits": "fits", "tokens": "too many tokens", "mamba": "too many requests (mamba)"}
+    out["verdict"] = df["limit"].astype(object).map(lambda v: words.get(v, "refused"))
+    out.loc[df["error"].notna(), "verdict"] = "refused"
+    out["weights"] = "estimated" if extra else "from the profile"
+    return out
+
+
+def fits_map_chart(df, gpus: Iterable[str] | None = None):
+    """Concurrency x context heat map per GPU (two per row): what fits on one rank for this profile."""
+    alt = _alt()
+    verdicts = ["fits", "too many tokens", "too many requests (mamba)", "refused"]
+    colors = ["#2ca02c", "#ff7f0e", "#d62728", "#7f7f7f"]
+    order = list(gpus) if gpus is not None else list(dict.fromkeys(df["gpu"]))
+    cells = alt.Chart().mark_rect(stroke="white").encode(
+        x=alt.X("context_length:O", title="context length (tokens)"),
+        y=alt.Y("requests per rank:O", title="concurrent requests per rank", sort="descending"),
+        color=alt.Color("verdict:N", scale=alt.Scale(domain=verdicts, range=colors), title=None,
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=_tooltip(alt, [("gpu", "nominal", "GPU"),
+                               ("requests per rank", "quantitative", "requests per rank"),
+                               ("served per rank", "quantitative", "SGLang would serve"),
+                               ("context_length", "quantitative", "context"),
+                               ("tokens needed", "quantitative", "tokens needed per rank"),
+                               ("max_total_num_tokens", "quantitative", "token pool"),
+                               ("mamba slots", "quantitative", "mamba slots"),
+                               ("verdict", "nominal", "verdict"), ("weights", "nominal", "weights")]),
+    ).properties(width=230, height=170)
+    return alt.FacetChart(data=df, spec=cells, facet=alt.Facet("gpu:N", sort=order, title=None),
+                          columns=2, title="What fits on one rank")
+
+
+# -- profiles page ----------------------------------------------------------------------------
+
+def token_bytes_by_profile(profiles: Iterable[str]):
+    import pandas as pd
+
+    from ..ledgers.plan import load_plan
+
+    rows = []
+    for name in profiles:
+        plan = load_plan(name)
+        for ledger, value in (("MLA latent KV", plan.token.kv_bytes_per_token),
+                              ("indexer K", plan.token.indexer_bytes_per_token)):
+            rows.append({"profile": plan.profile.label, "ledger": ledger, "bytes": value,
+                         "layout": plan.profile.sglang_layout, "kv_layout": plan.token.kv_layout,
+                         "KDA state per request": plan.request.state_bytes_per_request})
+    return pd.DataFrame(rows)
+
+
+def token_bytes_by_profile_chart(df):
+    alt = _alt()
+    return alt.Chart(df, title="Bytes per token, per profile").mark_bar().encode(
+        y=alt.Y("profile:N", title=None, sort=None),
+        x=alt.X("bytes:Q", title="bytes per token", stack="zero"),
+        color=_color(alt, "ledger", ["MLA latent KV", "indexer K"]),
+        tooltip=_tooltip(alt, [("profile", "nominal", "profile"), ("layout", "nominal", "SGLang layout"),
+                               ("kv_layout", "nominal", "KV row"), ("ledger", "nominal", "ledger"),
+                               ("bytes", "quantitative", "B/token"),
+                               ("KDA state per request", "quantitative", "KDA B/request")]),
+    ).properties(width=520, height=24 * df["profile"].nunique())
+
+
+def buffer_table(pools):
+    """The tensors of a ``glm_kv.pools.DevicePools``, one row per kind (per-layer lists folded).
+
+    Columns: buffer (``kv_buffer[i]`` for a per-layer list), how many tensors, the shape and
+    dtype of one, its storage bytes, and the bytes of all of them.
+    """
+    import re
+
+    import pandas as pd
+
+    rows: dict[str, dict] = {}
+    for name, t in pools.named_buffers():
+        kind = re.sub(r"\[\d+\]$", "[i]", name)
+        nbytes = t.untyped_storage().nbytes()
+        row = rows.setdefault(kind, {"buffer": kind, "tensors": 0, "shape of one": tuple(t.shape),
+                                     "dtype": str(t.dtype).removeprefix("torch."), "bytes of one": nbytes,
+                                     "bytes, all": 0})
+        row["tensors"] += 1
+        row["bytes, all"] += nbytes
+    return pd.DataFrame(list(rows.values()))
+
+
+# -- chapters 4 and 5 -------------------------------------------------------------------------
+
+def _ranges(idx) -> str:
+    """``64-191`` style summary of an index tensor (what a node's value / host_value points at)."""
+    if idx is None:
+        return "-"
+    vals = [int(v) for v in idx.tolist()]
+    if not vals:
+        return "(empty)"
+    out, start, prev = [], vals[0], vals[0]
+    for v in vals[1:]:
+        if v != prev + 1:
+            out.append(f"{start}-{prev}" if start != prev else f"{start}")
+            start = v
+        prev = v
+    out.append(f"{start}-{prev}" if start != prev else f"{start}")
+    return ", ".join(out)
+
+
+def radix_tree_table(tree):
+    """One row per node of a ``glm_kv.radix.RadixTree``: token span, FULL and MAMBA value/host_value."""
+    import pandas as pd
+
+    from ..tensors.radix_cache import FULL, MAMBA
+
+    rows = []
+    for n in tree.nodes():
+        if n is tree.root:
+            continue
+        end = len(tree.key_of(n))
+        f, m = n.component_data[FULL], n.component_data[MAMBA]
+        where = ("HBM + DRAM" if f.value is not None and f.host_value is not None else
+                 "HBM only" if f.value is not None else "DRAM only (evicted)")
+        rows.append({"node": n.id, "parent": n.parent.id if n.parent is not None and n.parent is not tree.root else "root",
+                     "first token": end - len(n.key), "end token": end, "tokens": len(n.key),
+                     "FULL.value (HBM token slots)": _ranges(f.value),
+                     "FULL.host_value (DRAM host slots)": _ranges(f.host_value),
+                     "MAMBA.value (HBM state slot)": _ranges(m.value),
+                     "MAMBA.host_value (DRAM state slot)": _ranges(m.host_value),
+                     "where": where})
+    return pd.DataFrame(rows).sort_values(["first token", "node"]).reset_index(drop=True)
+
+
+def radix_tree_chart(table, title: str = "The RadixTree: token spans and where they live"):
+    """Each node as a bar over its token span; colour: where FULL lives; a diamond: a MAMBA checkpoint."""
+    alt = _alt()
+    # Vega-Lite reads "a.b" as a nested field: give the data dot-free column names.
+    df = table.rename(columns={"FULL.value (HBM token slots)": "full_value",
+                               "FULL.host_value (DRAM host slots)": "full_host_value",
+                               "MAMBA.value (HBM state slot)": "mamba_value",
+                               "MAMBA.host_value (DRAM state slot)": "mamba_host_value"}).copy()
+    df["row"] = [f"node {n}" for n in df["node"]]
+    df["checkpoint"] = df["mamba_value"].ne("-") | df["mamba_host_value"].ne("-")
+    domain = ["HBM only", "HBM + DRAM", "DRAM only (evicted)"]
+    tips = _tooltip(alt, [("node", "nominal", "node"), ("parent", "nominal", "parent"),
+                          ("first token", "quantitative", "from token"), ("end token", "quantitative", "to token"),
+                          ("full_value", "nominal", "FULL.value (HBM token slots)"),
+                          ("full_host_value", "nominal", "FULL.host_value (DRAM host slots)"),
+                          ("mamba_value", "nominal", "MAMBA.value (HBM state slot)"),
+                          ("mamba_host_value", "nominal", "MAMBA.host_value (DRAM state slot)")])
+    y = alt.Y("row:N", sort=list(df["row"]), title=None)
+    bars = alt.Chart(df).mark_bar(height=16).encode(
+        x=alt.X("first token:Q", title="token position"), x2="end token:Q", y=y,
+        color=alt.Color("where:N", scale=alt.Scale(domain=domain, range=["#1f77b4", "#17becf", "#c7c7c7"]),
+                        title="FULL (KV) lives in", legend=alt.Legend(orient="bottom")),
+        tooltip=tips)
+    marks = alt.Chart(df[df["checkpoint"]]).mark_point(shape="diamond", size=120, filled=True,
+                                                       color=LEDGER_COLORS["KDA state"]).encode(
+        x="end token:Q", y=y, tooltip=tips)
+    return (bars + marks).properties(width=560, height=34 * max(1, len(df)), title=title)
+
+
+def host_entries_table(host):
+    """The entries of a ``glm_kv.hicache.HostPoolGroup``: name, class, page size, row, buffers."""
+    import pandas as pd
+
+    rows = []
+    for e in host.entries:
+        pool = e.host_pool
+        bufs = list(pool.named_buffers())
+        rows.append({"entry": e.name.value, "host pool": type(pool).__name__,
+                     "device pool": type(e.device_pool).__name__,
+                     "page size": getattr(pool, "page_size", None),
+                     "indices from": e.indices_from_pool.value if e.indices_from_pool else "its own",
+                     "buffers": ", ".join(f"{n} {tuple(b.shape)}" for n, b in bufs[:2]) + (" ..." if len(bufs) > 2 else ""),
+                     "bytes": sum(b.untyped_storage().nbytes() for _, b in bufs)})
+    return pd.DataFrame(rows)

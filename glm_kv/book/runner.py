@@ -1,0 +1,465 @@
+"""``glm-kv book``: execute every chapter per deployment profile (papermill) and build the HTML books.
+
+For each profile the book's sources (``_config.yml``, ``_toc.yml``, ``book/``, ``notebooks/``) are
+copied to a staging folder, every notebook listed in ``_toc.yml`` is executed there with the
+papermill parameter ``profile`` (the comparison page also gets ``profiles``: every profile of the
+run), and Jupyter Book builds the HTML with warnings as errors. Only when all of that succeeds does
+the profile's result replace ``OUT/<profile>/``; a failure names the profile, the notebook and
+the cell, keeps the failed notebook in ``OUT/.staging/<profile>/`` for inspection, and leaves every
+earlier result as it was. ``OUT/index.html`` links the books and compares the profiles side by side.
+
+Layout of ``OUT`` (default ``_build/profiles``)::
+
+    index.html                 the profiles side by side, with links
+    <profile>/html/index.html  the book for that profile
+    <profile>/src/...          the executed notebooks it was built from
+
+The committed notebooks are stored executed for the default profile, so ``jupyter-book build .``
+builds the default book without executing anything; ``glm-kv book --refresh`` re-executes
+them in place after a change.
+"""
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import yaml
+
+SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks")
+IGNORE = shutil.ignore_patterns("_build", ".ipynb_checkpoints", "__pycache__", "*.pyc")
+PARAMETER = "profile"
+PROFILES_PARAMETER = "profiles"
+
+
+class BookError(RuntimeError):
+    """A book step failed; the message names profile, notebook and cell."""
+
+
+@dataclass
+class ProfileBook:
+    profile: str             # as given (shipped name or YAML path)
+    slug: str                # folder name under OUT
+    html: Path | None        # OUT/<slug>/html, None with html=False
+    src: Path                # OUT/<slug>/src
+    seconds_execute: float = 0.0
+    seconds_html: float = 0.0
+
+
+@dataclass
+class BookResult:
+    out_dir: Path
+    books: list[ProfileBook] = field(default_factory=list)
+    index: Path | None = None
+
+
+# ------------------------------------------------------------------------------------------------
+# The book's sources
+# ------------------------------------------------------------------------------------------------
+
+def find_root(start: str | Path | None = None) -> Path:
+    """The folder holding ``_config.yml`` and ``_toc.yml``: ``start``, the cwd or the repo checkout."""
+    candidates = [Path(start)] if start else [Path.cwd(), Path(__file__).resolve().parents[1]]
+    for c in candidates:
+        c = c.resolve()
+        for d in (c, *c.parents):
+            if (d / "_config.yml").is_file() and (d / "_toc.yml").is_file():
+                return d
+    raise BookError("no book found: run from the glm-kv checkout (the folder with _config.yml and _toc.yml)")
+
+
+def _toc_files(node) -> Iterable[str]:
+    if isinstance(node, dict):
+        for key in ("root", "file"):
+            if isinstance(node.get(key), str):
+                yield node[key]
+        for key in ("parts", "chapters", "sections"):
+            for child in node.get(key, []) or []:
+                yield from _toc_files(child)
+    elif isinstance(node, list):
+        for child in node:
+            yield from _toc_files(child)
+
+
+def toc_documents(root: Path) -> list[str]:
+    """Every document of ``_toc.yml`` in reading order, as paths without suffix."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    return list(dict.fromkeys(_toc_files(toc)))
+
+
+def toc_notebooks(root: Path) -> list[Path]:
+    """The ``.ipynb`` documents of the table of contents, in reading order (relative to root)."""
+    out = []
+    for doc in toc_documents(root):
+        p = Path(doc)
+        if p.suffix == "":
+            p = p.with_suffix(".ipynb")
+        if p.suffix == ".ipynb" and (root / p).is_file():
+            out.append(p)
+    return out
+
+
+def chapter_notebooks(root: Path) -> list[Path]:
+    return [p for p in toc_notebooks(root) if p.parts[0] == "notebooks"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Profiles
+# ------------------------------------------------------------------------------------------------
+
+def resolve_profiles(profiles: Sequence[str] | None) -> list[str]:
+    """Shipped names stay names; files become absolute paths (notebooks run in another folder)."""
+    from ..inputs.profile import shipped_profiles
+
+    shipped = shipped_profiles()
+    if not profiles:
+        return list(shipped)
+    out = []
+    for p in profiles:
+        if p in shipped:
+            out.append(p)
+        elif Path(p).is_file():
+            out.append(str(Path(p).resolve()))
+        else:
+            raise BookError(f"profile {p!r}: neither a shipped profile ({', '.join(shipped)}) nor a YAML file")
+    return list(dict.fromkeys(out))
+
+
+def profile_slug(profile: str) -> str:
+    from ..inputs.profile import load_profile
+
+    label = load_profile(profile).label  # the profile's name, else the file's stem
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "profile"
+
+
+# ------------------------------------------------------------------------------------------------
+# Executing and building
+# ------------------------------------------------------------------------------------------------
+
+def clean_notebook_metadata(path: Path) -> None:
+    """Drop papermill's timing metadata so a re-executed notebook only differs where outputs do."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata.pop("papermill", None)
+    count = 0
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "code" and cell.get("execution_count") is not None:
+            count += 1  # 1, 2, ... as if the notebook had had a kernel of its own
+            cell.execution_count = count
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "execute_result":
+                    out["execution_count"] = count
+    nbformat.write(nb, path)
+
+
+def _kernel_env(root: Path) -> None:
+    # The kernel must import this glm_kv even when it is not installed (a plain checkout).
+    pkg_root = str(Path(__file__).resolve().parents[1])
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if pkg_root not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([pkg_root, *parts])
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+
+
+def _quiet_kernel_manager():
+    """A kernel manager whose kernel's own log lines (not the notebook's output) are discarded."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            cmd, kw = await super()._async_pre_start_kernel(**kw)
+            kw.setdefault("stderr", subprocess.DEVNULL)
+            return cmd, kw
+
+    return QuietKernelManager
+
+
+SETUP_TAG = "glm-kv-kernel-setup"
+
+
+def _setup_cell(folder: Path):
+    """First cell when a kernel is shared between notebooks: a clean namespace, the notebook's folder."""
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(
+        f"%reset -f\nimport os as _os\n_os.chdir({str(folder)!r})\ndel _os")
+    cell.metadata["tags"] = [SETUP_TAG, "remove-cell"]
+    return cell
+
+
+def _strip_setup_cell(path: Path) -> None:
+    import nbformat
+
+    if not path.is_file():
+        return
+    nb = nbformat.read(path, as_version=4)
+    keep = [c for c in nb.cells if SETUP_TAG not in c.get("metadata", {}).get("tags", [])]
+    if len(keep) != len(nb.cells):
+        nb.cells = keep
+        nbformat.write(nb, path)
+
+
+def execute_notebook(nb: Path, parameters: dict, *, kernel_name: str = "python3",
+                     timeout: int = 600, profile_label: str = "", rel: str | None = None,
+                     km=None) -> None:
+    """Execute ``nb`` in place with papermill; a failure becomes a BookError naming the cell.
+
+    With ``km`` (a started or not yet started kernel manager) the kernel is reused: the notebook
+    first runs ``%reset -f`` and moves to its own folder, so it sees nothing of the previous one
+    but the imported modules.
+    """
+    import nbformat
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    declared = pm.inspect_notebook(str(nb))
+    params = {k: v for k, v in parameters.items() if k in declared}
+    original = nbformat.read(nb, as_version=4)
+    source = original
+    if km is not None:
+        source = nbformat.from_dict(original)
+        source.cells = [_setup_cell(nb.parent.resolve()), *source.cells]
+    kwargs = dict(parameters=params or None, kernel_name=kernel_name, progress_bar=False,
+                  log_output=False, request_save_on_cell_execute=False, execution_timeout=timeout)
+    if km is not None:
+        kwargs["km"] = km
+    else:
+        kwargs.update(cwd=str(nb.parent), kernel_manager_class=_quiet_kernel_manager())
+    try:
+        pm.execute_notebook(source, str(nb), **kwargs)
+    except PapermillExecutionError as e:
+        first = (e.source or "").strip().splitlines()[:1]
+        index = next((i for i, c in enumerate(original.cells) if c.source == e.source), e.cell_index)
+        where = f"cell {index} (In [{e.exec_count}]{': ' + first[0][:60] if first else ''})"
+        raise BookError(f"profile {profile_label}: notebook {rel or nb.name}: {where}: "
+                        f"{e.ename}: {e.evalue}".rstrip()) from None
+    except Exception as e:  # kernel died, timeout, ...
+        raise BookError(f"profile {profile_label}: notebook {rel or nb.name}: "
+                        f"{type(e).__name__}: {e}") from None
+    finally:
+        if km is not None:
+            _strip_setup_cell(nb)
+
+
+def build_html(src: Path, out: Path, *, strict: bool = True, profile_label: str = "") -> Path:
+    """``jupyter-book build`` of the staged sources (no execution); returns the html folder."""
+    cmd = [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
+           "build", str(src), "--path-output", str(out), "--builder", "html", "--quiet"]
+    if strict:
+        cmd += ["-W", "-n", "--keep-going"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    html_dir = out / "_build" / "html"
+    if proc.returncode != 0 or not (html_dir / "index.html").is_file():
+        lines = [l for l in (proc.stderr + proc.stdout).splitlines()
+                 if "WARNING" in l or "ERROR" in l or "Error" in l] or (proc.stderr + proc.stdout).splitlines()[-5:]
+        raise BookError(f"profile {profile_label}: HTML build failed:\n  " + "\n  ".join(lines[:20]))
+    return html_dir
+
+
+def _execute_all(src: Path, notebooks: Sequence[Path], parameters: dict, *, slug: str, label: str,
+                 bar, jobs: int, kernel_name: str, timeout: int) -> None:
+    """Execute the notebooks on ``jobs`` kernels, each reused from notebook to notebook.
+
+    Starting a kernel and importing torch, pandas and altair costs seconds per notebook; a
+    reused kernel pays it once. The first failure in book order is raised; the notebooks after
+    it are not started.
+    """
+    import queue
+    import threading
+
+    from jupyter_core.utils import run_sync
+
+    todo: "queue.Queue[tuple[int, Path]]" = queue.Queue()
+    for item in enumerate(notebooks):
+        todo.put(item)
+    errors: dict[int, BaseException] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def worker() -> None:
+        km = None
+        try:
+            while not stop.is_set():
+                try:
+                    i, rel = todo.get_nowait()
+                except queue.Empty:
+                    return
+                if bar is not None:
+                    with lock:
+                        bar.set_description_str(f"{slug} · {rel.stem}")
+                if km is None:
+                    km = _quiet_kernel_manager()(kernel_name=kernel_name)
+                try:
+                    execute_notebook(src / rel, parameters, kernel_name=kernel_name, timeout=timeout,
+                                     profile_label=label, rel=str(rel), km=km)
+                    clean_notebook_metadata(src / rel)
+                except BaseException as e:  # noqa: BLE001 - reported below, in book order
+                    with lock:
+                        errors[i] = e
+                    stop.set()
+                    return
+                if bar is not None:
+                    with lock:
+                        bar.update(1)
+        finally:
+            if km is not None:
+                try:
+                    if run_sync(km.is_alive)():
+                        run_sync(km.shutdown_kernel)(now=True)
+                except Exception:  # noqa: BLE001 - the kernel may already be gone
+                    pass
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, min(jobs, len(notebooks))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[min(errors)]
+
+
+def _swap_in(staging: Path, final: Path) -> None:
+    """Replace ``final`` by ``staging`` with two renames (the old result survives any failure before)."""
+    old = final.with_name(final.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        final.rename(old)
+    staging.rename(final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def default_jobs() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="step", dynamic_ncols=True, file=sys.stderr,
+                bar_format="{desc:<46.46} {bar} {n_fmt}/{total_fmt} [{elapsed}<{remaining}]")
+
+
+def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_build/profiles", *,
+             root: str | Path | None = None, html: bool = True, strict: bool = True,
+             progress: bool = True, kernel_name: str = "python3", timeout: int = 600,
+             jobs: int | None = None, log: Callable[[str], None] | None = None) -> BookResult:
+    """Execute every chapter per profile with papermill and build one HTML book per profile.
+
+    ``profiles``: shipped names or YAML paths (default: every shipped profile). ``jobs``: kernels
+    run at once (default: up to 2, by CPU count). Raises BookError
+    on the first failure, naming profile, notebook and cell; earlier results stay in place.
+    """
+    root = find_root(root)
+    out_dir = Path(out_dir).resolve()
+    profiles = resolve_profiles(profiles)
+    jobs = jobs if jobs is not None else default_jobs()
+    notebooks = toc_notebooks(root)
+    if not notebooks:
+        raise BookError(f"_toc.yml in {root} lists no notebook")
+    _kernel_env(root)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging_root = out_dir / ".staging"
+    result = BookResult(out_dir)
+    steps_per_profile = len(notebooks) + (1 if html else 0)
+    bar = _progress(len(profiles) * steps_per_profile, progress)
+    say = log or (lambda m: (bar.write(m) if bar is not None else print(m, file=sys.stderr)))
+    try:
+        for prof in profiles:
+            slug = profile_slug(prof)
+            label = slug if slug == prof else f"{slug} ({prof})"
+            staging = staging_root / slug
+            if staging.exists():
+                shutil.rmtree(staging)
+            src = staging / "src"
+            src.mkdir(parents=True)
+            for name in SOURCES:
+                s = root / name
+                if s.is_dir():
+                    shutil.copytree(s, src / name, ignore=IGNORE)
+                elif s.is_file():
+                    shutil.copy2(s, src / name)
+            book = ProfileBook(prof, slug, None, out_dir / slug / "src")
+            t0 = time.perf_counter()
+            _execute_all(src, notebooks, {PARAMETER: prof, PROFILES_PARAMETER: list(profiles)},
+                         slug=slug, label=label, bar=bar, jobs=jobs, kernel_name=kernel_name,
+                         timeout=timeout)
+            book.seconds_execute = time.perf_counter() - t0
+            if html:
+                if bar is not None:
+                    bar.set_description_str(f"{slug} · HTML")
+                t0 = time.perf_counter()
+                built = build_html(src, staging, strict=strict, profile_label=label)
+                built.rename(staging / "html")
+                shutil.rmtree(staging / "_build", ignore_errors=True)
+                book.seconds_html = time.perf_counter() - t0
+                if bar is not None:
+                    bar.update(1)
+            _swap_in(staging, out_dir / slug)
+            book.html = out_dir / slug / "html" if html else None
+            result.books.append(book)
+            say(f"{slug}: executed {len(notebooks)} notebooks in {book.seconds_execute:.1f} s"
+                + (f", HTML in {book.seconds_html:.1f} s -> {book.html}/index.html" if html else ""))
+    finally:
+        if bar is not None:
+            bar.close()
+        if staging_root.exists() and not any(staging_root.iterdir()):
+            staging_root.rmdir()
+    result.index = write_index(out_dir, profiles)
+    return result
+
+
+def write_index(out_dir: Path, profiles: Sequence[str]) -> Path:
+    """``OUT/index.html``: every book built so far, and the run's profiles side by side."""
+    from .tables import comparison_table
+
+    table = comparison_table(profiles)
+    books = sorted(p.name for p in out_dir.iterdir()
+                   if p.is_dir() and (p / "html" / "index.html").is_file())
+    links = "\n".join(f'<li><a href="{html.escape(b)}/html/index.html">{html.escape(b)}</a></li>' for b in books)
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>glm-kv: the book per profile</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:80em}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:right}}
+th{{background:#f4f4f4}}tbody th{{text-align:left}}</style></head><body>
+<h1>The three ledgers (三本账), per deployment profile</h1>
+<p>One book per profile; every figure is computed by <code>glm_kv</code> for that profile.</p>
+<ul>
+{links}
+</ul>
+<h2>The profiles side by side</h2>
+{table.to_html(escape=True)}
+</body></html>
+"""
+    path = out_dir / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def refresh_committed(root: str | Path | None = None, *, kernel_name: str = "python3",
+                      progress: bool = True) -> list[Path]:
+    """Re-execute the committed notebooks in place for the default profile (no injected cell)."""
+    root = find_root(root)
+    _kernel_env(root)
+    notebooks = toc_notebooks(root)
+    bar = _progress(len(notebooks), progress)
+    try:
+        _execute_all(root, notebooks, {}, slug="default", label="default", bar=bar,
+                     jobs=default_jobs(), kernel_name=kernel_name, timeout=600)
+    finally:
+        if bar is not None:
+            bar.close()
+    return [root / r for r in notebooks]

@@ -1,0 +1,167 @@
+"""One resolution step: a validated profile -> the server arguments SGLang ends up running with.
+
+SGLang resolves its ``ServerArgs`` (defaults per GPU, model overrides, strategy choice, the
+speculative reset) once, before any pool is sized. This module does the same, once, so every
+ledger reads resolved values and none re-derives a default of its own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ProfileError
+from ..units import requests_per_worker
+from .gpus import Gpu, resolve_gpu
+from .model import ModelConfig, load_model
+from .profile import Profile
+
+ARTICLE_PAGE_SIZE = 64  # upstream f4de6abee6: DSATokenToKVPool asserts page_size == 64 on CUDA
+SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    """The subset of SGLang's resolved ``ServerArgs`` that decides KV-cache memory on a rank."""
+
+    profile: Profile                       # context_length filled in
+    model: ModelConfig
+    gpu: Gpu
+    kv_cache_dtype: str                    # "bfloat16" or "fp8_e4m3" (never "auto")
+    dsa_prefill_backend: str
+    dsa_decode_backend: str
+    index_kpool: int                       # pooling actually applied (1 without kpool compression)
+    page_size: int
+    mamba_strategy: str                    # "none" when the radix cache is off
+    draft_tokens: int                      # 0 without speculative decoding
+    draft_layers: int
+    attn_dp_size: int
+    max_running_requests_global: int | None   # None: SGLang's automatic value
+    requests_per_worker: int | None           # max(1, global // attn_dp); None when automatic
+    context_length: int
+
+
+def resolve_kv_dtype(p: Profile, gpu: Gpu) -> str:
+    """SGLang 0.5.23's auto: fp8_e4m3 on SM100+ (B200/B300), bfloat16 on SM90 (H100/H200)."""
+    if p.kv_cache_dtype != "auto":
+        return p.kv_cache_dtype
+    return "fp8_e4m3" if gpu.sm >= 100 else "bfloat16"
+
+
+def resolve_dsa_backends(p: Profile, gpu: Gpu, kv_dtype: str) -> tuple[str, str]:
+    """Defaults as ``_dsa_split_backend_resolution``; a backend the user set is kept."""
+    if kv_dtype == "fp8_e4m3":
+        default = ("trtllm", "trtllm") if gpu.sm >= 100 else ("flashmla_kv", "flashmla_kv")
+    else:
+        default = ("flashmla_sparse", "trtllm" if gpu.sm >= 100 else "fa3")
+    prefill = p.dsa_prefill_backend or default[0]
+    decode = p.dsa_decode_backend or default[1]
+    if "triton" in (prefill, decode):
+        raise ProfileError("dsa_prefill_backend" if prefill == "triton" else "dsa_decode_backend",
+                           "the triton DSA backend is only supported on ROCm/HIP")
+    if kv_dtype == "fp8_e4m3" and (prefill == "tilelang") != (decode == "tilelang"):
+        raise ProfileError("dsa_decode_backend", "CUDA TileLang FP8 KV requires both DSA backends to be "
+                                                 "tilelang; raw and scaled FP8 KV layouts cannot be mixed")
+    return prefill, decode
+
+
+def effective_kpool(model: ModelConfig) -> int:
+    return model.index_kpool if model.index_kpool_compress else 1
+
+
+def resolve_page_size(model: ModelConfig, layout: str) -> int:
+    """article: 64-token pages; 0.5.23 forces 64 x index_kpool (256) for this model."""
+    return ARTICLE_PAGE_SIZE if layout == "article" else ARTICLE_PAGE_SIZE * effective_kpool(model)
+
+
+def draft_token_count(p: Profile) -> int:
+    """speculative_num_draft_tokens, or SGLang's default (3 steps x topk 1 + 1 = 4)."""
+    if p.speculative_algorithm is None:
+        return 0
+    if p.speculative_num_draft_tokens is not None:
+        return p.speculative_num_draft_tokens
+    steps = p.speculative_num_steps or 3
+    topk = p.speculative_eagle_topk or 1
+    return steps * topk + 1 if topk > 1 else steps + 1
+
+
+def effective_max_running_requests(p: Profile) -> int | None:
+    """--max-running-requests as the server ends up with it: 48 under speculative decoding if unset."""
+    if p.max_running_requests is None and p.speculative_algorithm:
+        return SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS
+    return p.max_running_requests
+
+
+def resolve_strategy(p: Profile, page_size: int) -> str:
+    """``_mamba_radix_cache_resolution``: auto -> extra_buffer when triton and (overlap or paging)."""
+    if p.disable_radix_cache:
+        return "none"
+    if p.mamba_scheduler_strategy != "auto":
+        return p.mamba_scheduler_strategy
+    wants = (not p.disable_overlap_schedule) or page_size > 1
+    return "extra_buffer" if wants and p.linear_attn_backend == "triton" else "no_buffer"
+
+
+def validate_strategy(p: Profile, strategy: str, page_size: int) -> None:
+    """The start-up refusals SGLang 0.5.23 gives for this model; the article layout had none."""
+    if p.sglang_layout == "article":
+        return
+    if strategy == "no_buffer" and page_size > 1:
+        field = ("mamba_scheduler_strategy" if p.mamba_scheduler_strategy == "no_buffer"
+                 else "linear_attn_backend")
+        raise ProfileError(field, f"no_buffer only supports page_size=1, and SGLang 0.5.23 forces "
+                                  f"page_size={page_size} for this model (auto resolves to no_buffer "
+                                  f"unless linear_attn_backend is triton)")
+    if strategy in ("extra_buffer", "extra_buffer_lazy") and p.linear_attn_backend != "triton":
+        raise ProfileError("linear_attn_backend", f"{strategy} needs linear_attn_backend triton")
+    if strategy == "extra_buffer_lazy" and p.disable_overlap_schedule:
+        raise ProfileError("mamba_scheduler_strategy", "extra_buffer_lazy requires the overlap schedule "
+                                                       "(--disable-overlap-schedule is incompatible)")
+
+
+def validate_combination(p: Profile, model: ModelConfig) -> None:
+    """Combinations SGLang refuses at start-up, whatever the sizes."""
+    if p.enable_hierarchical_cache and p.disable_radix_cache:
+        raise ProfileError("enable_hierarchical_cache", "HiCache and disable_radix_cache are mutually "
+                                                        "exclusive (HiCache lives on the radix tree)")
+    if p.speculative_algorithm and model.num_nextn_predict_layers < 1:
+        raise ProfileError("speculative_algorithm", "the model config has no MTP layer "
+                                                    "(num_nextn_predict_layers is 0)")
+    for f in ("speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk"):
+        if getattr(p, f) is not None and not p.speculative_algorithm:
+            raise ProfileError(f, "needs speculative_algorithm (EAGLE or NEXTN)")
+    if p.speculative_algorithm and p.speculative_num_steps is None and (
+            p.speculative_num_draft_tokens is not None or p.speculative_eagle_topk is not None):
+        raise ProfileError("speculative_num_draft_tokens" if p.speculative_num_draft_tokens is not None
+                           else "speculative_eagle_topk",
+                           "needs speculative_num_steps: without it SGLang 0.5.23 picks steps, topk and "
+                           "draft tokens itself and asserts that none of them was given")
+
+
+def resolve_context_length(profile: Profile, model: ModelConfig) -> Profile:
+    """SGLang's context_len: --context-length when given, else the model's max_position_embeddings."""
+    if profile.context_length is not None:
+        return profile
+    return profile.model_copy(update={"context_length": model.max_position_embeddings})
+
+
+def resolve(p: Profile) -> ServerArgs:
+    """Resolve a validated profile once; raises ProfileError for what SGLang refuses at start-up."""
+    model = load_model(p.model)
+    p = resolve_context_length(p, model)
+    validate_combination(p, model)
+    gpu = resolve_gpu(p)
+    kv_dtype = resolve_kv_dtype(p, gpu)
+    prefill, decode = resolve_dsa_backends(p, gpu, kv_dtype)
+    page = resolve_page_size(model, p.sglang_layout)
+    strategy = resolve_strategy(p, page)
+    validate_strategy(p, strategy, page)
+    attn_dp = p.dp_size if p.enable_dp_attention else 1
+    mrr = effective_max_running_requests(p)
+    return ServerArgs(
+        profile=p, model=model, gpu=gpu, kv_cache_dtype=kv_dtype, dsa_prefill_backend=prefill,
+        dsa_decode_backend=decode, index_kpool=effective_kpool(model), page_size=page,
+        mamba_strategy=strategy, draft_tokens=draft_token_count(p),
+        draft_layers=model.num_nextn_predict_layers if p.speculative_algorithm else 0,
+        attn_dp_size=attn_dp, max_running_requests_global=mrr,
+        requests_per_worker=None if mrr is None else requests_per_worker(mrr, attn_dp),
+        context_length=p.context_length,
+    )

@@ -1,0 +1,186 @@
+"""Capacity: from the bytes left for pools on a rank to mamba slots, tokens and requests.
+
+One kernel, ``pool_sizes``, does the arithmetic for a single deployment (0-d values) and for the
+sweep (n-d arrays) alike. It follows SGLang 0.5.23's sizing order
+(``KVCacheConfigurator._handle_max_mamba_cache``, then ``DefaultPoolConfigurator.calculate_pool_sizes``,
+then ``resolve_max_num_reqs``), including its float arithmetic in GiB, so results agree with
+SGLang to the token. A refusal is an error code per point; ``REFUSALS`` holds its one text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ProfileError
+from ..units import GiB
+
+AUTO_REQS_PER_CONTEXT = 512
+AUTO_REQS_MIN, AUTO_REQS_MAX = 2048, 4096
+
+BINDING_LABELS = ("requested", "auto", "tokens", "mamba")
+SOURCE_LABELS = ("budget", "max_mamba_cache_size", "max_running_requests")
+
+# error code -> (field, rule): the one text a refusal carries, in the plan and in the sweep alike
+REFUSALS: dict[int, tuple[str, str]] = {
+    1: ("max_mamba_cache_size", "leaves no state slot per worker once divided over the DP-attention workers"),
+    2: ("available_bytes", "not enough memory for the hybrid state cache (not one state slot fits the "
+                           "mamba budget)"),
+    3: ("max_mamba_cache_size", "its state slots leave nothing for the token pool"),
+    4: ("available_bytes", "nothing is left for the token pool after the mamba pool"),
+    5: ("max_total_tokens", "is smaller than one page of tokens"),
+    6: ("available_bytes", "not enough memory for one page of tokens "
+                           "(increase mem_fraction_static or available_bytes)"),
+    7: ("max_mamba_cache_size", "is too small to serve one request (fewer slots than slots_per_request)"),
+    8: ("available_bytes", "the hybrid state cache is too small to serve any request"),
+}
+
+
+def refusal(code: int) -> ProfileError:
+    field, rule = REFUSALS[int(code)]
+    return ProfileError(field, rule)
+
+
+@dataclass(frozen=True)
+class CapacityLedger:
+    available_bytes: int
+    available_source: str
+    mamba_pool_source: str          # "budget", "max_mamba_cache_size" or "max_running_requests"
+    mamba_budget_bytes: int
+    max_mamba_cache_size: int       # state slots per worker (the tensors hold one more)
+    mamba_pool_bytes: int           # (slots + 1) x slot bytes
+    spec_scratch_bytes: int         # EAGLE verify scratch taken from the same budget
+    token_pool_budget_bytes: int
+    max_total_num_tokens: int
+    token_pool_bytes: int           # tokens x cell_size (the page padding is not in SGLang's count)
+    requested_max_running_requests_per_worker: int   # JSON: requested_max_running_requests
+    requested_source: str           # "profile" or "auto"
+    max_running_requests_per_worker: int             # JSON: max_running_requests
+    binding_limit: str              # "requested", "auto", "tokens" or "mamba"
+    capped_message: str | None
+
+
+JSON_NAMES = {"requested_max_running_requests_per_worker": "requested_max_running_requests",
+              "max_running_requests_per_worker": "max_running_requests"}
+
+
+def _is_nan_scalar(x) -> bool:
+    return np.ndim(x) == 0 and bool(np.isnan(x))
+
+
+def pool_sizes(rest_gib, *, slot, slots_per_request, cell_size, page_size, draft_tokens, attn_dp,
+               mamba_full_memory_ratio, max_mamba_cache_size, max_total_tokens, radix_off,
+               requests_per_worker, has_requests, context_length) -> dict[str, np.ndarray]:
+    """SGLang 0.5.23's pool sizing over numpy values (0-d or n-d, broadcast together).
+
+    Optional inputs (``max_mamba_cache_size``, ``max_total_tokens``) are NaN when unset;
+    ``requests_per_worker`` is ignored where ``has_requests`` is False (SGLang's automatic value).
+    Returns the sizes, a binding code (index into BINDING_LABELS), a source code (SOURCE_LABELS)
+    and ``error`` (0, or a key of REFUSALS: the first check that failed).
+    """
+    rest_gib = np.asarray(rest_gib, dtype=np.float64)
+    slot, ratio, cell, page = slot, slots_per_request, cell_size, page_size
+    draft, r = draft_tokens, mamba_full_memory_ratio
+    mmc, mtt = max_mamba_cache_size, max_total_tokens
+    per_worker = requests_per_worker
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (rest_gib, slot, ratio, cell, page, draft, attn_dp, r,
+                                                        mmc, mtt, radix_off, per_worker, has_requests,
+                                                        context_length)))
+    err = np.zeros(shape, dtype=np.int64)
+
+    def fail(where, code):
+        np.copyto(err, code, where=np.broadcast_to(where, shape) & (err == 0))
+
+    budget = rest_gib * r / (1 + r) * GiB
+    no_spec = np.ndim(draft) == 0 and draft == 0  # scalar shortcut: one combination, no MTP
+    spec = np.asarray(draft) > 0
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        k_budget = np.floor_divide(budget - slot, slot)
+        if not no_spec:
+            k_spec = np.floor_divide(budget - slot * (1 + draft), slot * (1 + draft / ratio))
+            k_budget = np.where(spec, k_spec, k_budget)
+    k_budget = np.where(np.isfinite(k_budget), k_budget, 0).astype(np.int64)
+    if _is_nan_scalar(mmc) and np.ndim(radix_off) == 0 and not radix_off:
+        K, src_mmc, src_radix, capped = k_budget, np.False_, np.False_, None
+    else:
+        src_mmc = ~np.isnan(mmc)
+        mmc_i = np.where(src_mmc, mmc, 0).astype(np.int64)
+        src_radix = ~src_mmc & radix_off & has_requests
+        K = np.where(src_mmc, mmc_i // attn_dp, np.where(src_radix, per_worker, k_budget))
+        capped = np.minimum(per_worker, np.where(src_mmc, mmc_i, K) // ratio)
+    if no_spec:
+        scratch = np.int64(0)
+    else:
+        if capped is None:
+            capped = np.minimum(per_worker, K // ratio)
+        scratch = np.where(spec, slot * (np.where(src_radix, K, capped) + 1) * draft, 0)
+    fail((K <= 0) & src_mmc, 1)
+    fail(K <= 0, 2)
+    rest_gib = rest_gib - scratch / GiB - (K + 1) * slot / GiB
+    with np.errstate(invalid="ignore", over="ignore"):
+        rest_bytes = np.trunc(rest_gib * GiB)
+    rest_bytes = np.where(np.isfinite(rest_bytes), rest_bytes, 0).astype(np.int64)
+    fail((rest_bytes <= 0) & src_mmc, 3)
+    fail(rest_bytes <= 0, 4)
+    tokens = rest_bytes // cell // page * page
+    if not _is_nan_scalar(mtt):
+        has_mtt = ~np.isnan(mtt)
+        mtt_i = np.where(has_mtt, mtt, 0).astype(np.int64)
+        trimmed = has_mtt & (mtt_i < tokens)
+        tokens = np.where(trimmed, mtt_i // page * page, tokens)
+        fail(trimmed & (tokens <= 0), 5)
+    fail(tokens <= 0, 6)
+    est = (tokens / np.maximum(context_length, 1) * AUTO_REQS_PER_CONTEXT).astype(np.int64)
+    auto = np.maximum(np.minimum(est, AUTO_REQS_MAX), AUTO_REQS_MIN)
+    requested = np.where(has_requests, per_worker, auto)
+    nreq = np.minimum(requested, tokens // 2)
+    binding = np.where(nreq < requested, 2, np.where(has_requests, 0, 1))
+    cap = K // ratio
+    binding = np.where(cap < nreq, 3, binding)
+    nreq = np.minimum(nreq, cap)
+    fail((nreq <= 0) & src_mmc, 7)
+    fail(nreq <= 0, 8)
+    source = np.where(src_mmc, 1, np.where(src_radix, 2, 0))
+    budget_bytes = np.where(source == 0, np.trunc(np.where(np.isfinite(budget), budget, 0)), 0).astype(np.int64)
+    return {"max_mamba_cache_size": K, "mamba_budget_bytes": budget_bytes, "spec_scratch_bytes": scratch,
+            "token_pool_budget_bytes": rest_bytes, "max_total_num_tokens": tokens,
+            "requested_max_running_requests": requested, "max_running_requests": nreq,
+            "binding": binding, "source": source, "error": err}
+
+
+def auto_max_running_requests(tokens: int, context_len: int) -> int:
+    """SGLang's estimate when --max-running-requests is absent: tokens / context x 512, in 2048..4096."""
+    est = int(tokens / context_len * AUTO_REQS_PER_CONTEXT)
+    return max(min(est, AUTO_REQS_MAX), AUTO_REQS_MIN)
+
+
+def capacity_ledger(p, *, rest_gib: float, available_bytes: int, available_source: str, attn_dp: int,
+                    slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
+                    requests_per_worker: int | None, context_len: int) -> CapacityLedger:
+    """The kernel at one point; ``rest_gib`` is SGLang's float rest (available_bytes / GiB when given)."""
+    nan = float("nan")
+    out = pool_sizes(
+        rest_gib, slot=slot, slots_per_request=ratio, cell_size=cell_size, page_size=page_size,
+        draft_tokens=draft_tokens, attn_dp=attn_dp, mamba_full_memory_ratio=p.mamba_full_memory_ratio,
+        max_mamba_cache_size=nan if p.max_mamba_cache_size is None else float(p.max_mamba_cache_size),
+        max_total_tokens=nan if p.max_total_tokens is None else float(p.max_total_tokens),
+        radix_off=bool(p.disable_radix_cache), requests_per_worker=requests_per_worker or 1,
+        has_requests=requests_per_worker is not None, context_length=context_len)
+    v = {k: int(x) for k, x in out.items()}
+    if v["error"]:
+        raise refusal(v["error"])
+    K, n, binding = v["max_mamba_cache_size"], v["max_running_requests"], BINDING_LABELS[v["binding"]]
+    message = None
+    if binding == "mamba":
+        message = (f"max_running_requests is capped to {n} by the mamba state cache "
+                   f"(max_mamba_cache_size={K}, {ratio} state slots per request)")
+    return CapacityLedger(
+        available_bytes=available_bytes, available_source=available_source,
+        mamba_pool_source=SOURCE_LABELS[v["source"]], mamba_budget_bytes=v["mamba_budget_bytes"],
+        max_mamba_cache_size=K, mamba_pool_bytes=(K + 1) * slot, spec_scratch_bytes=v["spec_scratch_bytes"],
+        token_pool_budget_bytes=v["token_pool_budget_bytes"], max_total_num_tokens=v["max_total_num_tokens"],
+        token_pool_bytes=v["max_total_num_tokens"] * cell_size,
+        requested_max_running_requests_per_worker=v["requested_max_running_requests"],
+        requested_source="profile" if requests_per_worker is not None else "auto",
+        max_running_requests_per_worker=n, binding_limit=binding, capped_message=message,
+    )

@@ -1,0 +1,154 @@
+"""The plan: every ledger for one (model, profile); typed inside, the contract JSON at the edge."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ..errors import ProfileError
+from ..inputs.gpus import Gpu
+from ..inputs.model import ModelConfig
+from ..inputs.profile import Profile, load_profile, make_profile
+from ..inputs.resolve import ServerArgs, resolve
+from ..units import GiB
+from . import capacity as capacity_module
+from . import token as token_module
+from .capacity import CapacityLedger, capacity_ledger
+from .host import HostLedger, host_ledger
+from .memory import rest_for_profile
+from .parallel import ParallelLedger, parallel_ledger
+from .request import RequestLedger, request_ledger
+from .tail import TailLedger, tail_ledger
+from .token import TokenLedger, token_ledger
+
+
+@dataclass(frozen=True)
+class Plan:
+    profile: Profile
+    model: ModelConfig
+    gpu: Gpu
+    args: ServerArgs
+    parallel: ParallelLedger
+    token: TokenLedger
+    request: RequestLedger
+    tail: TailLedger
+    capacity: CapacityLedger | None
+    host: HostLedger
+    draft_tokens: int
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def requests_per_worker(self) -> int | None:
+        """Requests the pools are sized for on one worker: the resolved cap, else the requested count."""
+        if self.capacity is not None:
+            return self.capacity.max_running_requests_per_worker
+        return self.parallel.max_running_requests_per_worker
+
+    def to_dict(self) -> dict:
+        return plan_to_dict(self)
+
+
+def _available(args: ServerArgs) -> tuple[int | None, str, float | None]:
+    """Bytes left for the pools, where they come from, and SGLang's float rest in GiB."""
+    p, gpu = args.profile, args.gpu
+    if p.available_bytes is not None:
+        return p.available_bytes, "available_bytes from the profile", p.available_bytes / GiB
+    if p.weights_bytes is None:
+        return None, "unknown (give available_bytes, or weights_bytes with gpu)", None
+    rest_gib, mfs, how = rest_for_profile(p, gpu, args.attn_dp_size, args.max_running_requests_global)
+    avail = int(rest_gib * GiB)
+    if avail <= 0:
+        raise ProfileError("weights_bytes", f"weights ({p.weights_bytes} B) leave no memory for the pools "
+                                            f"on a {gpu.name} at mem_fraction_static={mfs}")
+    mm = "" if p.language_model_only else " - 100 MiB VLM cache"
+    return avail, f"derived: {gpu.name} memory x {mfs} ({how}) - weights_bytes{mm}", rest_gib
+
+
+def plan_from_args(args: ServerArgs) -> Plan:
+    """Every ledger for resolved server arguments."""
+    p, model = args.profile, args.model
+    par = parallel_ledger(args)
+    tok = token_ledger(args)
+    req = request_ledger(args, par.linear_attn_tp_size)
+    notes: list[str] = []
+    avail, source, rest_gib = _available(args)
+    cap = None
+    if avail is not None:
+        cap = capacity_ledger(p, rest_gib=rest_gib, available_bytes=avail, available_source=source,
+                              attn_dp=args.attn_dp_size, slot=req.state_slot_bytes,
+                              ratio=req.slots_per_request, cell_size=tok.cell_size_bytes,
+                              page_size=tok.page_size, draft_tokens=args.draft_tokens,
+                              requests_per_worker=args.requests_per_worker, context_len=args.context_length)
+        if cap.capped_message:
+            notes.append(cap.capped_message)
+    if args.max_running_requests_global != p.max_running_requests:
+        notes.append(f"max_running_requests unset under speculative decoding: SGLang resets it to "
+                     f"{args.max_running_requests_global}")
+    reqs = cap.max_running_requests_per_worker if cap else args.requests_per_worker
+    if reqs is None:
+        notes.append("compress tail not sized: max_running_requests is automatic and capacity is unknown")
+        tail = tail_ledger(model, 0, args.draft_tokens)
+    else:
+        tail = tail_ledger(model, reqs, args.draft_tokens)
+    host = host_ledger(model, p, tok, req.state_slot_bytes,
+                       cap.max_total_num_tokens if cap else None,
+                       cap.max_mamba_cache_size if cap else None)
+    if cap is not None and p.sglang_layout == "article":
+        notes.append("layout 'article': capacity sizing follows SGLang 0.5.23's order; the article "
+                     "does not describe it")
+    if args.draft_tokens:
+        notes.append("MTP: counted are the draft layer's KV + indexer in cell_size, the verify scratch "
+                     "in the mamba budget and the wider compress tail; not modelled: the draft "
+                     "worker's CUDA-graph buffers")
+    if p.page_size is not None and p.page_size != tok.page_size:
+        notes.append(f"page_size {p.page_size} is overridden: this model runs with {tok.page_size}")
+    return Plan(p, model, args.gpu, args, par, tok, req, tail, cap, host, args.draft_tokens, tuple(notes))
+
+
+def compute_plan(p: Profile) -> Plan:
+    """Every ledger for a validated profile; raises ProfileError for combinations SGLang refuses."""
+    return plan_from_args(resolve(p))
+
+
+def _json(obj, renames: dict[str, str]) -> dict:
+    """A ledger as contract JSON: field order kept, typed names mapped back to the contract's keys."""
+    return {renames.get(k, k): v for k, v in asdict(obj).items()}
+
+
+def plan_to_dict(plan: Plan) -> dict:
+    """The plan-contract JSON: keys are never renamed or dropped; new keys may be added."""
+    tok, req, tail, par = plan.token, plan.request, plan.tail, plan.parallel
+    d = {
+        "profile": {"name": plan.profile.label, **plan.profile.model_dump(exclude={"name"})},
+        "model": {
+            "name": plan.model.name, "source": plan.model.source,
+            "num_hidden_layers": plan.model.num_hidden_layers,
+            "full_attention_layers": list(plan.model.full_attention_layers),
+            "linear_attention_layers": list(plan.model.linear_attention_layers),
+        },
+        "gpu": asdict(plan.gpu),
+        "parallel": asdict(par),
+        "token": _json(tok, token_module.JSON_NAMES),
+        "request": {**asdict(req), "conv_state_shape": list(req.conv_state_shape),
+                    "temporal_state_shape": list(req.temporal_state_shape)},
+        "tail": asdict(tail),
+        "host": {**asdict(plan.host), "entries": list(plan.host.entries),
+                 "entry_classes": list(plan.host.entry_classes)},
+        "speculative": {"draft_tokens": plan.draft_tokens, "draft_layers": tok.draft_layers},
+        "notes": list(plan.notes),
+    }
+    if plan.capacity is not None:
+        d["capacity"] = _json(plan.capacity, capacity_module.JSON_NAMES)
+    return d
+
+
+def load_plan(profile: Profile | str | None = None, overrides: dict | None = None) -> Plan:
+    """The typed plan for a Profile, a shipped profile name or a YAML path (plus overrides)."""
+    if not isinstance(profile, Profile):
+        profile = load_profile(profile, overrides)
+    elif overrides:
+        profile = make_profile({**profile.model_dump(), **overrides})
+    return compute_plan(profile)
+
+
+def build_plan(profile: Profile | str | None = None, overrides: dict | None = None) -> dict:
+    """The contract dict for a Profile, a shipped profile name or a YAML path."""
+    return load_plan(profile, overrides).to_dict()

@@ -1,0 +1,65 @@
+"""The per-request ledger: KDA state slots (MambaPool) and how many a request holds."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ProfileError
+from ..inputs.resolve import ServerArgs
+from ..units import DTYPE_BYTES
+
+CONV_DTYPE = "bfloat16"  # mamba2_state_dtype(): conv is always bf16; only temporal follows the SSM dtype
+
+
+@dataclass(frozen=True)
+class RequestLedger:
+    num_linear_layers: int
+    linear_attn_tp_size: int
+    conv_state_shape: tuple[int, int]
+    temporal_state_shape: tuple[int, int, int]
+    conv_dtype: str
+    temporal_dtype: str
+    conv_state_bytes: int       # one layer, one slot
+    temporal_state_bytes: int   # one layer, one slot
+    state_bytes_per_layer: int  # conv + temporal, one layer, one slot
+    state_slot_bytes: int       # all KDA layers: SGLang's mamba_cache_per_req
+    mamba_strategy: str         # resolved mamba_scheduler_strategy ("none" when radix cache is off)
+    slots_per_request: int
+    state_bytes_per_request: int
+
+
+def slots_per_request(p, strategy: str) -> int:
+    """``_calculate_mamba_ratio``: base 3, +2 overlap / +1 otherwise or lazy, -1 skip-decode-lock."""
+    if strategy == "none":
+        return 1
+    base = 3 - (1 if p.mamba_skip_decode_lock else 0)
+    if strategy in ("extra_buffer", "extra_buffer_lazy"):
+        add = 1 if strategy == "extra_buffer_lazy" or p.disable_overlap_schedule else 2
+    elif p.mamba_skip_decode_lock:
+        add = 1
+    else:
+        add = 0
+    return base + add
+
+
+def request_ledger(args: ServerArgs, linear_tp: int) -> RequestLedger:
+    model, p = args.model, args.profile
+    conv_dim = model.kda_proj_size + 2 * model.kda_proj_size  # proj + 2 x proj_k (k heads = heads)
+    for what, value in (("KDA projection", model.kda_proj_size), ("KDA conv dim", conv_dim),
+                        ("KDA heads", model.kda_num_heads)):
+        if value % linear_tp:
+            raise ProfileError("tp_size", f"linear-attention TP {linear_tp} must divide the {what} "
+                                          f"({value} is not divisible by {linear_tp})")
+    conv_shape = (model.short_conv_kernel_size - 1, conv_dim // linear_tp)
+    temporal_shape = (model.kda_num_heads // linear_tp, model.kda_head_dim, model.kda_head_dim)
+    conv_b = conv_shape[0] * conv_shape[1] * DTYPE_BYTES[CONV_DTYPE]
+    temporal_b = temporal_shape[0] * temporal_shape[1] * temporal_shape[2] * DTYPE_BYTES[p.mamba_ssm_dtype]
+    slot = model.num_linear_layers * (conv_b + temporal_b)
+    spr = slots_per_request(p, args.mamba_strategy)
+    return RequestLedger(
+        num_linear_layers=model.num_linear_layers, linear_attn_tp_size=linear_tp,
+        conv_state_shape=conv_shape, temporal_state_shape=temporal_shape,
+        conv_dtype=CONV_DTYPE, temporal_dtype=p.mamba_ssm_dtype,
+        conv_state_bytes=conv_b, temporal_state_bytes=temporal_b,
+        state_bytes_per_layer=conv_b + temporal_b, state_slot_bytes=slot,
+        mamba_strategy=args.mamba_strategy, slots_per_request=spr, state_bytes_per_request=spr * slot,
+    )

@@ -1,0 +1,60 @@
+"""The allocation guard: refuse before allocating what the budget or the device cannot hold.
+
+A leaf of the tensors layer (torch only when asked about CUDA), so every pool can call it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional
+
+from ..units import GiB, fmt_bytes
+
+DEFAULT_BUDGET_BYTES = 4 * GiB
+
+
+class AllocationRefused(RuntimeError):
+    """Raised before allocating when the request exceeds the budget or the free memory."""
+
+
+def free_memory_bytes(device: str) -> int:
+    """Free memory of the device: cudaMemGetInfo on CUDA, MemAvailable on CPU."""
+    if device.startswith("cuda"):
+        import torch
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def default_budget_bytes() -> int:
+    env = os.environ.get("GLM_KV_BUDGET_BYTES")
+    return int(float(env)) if env else DEFAULT_BUDGET_BYTES
+
+
+def check_budget(asked: int, device: str, budget: Optional[int] = None, what: str = "pools") -> None:
+    """Refuse (one line) when ``asked`` bytes exceed the budget or the device's free memory."""
+    budget = default_budget_bytes() if budget is None else budget
+    free = free_memory_bytes(device)
+    if asked > free:
+        raise AllocationRefused(f"refusing to allocate {what} on {device}: asked {fmt_bytes(asked, 'GiB')}, "
+                                f"free {fmt_bytes(free, 'GiB')}")
+    if asked > budget:
+        raise AllocationRefused(f"refusing to allocate {what} on {device}: asked {fmt_bytes(asked, 'GiB')}, "
+                                f"budget {fmt_bytes(budget, 'GiB')} (free {fmt_bytes(free, 'GiB')})")
+
+
+def storage_key(t) -> tuple[str, int]:
+    return (str(t.device), t.untyped_storage().data_ptr())
+
+
+def storage_bytes(tensors: Iterable) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (views of one storage count once)."""
+    seen: dict[tuple[str, int], int] = {}
+    for t in tensors:
+        seen.setdefault(storage_key(t), t.untyped_storage().nbytes())
+    return sum(seen.values())

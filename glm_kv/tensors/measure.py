@@ -1,0 +1,458 @@
+"""Allocate SGLang-shaped tensors and compare what was really allocated with the ledgers.
+
+What is counted: the bytes of each tensor's *storage* (``untyped_storage().nbytes()``), with
+tensors that share a storage counted once; on CUDA also ``torch.cuda.memory_allocated()`` before
+and after, which must equal the storages rounded up to the caching allocator's 512-byte blocks.
+
+What it is compared with: the plan's scalar ledger figures (``kv_bytes_per_token``,
+``indexer_page_bytes``, ``conv_state_bytes``, ``temporal_state_bytes``, ``tail.bytes``,
+``host.kv_bytes_per_token``, ...), turned into bytes per buffer by the ``ledger_*`` functions
+below. Those functions never look at a tensor shape, so a wrong ledger figure makes the
+comparison fail (``tests/test_measure.py`` shows it). Only SGLang's *counting* rules enter them
+(how many rows: ``size + page_size`` for the padding page, ``(size + page_size + 1) // page_size``
+index pages, ``slots + 1`` for the padding slot).
+
+How big: a real allocation that fits a budget (default 4 GiB, or ``GLM_KV_BUDGET_BYTES``, never more
+than the free memory of the device), at two reduced sizes. Every buffer must grow exactly linearly
+between them, with the ledger's per-unit figure as the slope; the full profile is then reported as
+*extrapolated*: measured per unit x count. On a GPU the full profile is allocated when it fits in
+free memory. Anything bigger than the budget or the free memory is refused before allocating,
+with one line saying how much was asked and how much is free.
+"""
+from __future__ import annotations
+
+import gc
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+from ..ledgers.host import host_size
+from ..ledgers.plan import Plan
+from ..units import DTYPE_BYTES, fmt_bytes, index_page_count
+from .budget import check_budget, free_memory_bytes, storage_bytes, storage_key
+from .memory_pool import DevicePools, default_device, geometry_from_plan, plan_requests_per_worker, torch_dtype
+from .memory_pool_host import build_host_pool_group, not_on_host
+
+CUDA_BLOCK = 512  # the CUDA caching allocator rounds every block up to a multiple of 512 B
+INT32_BYTES = DTYPE_BYTES["int32"]  # req_to_token is int32
+
+
+# --------------------------------------------------------------------------- the ledger side
+# Each function turns the plan's scalar ledger figures into the bytes one buffer should hold.
+
+
+def ledger_kv_buffer_bytes(plan: Plan, size: int) -> int:
+    """One full layer's kv_buffer: (size + page_size) token rows x (kv_bytes_per_token / full layers)."""
+    tok, n_full = plan.token, plan.model.num_full_layers
+    per_layer, rem = divmod(tok.kv_bytes_per_token, n_full)
+    if rem:
+        raise ValueError(f"kv_bytes_per_token {tok.kv_bytes_per_token} does not split over {n_full} full layers")
+    return (size + tok.page_size) * per_layer
+
+
+def ledger_index_buffer_bytes(plan: Plan, size: int) -> int:
+    """One full layer's IndexKeyCache buffer: (size + page_size + 1) // page_size pages x indexer_page_bytes."""
+    tok = plan.token
+    return index_page_count(size, tok.indexer_tokens_per_page) * tok.indexer_page_bytes
+
+
+def ledger_compress_tail_bytes(plan: Plan, rows: Optional[int] = None) -> int:
+    """One of _compress_tail_k / _compress_tail_score for one layer: tail.bytes / (2 x tail layers).
+
+    ``rows`` rescales it when the pools are built for another request count.
+    """
+    tail = plan.tail
+    per, rem = divmod(tail.bytes, 2 * tail.num_layers)
+    if rem:
+        raise ValueError("tail.bytes does not split into 2 tensors per layer")
+    if rows is None or rows == tail.rows:
+        return per
+    per_row, rem = divmod(per, tail.rows)
+    if rem:
+        raise ValueError("tail bytes do not split over tail.rows")
+    return per_row * rows
+
+
+def ledger_conv_state_bytes(plan: Plan, mamba_size: int) -> int:
+    """MambaPool conv: (slots + 1) x KDA layers x conv_state_bytes."""
+    req = plan.request
+    return (mamba_size + 1) * req.num_linear_layers * req.conv_state_bytes
+
+
+def ledger_temporal_state_bytes(plan: Plan, mamba_size: int) -> int:
+    """MambaPool temporal: (slots + 1) x KDA layers x temporal_state_bytes."""
+    req = plan.request
+    return (mamba_size + 1) * req.num_linear_layers * req.temporal_state_bytes
+
+
+def ledger_intermediate_ssm_bytes(plan: Plan, spec_state_size: int) -> int:
+    """EAGLE verify scratch: (requests + 1) x draft tokens x KDA layers x temporal_state_bytes."""
+    req = plan.request
+    return (spec_state_size + 1) * plan.draft_tokens * req.num_linear_layers * req.temporal_state_bytes
+
+
+def ledger_intermediate_conv_window_bytes(plan: Plan, spec_state_size: int) -> int:
+    """EAGLE verify scratch: (requests + 1) x draft tokens x KDA layers x conv_state_bytes."""
+    req = plan.request
+    return (spec_state_size + 1) * plan.draft_tokens * req.num_linear_layers * req.conv_state_bytes
+
+
+def ledger_req_to_token_bytes(plan: Plan, max_reqs: int) -> int:
+    """ReqToTokenPool: (max_reqs + 1) rows x context_length x 4 B (int32)."""
+    return (max_reqs + 1) * plan.args.context_length * INT32_BYTES
+
+
+def ledger_host_kv_bytes(plan: Plan, host_tokens: int) -> int:
+    """MLATokenToKVPoolHost: host tokens x host.kv_bytes_per_token."""
+    return host_tokens * plan.host.kv_bytes_per_token
+
+
+def ledger_host_indexer_bytes(plan: Plan, host_tokens: int) -> int:
+    """DSAIndexerPoolHost: (host_tokens + page + 1) // page pages x page x host.indexer_bytes_per_token."""
+    ps = plan.host.kv_page_size
+    return index_page_count(host_tokens, ps) * ps * plan.host.indexer_bytes_per_token
+
+
+def ledger_host_mamba_bytes(plan: Plan, host_slots: int) -> int:
+    """MambaPoolHost: host slots x host.mamba_slot_bytes."""
+    return host_slots * plan.host.mamba_slot_bytes
+
+
+def ledger_bytes_for(name: str, plan: Plan, geometry, host=None) -> Optional[int]:
+    """The ledger's bytes for the buffer called ``name`` at the geometry's sizes (None: not ledgered)."""
+    g = geometry
+    if name == "req_to_token_pool.req_to_token":
+        return ledger_req_to_token_bytes(plan, g.max_running_requests_per_worker)
+    if name.startswith("full_kv_pool.kv_buffer["):
+        return ledger_kv_buffer_bytes(plan, g.size)
+    if name.startswith("full_kv_pool.index_key_cache.buffer["):
+        i = int(name.rsplit("[", 1)[1].rstrip("]"))
+        return 0 if g.skip_topk_layers[i] else ledger_index_buffer_bytes(plan, g.size)
+    if name.startswith(("full_kv_pool._compress_tail_k[", "full_kv_pool._compress_tail_score[")):
+        i = int(name.rsplit("[", 1)[1].rstrip("]"))
+        return 0 if g.skip_topk_layers[i] else ledger_compress_tail_bytes(plan, g.tail_rows)
+    if name.startswith("mamba_pool.conv["):
+        return ledger_conv_state_bytes(plan, g.mamba_size)
+    if name == "mamba_pool.temporal":
+        return ledger_temporal_state_bytes(plan, g.mamba_size)
+    if name == "mamba_pool.intermediate_ssm":
+        return ledger_intermediate_ssm_bytes(plan, g.spec_state_size)
+    if name.startswith("mamba_pool.intermediate_conv_window["):
+        return ledger_intermediate_conv_window_bytes(plan, g.spec_state_size)
+    if host is not None:
+        if name.startswith("MLATokenToKVPoolHost"):
+            return ledger_host_kv_bytes(plan, host.kv.size)
+        if name.startswith("DSAIndexerPoolHost"):
+            return ledger_host_indexer_bytes(plan, host.kv.size)
+        if name.startswith("MambaPoolHost[mamba].conv_buffer["):
+            return host.mamba.size * plan.request.num_linear_layers * plan.request.conv_state_bytes
+        if name.startswith("MambaPoolHost[mamba].temporal_buffer"):
+            return host.mamba.size * plan.request.num_linear_layers * plan.request.temporal_state_bytes
+    return None
+
+
+# --------------------------------------------------------------------------- one allocation
+
+
+@dataclass
+class BufferRow:
+    name: str
+    shape: list[int]
+    dtype: str
+    measured_bytes: int
+    ledger_bytes: Optional[int]
+    match: Optional[bool]
+    where: str = "device"
+    shares_storage_with: Optional[str] = None
+
+
+@dataclass
+class Allocation:
+    sizes: dict[str, int]
+    device: str
+    rows: list[BufferRow]
+    device_storage_bytes: int
+    host_storage_bytes: int
+    cuda_allocated_delta: Optional[int] = None
+    cuda_expected_delta: Optional[int] = None
+    checks: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.match is not False for r in self.rows) and all(c["match"] for c in self.checks)
+
+
+def _group_of(name: str) -> str:
+    if name.startswith(("full_kv_pool.kv_buffer", "full_kv_pool.index_key_cache")):
+        return "token"
+    if name.startswith(("mamba_pool.conv", "mamba_pool.temporal")):
+        return "mamba"
+    if name.startswith("mamba_pool.intermediate"):
+        return "spec"
+    if name.startswith("MLATokenToKVPoolHost") or name.startswith("DSAIndexerPoolHost"):
+        return "host_token"
+    if name.startswith("MambaPoolHost"):
+        return "host_mamba"
+    return "fixed"
+
+
+def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optional[float] = None,
+                         budget: Optional[int] = None, fill: str = "empty") -> Allocation:
+    """Build the pools (and host pools when ``host_ratio``), measure every buffer, free them."""
+    import torch
+
+    asked = geometry.shape_bytes()
+    host_asked = _host_shape_bytes(geometry, host_ratio) if host_ratio is not None else 0
+    what = f"the pools of profile {geometry.profile_name or '?'}"
+    if device == "cpu":  # device and host pools share the CPU memory
+        check_budget(asked + host_asked, "cpu", budget,
+                     what=what + (" with their HiCache host pools" if host_ratio is not None else ""))
+    else:
+        check_budget(asked, device, budget, what=what)
+        if host_ratio is not None:
+            check_budget(host_asked, "cpu", budget, what="the HiCache host pools")
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+    pools = DevicePools(geometry, device=device, fill=fill)
+    after = torch.cuda.memory_allocated(device) if cuda else None
+    host = None
+    if host_ratio is not None:
+        host = build_host_pool_group(pools, hicache_ratio=host_ratio, fill=fill)
+    try:
+        rows: list[BufferRow] = []
+        owner: dict[tuple[str, int], str] = {}
+        named = [(n, b, "device") for n, b in pools.named_buffers()]
+        if host is not None:
+            named += [(n, b, "host") for n, b in host.named_buffers()]
+        for name, t, where in named:
+            key = storage_key(t)
+            shared = owner.get(key)
+            owner.setdefault(key, name)
+            measured = t.untyped_storage().nbytes() if shared is None else 0
+            ledger = ledger_bytes_for(name, plan, geometry, host)
+            rows.append(BufferRow(name, list(t.shape), str(t.dtype).removeprefix("torch."), measured,
+                                  ledger, None if ledger is None else measured == ledger, where, shared))
+        dev_bytes = storage_bytes(b for n, b in pools.named_buffers())
+        host_bytes = storage_bytes(b for n, b in host.named_buffers()) if host is not None else 0
+        checks = []
+        if host is not None:
+            m = sum(r.measured_bytes for r in rows if r.name.startswith("MambaPoolHost"))
+            want = ledger_host_mamba_bytes(plan, host.mamba.size)
+            checks.append(dict(check=f"MambaPoolHost: {host.mamba.size} slots x host.mamba_slot_bytes",
+                               measured=m, ledger=want, match=m == want))
+        cuda_expected = None
+        if cuda:
+            seen = {}
+            for _, b in pools.named_buffers():
+                seen.setdefault(storage_key(b), -(-b.untyped_storage().nbytes() // CUDA_BLOCK) * CUDA_BLOCK)
+            cuda_expected = sum(seen.values())
+            checks.append(dict(check="torch.cuda.memory_allocated() delta = storages rounded to 512 B",
+                               measured=after - before, ledger=cuda_expected,
+                               match=after - before == cuda_expected))
+        sizes = dict(tokens=geometry.size, mamba_slots=geometry.mamba_size,
+                     spec_state_size=geometry.spec_state_size,
+                     max_running_requests=geometry.max_running_requests_per_worker, context_len=geometry.context_len)
+        if host is not None:
+            sizes.update(host_tokens=host.kv.size, host_mamba_slots=host.mamba.size)
+        return Allocation(sizes, device, rows, dev_bytes, host_bytes,
+                          None if not cuda else after - before, cuda_expected, checks)
+    finally:
+        del pools, host
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+
+
+def _host_shape_bytes(g, ratio: float) -> int:
+    import math
+
+    ps = g.page_size
+    host_tokens = host_size(g.size, ps, ratio, 0, 1)
+    kv = host_tokens * g.num_full_layers * g.host_kv_row_bytes
+    idx = 0
+    if g.layout == "0.5.23":
+        live = sum(1 for s in g.skip_topk_layers if not s)
+        idx = index_page_count(host_tokens, ps) * live * g.index_page_bytes
+    slots = host_size(g.mamba_size, 1, ratio, 0, 1)
+    per_slot = g.num_linear_layers * (
+        sum(math.prod(c) for c in g.conv_state_shapes) * torch_dtype(g.conv_dtype).itemsize
+        + math.prod(g.temporal_state_shape) * torch_dtype(g.temporal_dtype).itemsize)
+    return kv + idx + slots * per_slot
+
+
+# --------------------------------------------------------------------------- the whole check
+
+
+@dataclass
+class MeasureReport:
+    profile: str
+    layout: str
+    device: str
+    mode: str                      # "reduced" or "full"
+    allocations: list[Allocation]
+    linear: list[dict]
+    full_profile: list[dict]
+    not_allocated: list[dict]
+    not_on_host: list[dict]
+    cuda: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(a.ok for a in self.allocations) and all(c["match"] for c in self.linear)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["ok"] = self.ok
+        for a, ad in zip(self.allocations, d["allocations"]):
+            ad["ok"] = a.ok
+        return d
+
+
+def _sum(alloc: Allocation, group: str) -> int:
+    return sum(r.measured_bytes for r in alloc.rows if _group_of(r.name) == group)
+
+
+def _counts(plan: Plan) -> tuple[int, int, int, str]:
+    """Token and mamba-slot counts of the full profile, and where they come from."""
+    cap = plan.capacity
+    reqs = plan_requests_per_worker(plan)
+    if cap is not None:
+        return (cap.max_total_num_tokens, cap.max_mamba_cache_size, reqs,
+                "capacity (max_total_num_tokens, max_mamba_cache_size)")
+    ps = plan.token.page_size
+    tokens = -(-plan.args.context_length * reqs // ps) * ps
+    return (tokens, plan.request.slots_per_request * reqs, reqs,
+            f"workload: {reqs} requests x context_length (the plan has no capacity: available_bytes unknown)")
+
+
+def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optional[int] = None,
+                    full: Optional[bool] = None, host: Optional[bool] = None,
+                    sizes: tuple[int, int] = (2, 4), fill: str = "empty") -> MeasureReport:
+    """Measure the pools of a plan: two reduced sizes + linear check + extrapolation, or the full profile.
+
+    ``device``: "auto" (or None) is CUDA when available, else the CPU. ``sizes``: token pages at
+    the two reduced sizes; mamba slots and verify-scratch rows are 1 and 2. ``full``: True
+    allocates the full profile (refused when it does not fit), None does so on CUDA when it
+    fits, False never. ``host``: allocate HiCache host pools too (default: when the profile
+    enables HiCache).
+    """
+    import torch
+
+    device = default_device() if device in (None, "auto") else device
+    prof = plan.profile
+    if host is None:
+        host = prof.enable_hierarchical_cache
+    ratio = float(prof.hicache_ratio) if host else None
+    tokens_full, mamba_full, reqs, count_source = _counts(plan)
+    tok, req, cap = plan.token, plan.request, plan.capacity
+    ps = tok.page_size
+    spec = bool(plan.draft_tokens)
+    base = geometry_from_plan(plan)
+    g_full = base.with_sizes(size=tokens_full, mamba_size=mamba_full,
+                             spec_state_size=reqs if spec else 0)
+    cuda_note = (f"CUDA: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available()
+                 else "CUDA: not available here; the allocator-delta check was skipped")
+    allocations: list[Allocation] = []
+    notes: list[str] = []
+    mode = "reduced"
+    if full is None and device.startswith("cuda"):
+        need, free = g_full.shape_bytes(), free_memory_bytes(device)
+        full = need <= 0.95 * free  # leave room for the caching allocator's segment rounding
+        if not full:
+            notes.append(f"full profile not allocated: asked {fmt_bytes(need, 'GiB')}, "
+                         f"free {fmt_bytes(free, 'GiB')}; measured two reduced sizes instead")
+    if full:
+        mode = "full"
+        # the budget does not cap a full-profile run on a GPU, the free memory does
+        big = budget if budget is not None else (1 << 62 if device.startswith("cuda") else None)
+        allocations.append(allocate_and_measure(plan, g_full, device, host_ratio=ratio, budget=big, fill=fill))
+    else:
+        for i, pages in enumerate(sizes):
+            g = base.with_sizes(size=pages * ps, mamba_size=i + 1, spec_state_size=(i + 1) if spec else 0)
+            allocations.append(allocate_and_measure(plan, g, device, host_ratio=ratio, budget=budget, fill=fill))
+    linear: list[dict] = []
+    full_rows: list[dict] = []
+    draft = tok.draft_bytes_per_token
+    if mode == "reduced":
+        a, b = allocations
+        per_token_ledger = tok.cell_size_bytes - draft
+        units = [
+            ("token", "tokens", per_token_ledger,
+             "cell_size_bytes" + (" - draft_bytes_per_token (draft pool not allocated)" if draft else "")),
+            ("mamba", "mamba_slots", req.state_slot_bytes, "state_slot_bytes"),
+        ]
+        if spec:
+            if cap is not None and cap.spec_scratch_bytes:
+                per_req = cap.spec_scratch_bytes // (cap.max_running_requests_per_worker + 1)
+                units.append(("spec", "spec_state_size", per_req,
+                              "capacity.spec_scratch_bytes / (max_running_requests + 1)"))
+            else:
+                units.append(("spec", "spec_state_size", plan.draft_tokens * req.state_slot_bytes,
+                              "draft_tokens x state_slot_bytes"))
+        if host:
+            units.append(("host_token", "host_tokens",
+                          plan.host.kv_bytes_per_token + plan.host.indexer_bytes_per_token,
+                          "host.kv_bytes_per_token + host.indexer_bytes_per_token"))
+            units.append(("host_mamba", "host_mamba_slots", plan.host.mamba_slot_bytes,
+                          "host.mamba_slot_bytes"))
+        counts = {"token": tokens_full, "mamba": mamba_full, "spec": reqs}
+        for group, unit, want, src in units:
+            ba, bb = _sum(a, group), _sum(b, group)
+            na, nb = a.sizes[unit], b.sizes[unit]
+            slope, rem = divmod(bb - ba, nb - na)
+            intercept = ba - slope * na
+            linear.append(dict(group=group, unit=unit, sizes=[na, nb], bytes=[ba, bb],
+                               measured_per_unit=slope, exact=rem == 0, ledger_per_unit=want,
+                               ledger_source=src, fixed_bytes=intercept,
+                               match=rem == 0 and slope == want))
+            if group in counts:
+                n = counts[group]
+                full_rows.append(dict(group=group, count=n, count_source=count_source if group != "spec"
+                                      else "max_running_requests per worker",
+                                      bytes=intercept + slope * n,
+                                      formula=f"{intercept:,} + {slope:,} x {n:,}",
+                                      label="extrapolated: measured per unit x count (not allocated)"))
+        fixed_a, fixed_b = _sum(a, "fixed"), _sum(b, "fixed")
+        linear.append(dict(group="fixed", unit="-", sizes=[0, 0], bytes=[fixed_a, fixed_b],
+                           measured_per_unit=0, exact=True, ledger_per_unit=0,
+                           ledger_source="req_to_token and compress tail do not grow with the pools",
+                           fixed_bytes=fixed_a, match=fixed_a == fixed_b))
+        if cap is not None:
+            for r in full_rows:
+                if r["group"] == "token":
+                    # the plan's token pool includes the draft layer, which is not allocated here
+                    plan_bytes = cap.token_pool_bytes - draft * cap.max_total_num_tokens
+                    r["plan_token_pool_bytes"] = plan_bytes
+                    r["difference"] = r["bytes"] - plan_bytes
+                    r["difference_note"] = ("the padding page (page_size KV rows + one index page per "
+                                            "layer) that SGLang allocates but its budget does not count")
+                if r["group"] == "mamba":
+                    r["plan_mamba_pool_bytes"] = cap.mamba_pool_bytes
+                    r["difference"] = r["bytes"] - cap.mamba_pool_bytes
+                if r["group"] == "spec":
+                    r["plan_spec_scratch_bytes"] = cap.spec_scratch_bytes
+                    r["difference"] = r["bytes"] - cap.spec_scratch_bytes
+    if mode == "full":
+        a = allocations[0]
+        plan_figs = {"token": cap.token_pool_bytes - draft * tokens_full if cap else None,
+                     "mamba": cap.mamba_pool_bytes if cap else None,
+                     "spec": cap.spec_scratch_bytes if cap else None}
+        for group, n in (("token", tokens_full), ("mamba", mamba_full), ("spec", reqs if spec else 0)):
+            if not n:
+                continue
+            got = _sum(a, group)
+            row = dict(group=group, count=n, count_source=count_source, bytes=got,
+                       formula="allocated", label="allocated: the full profile, measured")
+            if plan_figs[group] is not None:
+                row["difference"] = got - plan_figs[group]
+            full_rows.append(row)
+    not_allocated = []
+    if tok.draft_layers:
+        not_allocated.append(dict(
+            what=f"MTP draft KV pool ({tok.draft_layers} layer, {tok.draft_bytes_per_token:,} B/token in cell_size)",
+            why="built by SGLang's draft worker; its pool class for a kpool-4 DSA draft is not modelled here"))
+    missing = [dict(what=x.what, why=x.why) for x in not_on_host(base)] if host else []
+    return MeasureReport(prof.label, prof.sglang_layout, device, mode,
+                         allocations, linear, full_rows, not_allocated, missing, cuda_note, notes)

@@ -1,0 +1,321 @@
+"""HiCache host pools: a ``HostPoolGroup`` whose entries copy real bytes to and from the device pools.
+
+Names follow SGLang (``sglang/srt/mem_cache/pool_host/``: ``group.py`` HostPoolGroup/PoolEntry,
+``mla.py`` MLATokenToKVPoolHost, ``dsa.py`` DSAIndexerPoolHost, ``mamba.py`` MambaPoolHost).
+
+Entries per layout, for GLM-5.3-Flash's hybrid (DSA + KDA) path on CUDA:
+
+* ``article`` (upstream f4de6abee6): KV + MAMBA. ``build_kv_host_pool`` passes no
+  ``override_kv_cache_dim``, so the host KV row is kv_lora_rank + qk_rope_head_dim = 512
+  elements even when the device row is 528 (scaled FP8): the 16 scale bytes per row are not
+  backed up. The indexer has no host entry (page_first has no index_k_buffer).
+* ``0.5.23`` (PyPI release): KV + INDEXER + MAMBA. The host KV row equals the device row; the
+  INDEXER entry (DSAIndexerPoolHost) is a sidecar of KV: its host pages follow the KV host indices.
+
+Never on host, in either layout: the compress tail (``_compress_tail_k`` / ``_compress_tail_score``,
+per-request HBM buffers that are not on the tree) and ``req_to_token``.
+
+Host buffers live in CPU memory (pinned when CUDA is present). Layout is ``page_first``:
+KV ``(host_size, layers, 1, row)``, indexer ``(pages, layers, 1, page_bytes)``, mamba
+``(slots, layers, 1, *state_shape)``. Sizes follow SGLang: host tokens =
+(int(device_tokens x hicache_ratio) // page_size + 1) x page_size; host mamba slots =
+int(device_mamba_slots x hicache_ratio) + 1; host indices start at 0 (no padding slot on host).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+import torch
+
+from ..ledgers.host import host_size
+from ..units import index_page_count
+from .memory_pool import (DevicePools, DSATokenToKVPool, MambaPool, PagedTokenToKVPoolAllocator, PoolGeometry,
+                    torch_dtype)
+
+
+class PoolName(str, enum.Enum):
+    KV = "kv"
+    INDEXER = "indexer"
+    MAMBA = "mamba"
+
+
+_FILL = {"zeros": torch.zeros, "empty": torch.empty}
+
+
+def _host_alloc(shape: tuple[int, ...], dtype: torch.dtype, pin_memory: bool, fill: str = "zeros") -> torch.Tensor:
+    return _FILL[fill](shape, dtype=dtype, device="cpu", pin_memory=pin_memory)
+
+
+class _PagedHostFreeList(PagedTokenToKVPoolAllocator):
+    """Host slots 0 .. size - 1 handed out in whole pages (no padding page on the host)."""
+
+    first_page = 0
+
+
+class MLATokenToKVPoolHost:
+    """Host copy of the full-layer KV rows, page_first: (size, layer_num, 1, row_width)."""
+
+    layout = "page_first"
+
+    def __init__(self, device_pool: DSATokenToKVPool, host_to_device_ratio: float,
+                 row_width: int, pin_memory: bool, fill: str = "zeros"):
+        self.device_pool = device_pool
+        self.page_size = device_pool.page_size
+        self.layer_num = device_pool.layer_num
+        self.dtype = device_pool.store_dtype
+        self.kv_cache_dim = row_width
+        self.size = host_size(device_pool.size, self.page_size, host_to_device_ratio, 0, 1)
+        self.page_num = self.size // self.page_size
+        self.kv_buffer = _host_alloc((self.size, self.layer_num, 1, row_width), self.dtype, pin_memory, fill)
+        self.allocator = _PagedHostFreeList(self.size, self.page_size)
+
+    @property
+    def row_bytes(self) -> int:
+        return self.kv_cache_dim * self.dtype.itemsize
+
+    def backup_from_device_all_layer(self, host_indices: torch.Tensor, device_indices: torch.Tensor) -> None:
+        w = self.kv_cache_dim
+        dev = device_indices.to(self.device_pool.device)
+        for layer, buf in enumerate(self.device_pool.kv_buffer):
+            self.kv_buffer[host_indices, layer, 0, :] = buf[dev, 0, :w].cpu()
+
+    def load_to_device_all_layer(self, host_indices: torch.Tensor, device_indices: torch.Tensor) -> None:
+        w = self.kv_cache_dim
+        dev = device_indices.to(self.device_pool.device)
+        for layer, buf in enumerate(self.device_pool.kv_buffer):
+            buf[dev, 0, :w] = self.kv_buffer[host_indices, layer, 0, :].to(buf.device)
+
+    def read_rows(self, host_indices: torch.Tensor) -> list[torch.Tensor]:
+        """Per layer, the host rows as uint8 (n, row_bytes)."""
+        return [self.kv_buffer[host_indices, layer, 0, :].view(torch.uint8).reshape(len(host_indices), -1)
+                for layer in range(self.layer_num)]
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        yield "kv_buffer", self.kv_buffer
+
+
+class DSAIndexerPoolHost:
+    """Host DSA index pages (0.5.23 only), a sidecar of KV: host page = KV host index // page_size.
+
+    page_first: (indexer_page_num, layer_num, 1, page_bytes) uint8 with
+    indexer_page_num = (size + page_size + 1) // page_size.
+    """
+
+    layout = "page_first"
+
+    def __init__(self, device_pool: DSATokenToKVPool, anchor: MLATokenToKVPoolHost, pin_memory: bool,
+                 fill: str = "zeros"):
+        self.device_pool = device_pool
+        self.page_size = anchor.page_size
+        self.size = anchor.size
+        self.live_layers = [i for i, b in enumerate(device_pool.index_key_cache.buffer) if b.shape[0]]
+        self.layer_num = len(self.live_layers)
+        self.indexer_page_stride_size = device_pool.index_key_cache.row_bytes
+        self.indexer_page_num = index_page_count(self.size, self.page_size)
+        self.index_k_with_scale_buffer = _host_alloc(
+            (self.indexer_page_num, self.layer_num, 1, self.indexer_page_stride_size), torch.uint8, pin_memory,
+            fill)
+
+    def _pages(self, indices: torch.Tensor) -> torch.Tensor:
+        return indices.view(-1)[:: self.page_size] // self.page_size
+
+    def backup_from_device_all_layer(self, host_indices: torch.Tensor, device_indices: torch.Tensor) -> None:
+        hp, dp = self._pages(host_indices), self._pages(device_indices).to(self.device_pool.device)
+        for h, layer in enumerate(self.live_layers):
+            self.index_k_with_scale_buffer[hp, h, 0] = self.device_pool.index_key_cache.buffer[layer][dp].cpu()
+
+    def load_to_device_all_layer(self, host_indices: torch.Tensor, device_indices: torch.Tensor) -> None:
+        hp, dp = self._pages(host_indices), self._pages(device_indices).to(self.device_pool.device)
+        for h, layer in enumerate(self.live_layers):
+            buf = self.device_pool.index_key_cache.buffer[layer]
+            buf[dp] = self.index_k_with_scale_buffer[hp, h, 0].to(buf.device)
+
+    def read_pages(self, host_indices: torch.Tensor) -> list[torch.Tensor]:
+        hp = self._pages(host_indices)
+        return [self.index_k_with_scale_buffer[hp, h, 0] for h in range(self.layer_num)]
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        yield "index_k_with_scale_buffer", self.index_k_with_scale_buffer
+
+
+class MambaPoolHost:
+    """Host KDA states, page_size 1 (one page = one state slot), page_first per state tensor."""
+
+    layout = "page_first"
+    page_size = 1
+
+    def __init__(self, device_pool: MambaPool, host_to_device_ratio: float, pin_memory: bool,
+                 fill: str = "zeros"):
+        self.device_pool = device_pool
+        self.num_mamba_layers = len(device_pool.mamba_layer_ids)
+        self.size = host_size(device_pool.size, 1, host_to_device_ratio, 0, 1)
+        n = self.num_mamba_layers
+        self.conv_buffer = [_host_alloc((self.size, n, 1, *c.shape[2:]), c.dtype, pin_memory, fill)
+                            for c in device_pool.conv]
+        t = device_pool.temporal
+        self.temporal_buffer = _host_alloc((self.size, n, 1, *t.shape[2:]), t.dtype, pin_memory, fill)
+        self.allocator = _PagedHostFreeList(self.size, 1)
+
+    def _host_tensors(self) -> list[torch.Tensor]:
+        return [*self.conv_buffer, self.temporal_buffer]
+
+    def backup_from_device_all_layer(self, host_slot: int, device_slot: int) -> None:
+        for h, d in zip(self._host_tensors(), self.device_pool.state_tensors()):
+            h[host_slot, :, 0] = d[:, device_slot].cpu()
+
+    def load_to_device_all_layer(self, host_slot: int, device_slot: int) -> None:
+        for h, d in zip(self._host_tensors(), self.device_pool.state_tensors()):
+            d[:, device_slot] = h[host_slot, :, 0].to(d.device)
+
+    def read_slot(self, host_slot: int) -> list[torch.Tensor]:
+        return [h[host_slot, :, 0].contiguous().view(torch.uint8) for h in self._host_tensors()]
+
+    def slot_bytes(self) -> int:
+        return sum(h[0].numel() * h.element_size() for h in self._host_tensors())
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for i, c in enumerate(self.conv_buffer):
+            yield f"conv_buffer[{i}]", c
+        yield "temporal_buffer", self.temporal_buffer
+
+
+@dataclass
+class PoolEntry:
+    name: PoolName
+    host_pool: Any
+    device_pool: Any
+    is_primary_index_anchor: bool = False
+    indices_from_pool: Optional[PoolName] = None  # a sidecar reuses another entry's host indices
+
+
+@dataclass(frozen=True)
+class NotOnHost:
+    what: str
+    why: str
+
+
+class HostPoolGroup:
+    """Allocation facade for an anchor host pool (KV) and its side pools; holds no data itself."""
+
+    def __init__(self, entries: list[PoolEntry], geometry: PoolGeometry):
+        if len({e.name for e in entries}) != len(entries):
+            raise ValueError("HostPoolGroup pool names must be unique")
+        self.entries = list(entries)
+        self.entry_map = {e.name: e for e in entries}
+        anchors = [e for e in entries if e.is_primary_index_anchor]
+        self.anchor_entry = anchors[0] if anchors else entries[0]
+        self.geometry = geometry
+        self.layout = self.anchor_entry.host_pool.layout
+        self.page_size = self.anchor_entry.host_pool.page_size
+
+    def get_pool(self, name: PoolName):
+        return self.entry_map[name].host_pool
+
+    @property
+    def names(self) -> list[str]:
+        return [e.name.value for e in self.entries]
+
+    @property
+    def kv(self) -> MLATokenToKVPoolHost:
+        return self.get_pool(PoolName.KV)
+
+    @property
+    def indexer(self) -> Optional[DSAIndexerPoolHost]:
+        e = self.entry_map.get(PoolName.INDEXER)
+        return e.host_pool if e else None
+
+    @property
+    def mamba(self) -> MambaPoolHost:
+        return self.get_pool(PoolName.MAMBA)
+
+    # ---- allocation ----
+    def alloc_kv(self, need_size: int) -> Optional[torch.Tensor]:
+        """Host token slots for KV; the INDEXER sidecar (when present) uses the same indices."""
+        return self.kv.allocator.alloc(need_size)
+
+    def free_kv(self, host_indices: torch.Tensor) -> None:
+        self.kv.allocator.free(host_indices)
+
+    def alloc_mamba(self) -> Optional[int]:
+        out = self.mamba.allocator.alloc(1)
+        return None if out is None else int(out[0])
+
+    def free_mamba(self, host_slot: int) -> None:
+        self.mamba.allocator.free(torch.tensor([host_slot]))
+
+    def free_counts(self) -> dict[str, int]:
+        return {"host_kv_slots": self.kv.allocator.available_size(),
+                "host_mamba_slots": self.mamba.allocator.available_size()}
+
+    # ---- transfers (device -> host is "backup", host -> device is "load back") ----
+    def backup_kv(self, host_indices: torch.Tensor, device_indices: torch.Tensor) -> None:
+        for e in self.entries:
+            if e.name in (PoolName.KV, PoolName.INDEXER):
+                e.host_pool.backup_from_device_all_layer(host_indices, device_indices)
+
+    def load_back_kv(self, host_indices: torch.Tensor, device_indices: torch.Tensor) -> None:
+        for e in self.entries:
+            if e.name in (PoolName.KV, PoolName.INDEXER):
+                e.host_pool.load_to_device_all_layer(host_indices, device_indices)
+
+    def backup_mamba(self, host_slot: int, device_slot: int) -> None:
+        self.mamba.backup_from_device_all_layer(host_slot, device_slot)
+
+    def load_back_mamba(self, host_slot: int, device_slot: int) -> None:
+        self.mamba.load_to_device_all_layer(host_slot, device_slot)
+
+    # ---- what HiCache does not cover ----
+    def not_on_host(self) -> list[NotOnHost]:
+        return not_on_host(self.geometry)
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for e in self.entries:
+            for name, b in e.host_pool.named_buffers():
+                yield f"{type(e.host_pool).__name__}[{e.name.value}].{name}", b
+
+
+def not_on_host(g: PoolGeometry) -> list[NotOnHost]:
+    """What the HostPoolGroup of this layout never copies to host, and why."""
+    out = []
+    if g.layout == "article":
+        out.append(NotOnHost(
+            "indexer (IndexKeyCache)",
+            "the hybrid HostPoolGroup has only KV + MAMBA entries and page_first allocates no "
+            "index_k_buffer; loaded-back tokens have no indexer keys until recomputed"))
+    if g.host_kv_row_width < g.kv_cache_dim:
+        item = torch.tensor([], dtype=torch_dtype(g.store_dtype)).element_size()
+        out.append(NotOnHost(
+            f"KV row bytes {g.host_kv_row_bytes}..{g.kv_row_bytes} "
+            f"({(g.kv_cache_dim - g.host_kv_row_width) * item} B/token/layer)",
+            f"the host KV row is {g.host_kv_row_width} wide (no override_kv_cache_dim) while the "
+            f"device row is {g.kv_cache_dim}: the fp8 scales past byte {g.host_kv_row_bytes} are not copied"))
+    if g.kpool_use_compress:
+        out.append(NotOnHost(
+            "compress tail (_compress_tail_k / _compress_tail_score)",
+            "per-request HBM buffers, not on the RadixTree and not a HostPoolGroup entry"))
+    out.append(NotOnHost("req_to_token", "request-to-slot map; rebuilt from the tree, never backed up"))
+    return out
+
+
+def build_host_pool_group(pools: DevicePools, hicache_ratio: float = 2.0,
+                          layout: str = "page_first", pin_memory: Optional[bool] = None,
+                          fill: str = "zeros") -> HostPoolGroup:
+    """The HostPoolGroup SGLang builds for this layout (``_MambaStrategy`` in the article).
+
+    ``fill='empty'`` allocates the same host storage without touching it (measurement).
+    """
+    if layout != "page_first":
+        raise ValueError(f"only the page_first host layout is modelled, got {layout!r}")
+    if pin_memory is None:
+        pin_memory = torch.cuda.is_available()
+    g = pools.geometry
+    kv = MLATokenToKVPoolHost(pools.full_kv_pool, hicache_ratio, g.host_kv_row_width, pin_memory, fill)
+    entries = [PoolEntry(PoolName.KV, kv, pools.full_kv_pool, is_primary_index_anchor=True)]
+    if g.layout == "0.5.23" and any(b.shape[0] for b in pools.full_kv_pool.index_key_cache.buffer):
+        entries.append(PoolEntry(PoolName.INDEXER, DSAIndexerPoolHost(pools.full_kv_pool, kv, pin_memory, fill),
+                                 pools.full_kv_pool, indices_from_pool=PoolName.KV))
+    entries.append(PoolEntry(PoolName.MAMBA, MambaPoolHost(pools.mamba_pool, hicache_ratio, pin_memory, fill),
+                             pools.mamba_pool))
+    return HostPoolGroup(entries, g)

@@ -1,0 +1,406 @@
+"""The book's infrastructure: table of contents, notebooks, glue, offline charts, per-profile runs.
+
+Fast checks read the committed notebooks. Slower ones (marked in their names) build the HTML into
+a temporary folder, execute a chapter for another profile with papermill, or run the per-profile
+builder on a tiny book; they need the ``book`` extra and skip without it.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTERS = ["01_token", "02_request", "03_hbm_pool", "04_radix_tree", "05_dram", "06_capacity",
+            "07_pitfalls", "08_what_changed"]
+
+nbformat = pytest.importorskip("nbformat")
+
+
+def toc_notebooks() -> list[Path]:
+    from glm_kv.book.runner import toc_notebooks as tn
+
+    return [ROOT / p for p in tn(ROOT)]
+
+
+def read(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def markdown_of(path: Path) -> list[str]:
+    if path.suffix == ".md":
+        return [path.read_text()]
+    return [c.source for c in read(path).cells if c.cell_type == "markdown"]
+
+
+def glued(nb) -> dict[str, str]:
+    """key -> text/plain of every myst-nb glue output in an executed notebook."""
+    out = {}
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            meta = o.get("metadata", {}).get("scrapbook", {})
+            if meta.get("name"):
+                out[meta["name"]] = o.get("data", {}).get(meta.get("mime_prefix", "") + "text/plain", "")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Table of contents and structure
+# ------------------------------------------------------------------------------------------------
+
+def test_toc_lists_every_notebook_and_page_in_article_order():
+    from glm_kv.book.runner import toc_documents
+
+    docs = toc_documents(ROOT)
+    for doc in docs:
+        assert any((ROOT / (doc + ext)).is_file() for ext in ("", ".md", ".ipynb")), doc
+    on_disk = {f"notebooks/{p.stem}" for p in (ROOT / "notebooks").glob("*.ipynb")}
+    on_disk |= {f"book/{p.stem}" for p in (ROOT / "book").iterdir() if p.suffix in (".md", ".ipynb")}
+    assert on_disk <= set(docs), f"not in _toc.yml: {sorted(on_disk - set(docs))}"
+    chapters = [d.split("/")[1] for d in docs if d.startswith("notebooks/")]
+    assert chapters == CHAPTERS
+    for page in ("book/intro", "book/notation", "book/references", "book/profiles", "book/sglang_agreement"):
+        assert page in docs
+
+
+def test_config_builds_from_stored_outputs_with_offline_charts():
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert cfg["execute"]["execute_notebooks"] == "off"
+    assert "glm_kv.book.charts" in cfg["sphinx"]["extra_extensions"]
+    assert cfg.get("only_build_toc_files") is True
+
+
+@pytest.mark.parametrize("path", toc_notebooks(), ids=lambda p: p.stem)
+def test_parameters_cell_with_profile(path):
+    nb = read(path)
+    tagged = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
+    assert re.search(r"^profile\s*=\s*['\"]article['\"]\s*$", tagged[0].source, re.M)
+    assert not any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells), \
+        "committed notebooks are executed for the default profile, without injected parameters"
+
+
+@pytest.mark.parametrize("path", toc_notebooks(), ids=lambda p: p.stem)
+def test_opens_with_a_question_and_closes_with_a_takeaway(path):
+    nb = read(path)
+    first, last = nb.cells[0], nb.cells[-1]
+    assert first.cell_type == "markdown" and first.source.startswith("# ")
+    assert "question" in first.source.lower() and "?" in first.source
+    assert last.cell_type == "markdown" and "{admonition} Takeaway" in last.source
+
+
+@pytest.mark.parametrize("path", toc_notebooks(), ids=lambda p: p.stem)
+def test_stored_executed_without_errors(path):
+    nb = read(path)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(c.execution_count is not None for c in code), "store the notebook executed"
+    errors = [o for c in code for o in c.outputs if o.get("output_type") == "error"]
+    assert not errors, errors[:1]
+    streams = [o.get("name") for c in code for o in c.outputs if o.get("output_type") == "stream"]
+    assert "stderr" not in streams, "a notebook writes to stderr (warnings fail the strict build)"
+
+
+@pytest.mark.parametrize("path", [p for p in toc_notebooks() if p.parent.name == "notebooks"],
+                         ids=lambda p: p.stem)
+def test_chapter_measures_and_marks_key_figures(path):
+    nb = read(path)
+    checked = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# NBVAL_CHECK_OUTPUT")]
+    assert checked, "mark the key-figure cell with # NBVAL_CHECK_OUTPUT"
+    assert any("assert" in c.source for c in checked), "the key-figure cell asserts measured == ledger"
+    assert any(c.outputs for c in checked)
+    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert re.search(r"measure_profile|check_tree|DevicePools", source), "the chapter measures real tensors"
+
+
+# ------------------------------------------------------------------------------------------------
+# Numbers: glued, never typed; no formulas in notebooks
+# ------------------------------------------------------------------------------------------------
+
+GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`[^`]*`")
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+FENCE = re.compile(r"```.*?```", re.S)
+VERSION = re.compile(r"\b\d+(?:\.\d+){2,}\b")
+FIGURE = re.compile(r"(?<![\w.\-])(\d{1,3}(?:,\d{3})+|\d+\.\d+|\d{3,})(?![\w.])")
+ARTICLE_FIGURES = ["5808", "5632", "11264", "1452", "7260", "7084", "12716", "8448", "147456",
+                   "4194304", "4341760", "147619840", "76316672", "738099200", "381583360",
+                   "1486848", "225280", "951582720", "363", "528", "576", "132"]
+
+
+def prose_figures(text: str) -> list[str]:
+    text = FENCE.sub(lambda m: m.group(0) if m.group(0).startswith("```{admonition") else "", text)
+    text = GLUE_ROLE.sub("", text)
+    text = INLINE_CODE.sub("", text)
+    text = VERSION.sub("", text)
+    return FIGURE.findall(text)
+
+
+def test_prose_figure_detector():
+    assert prose_figures("KV is 5,808 B") == ["5,808"]
+    assert prose_figures("about 7.26 KB") == ["7.26"]
+    assert prose_figures("a 528 B row") == ["528"]
+    assert prose_figures("KV is {glue:text}`kv:,` B in SGLang 0.5.23 at `f4de6abee6`") == []
+    assert prose_figures("GLM-5.3-Flash") == []
+
+
+@pytest.mark.parametrize("path", toc_notebooks() + sorted((ROOT / "book").glob("*.md")),
+                         ids=lambda p: p.stem)
+def test_no_typed_figures_in_prose(path):
+    typed = [f for md in markdown_of(path) for f in prose_figures(md)]
+    assert not typed, f"glue these figures instead of typing them: {typed}"
+    for md in markdown_of(path):
+        bare = md.replace(",", "")
+        for fig in ARTICLE_FIGURES:
+            assert not re.search(rf"(?<![\w.`]){fig}(?![\w.`])", GLUE_ROLE.sub("", bare)), fig
+
+
+@pytest.mark.parametrize("path", toc_notebooks(), ids=lambda p: p.stem)
+def test_every_glue_reference_is_glued(path):
+    nb = read(path)
+    have = glued(nb)
+    wanted = {m.group(1).split(":")[0] for md in markdown_of(path)
+              for m in re.finditer(r"\{glue(?::\w+)?\}`([^`]*)`", md)}
+    assert wanted <= set(have), f"referenced but not glued: {sorted(wanted - set(have))}"
+
+
+@pytest.mark.parametrize("path", toc_notebooks(), ids=lambda p: p.stem)
+def test_no_formulas_in_notebooks(path):
+    """Arithmetic on ledger values belongs in glm_kv; a notebook only calls it."""
+    for cell in read(path).cells:
+        if cell.cell_type != "code":
+            continue
+        for line in cell.source.splitlines():
+            code = line.split("#", 1)[0]
+            assert not re.search(r"\d+\s*[*/]\s*\d+", code.replace("**", "^")), line
+            assert not re.search(r"\[[\"'][^\]]+[\"']\]\s*[-+*/%]", code), line
+            assert not re.search(r"[-+*/%]\s*[\w.]+\[[\"']", code), line
+
+
+# ------------------------------------------------------------------------------------------------
+# Charts render offline
+# ------------------------------------------------------------------------------------------------
+
+def test_offline_renderer_has_no_remote_script():
+    alt = pytest.importorskip("altair")
+    import pandas as pd
+
+    from glm_kv.book import charts
+
+    charts.enable_offline()
+    chart = alt.Chart(pd.DataFrame({"x": ["a"], "y": [1]})).mark_bar().encode(x="x", y="y", tooltip=["y"])
+    bundle = alt.renderers.get()(chart.to_dict())
+    html = bundle["text/html"]
+    assert "vegaEmbed" in html and "<script src" not in html
+    assert not re.search(r"(src|href)=[\"']?https?://", html) and "import(" not in html and "cdn" not in html
+    assert html == alt.renderers.get()(chart.to_dict())["text/html"], "chart ids are deterministic"
+    assert any(k.startswith("application/vnd.vegalite") for k in bundle)
+
+
+def test_javascript_bundle_defines_vega_embed(tmp_path):
+    pytest.importorskip("vl_convert")
+    from glm_kv.book import charts
+
+    path = charts.write_javascript_bundle(tmp_path)
+    text = path.read_text()
+    assert "window.vegaEmbed" in text and len(text) > 100_000
+
+
+REMOTE = [
+    re.compile(r"<script[^>]+src=[\"'](?:https?:)?//", re.I),
+    re.compile(r"<link[^>]+href=[\"'](?:https?:)?//[^\"']+[\"'][^>]*stylesheet", re.I),
+    re.compile(r"<link[^>]+stylesheet[^>]+href=[\"'](?:https?:)?//", re.I),
+    re.compile(r"import\(\s*[\"']https?://", re.I),
+    re.compile(r"requirejs\.config|require\.config", re.I),
+]
+
+
+def test_built_html_has_no_remote_script_slow(tmp_path):
+    pytest.importorskip("jupyter_book")
+    from glm_kv.book.runner import build_html
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("_config.yml", "_toc.yml", "book", "notebooks"):
+        s = ROOT / name
+        (shutil.copytree if s.is_dir() else shutil.copy2)(s, src / name)
+    html = build_html(src, tmp_path, strict=True, profile_label="article")
+    pages = [p for p in html.rglob("*.html")]
+    assert (html / "_static" / "glm-kv-vega.js").is_file()
+    charts_seen = 0
+    for page in pages:
+        text = page.read_text(errors="ignore")
+        for pattern in REMOTE:
+            assert not pattern.search(text), f"{page.relative_to(html)}: {pattern.pattern}"
+        if 'class="glm-kv-chart"' in text:
+            charts_seen += 1
+            assert "glm-kv-vega.js" in text
+    with_charts = sum(1 for nb in toc_notebooks() if "glm-kv-chart" in nb.read_text())
+    assert charts_seen == with_charts >= 6
+    chapter = (html / "notebooks" / "01_token.html").read_text()
+    assert "5,808" in chapter and "1,452" in chapter, "the default book shows the article's figures"
+    if shutil.which("chromium") or shutil.which("chromium-browser"):
+        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "screenshot_check.py"),
+                               "--out", str(tmp_path / "shots"),
+                               str(html / "notebooks" / "01_token.html"),
+                               str(html / "notebooks" / "06_capacity.html")],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert (tmp_path / "shots" / "01_token-chart.png").stat().st_size > 2000
+
+
+# ------------------------------------------------------------------------------------------------
+# Profiles: the b200 book shows other figures; failures name profile, notebook and cell
+# ------------------------------------------------------------------------------------------------
+
+def test_default_chapter_one_figures():
+    g = glued(read(ROOT / "notebooks" / "01_token.ipynb"))
+    assert (g["kv_bytes"], g["indexer_bytes"]) == ("5808", "1452")
+
+
+def test_chapter_one_for_b200_profile_slow(tmp_path):
+    pytest.importorskip("papermill")
+    from glm_kv.book.runner import _kernel_env, execute_notebook
+
+    _kernel_env(ROOT)
+    nb = tmp_path / "01_token.ipynb"
+    shutil.copy2(ROOT / "notebooks" / "01_token.ipynb", nb)
+    execute_notebook(nb, {"profile": "b200-0.5.23"}, profile_label="b200-0.5.23")
+    g = glued(read(nb))
+    assert (g["kv_bytes"], g["indexer_bytes"]) == ("5632", "363")
+    assert any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in read(nb).cells)
+
+
+def _tiny_book(root: Path, broken: bool) -> None:
+    (root / "notebooks").mkdir(parents=True)
+    (root / "book").mkdir()
+    (root / "_config.yml").write_text("title: tiny\nexecute:\n  execute_notebooks: 'off'\n")
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
+                                   "  - file: notebooks/01_ok\n  - file: notebooks/02_second\n")
+    (root / "book" / "intro.md").write_text("# Tiny\n")
+    for name, body in (("01_ok", "x = 1"), ("02_second", "raise ValueError('boom')" if broken else "y = 2")):
+        nb = nbformat.v4.new_notebook(cells=[
+            nbformat.v4.new_markdown_cell("# A chapter\nWhat?"),
+            nbformat.v4.new_code_cell('profile = "article"', metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell("import os"),
+            nbformat.v4.new_code_cell(body)])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, root / "notebooks" / f"{name}.ipynb")
+
+
+def test_run_book_failure_names_profile_notebook_cell_and_keeps_results_slow(tmp_path):
+    pytest.importorskip("papermill")
+    from glm_kv.book.runner import BookError, run_book
+
+    good, bad, out = tmp_path / "good", tmp_path / "bad", tmp_path / "out"
+    _tiny_book(good, broken=False)
+    _tiny_book(bad, broken=True)
+    res = run_book(["article"], out, root=good, html=False, progress=False, jobs=1)
+    kept = out / "article" / "src" / "notebooks" / "02_second.ipynb"
+    assert kept.is_file() and res.books[0].slug == "article"
+    before = kept.read_text()
+    assert (out / "index.html").is_file()
+    with pytest.raises(BookError) as err:
+        run_book(["article"], out, root=bad, html=False, progress=False, jobs=2)
+    msg = str(err.value)
+    assert "profile article" in msg and "notebooks/02_second.ipynb" in msg and "cell 3" in msg
+    assert "ValueError: boom" in msg
+    assert kept.read_text() == before, "the earlier result is left as it was"
+    failed = out / ".staging" / "article" / "src" / "notebooks" / "02_second.ipynb"
+    assert failed.is_file(), "the failed notebook is kept for inspection"
+
+
+def test_profiles_and_comparison_table():
+    from glm_kv.book.tables import comparison_table
+    from glm_kv.book.runner import resolve_profiles
+    from glm_kv.inputs.profile import shipped_profiles
+
+    assert resolve_profiles(None) == shipped_profiles()
+    t = comparison_table(["article", "b200-0.5.23"])
+    assert t.loc["MLA latent KV, B/token", "article"] == "5,808"
+    assert t.loc["MLA latent KV, B/token", "b200-0.5.23"] == "5,632"
+    assert t.loc["indexer K, B/token", "b200-0.5.23"] == "363"
+    with pytest.raises(Exception):
+        resolve_profiles(["no-such-profile"])
+
+
+def test_cli_book_is_wired():
+    from glm_kv.cli import build_parser
+
+    args = build_parser().parse_args(["book", "--profile", "article", "--profile", "b200-0.5.23"])
+    assert args.profile == ["article", "b200-0.5.23"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Pitfalls: each of the nine checks fails when fed the mistaken assumption
+# ------------------------------------------------------------------------------------------------
+
+def _shipped():
+    from glm_kv.inputs.profile import shipped_profiles
+
+    return shipped_profiles()
+
+
+@pytest.mark.parametrize("profile", _shipped())
+@pytest.mark.parametrize("number", range(1, 10))
+def test_pitfall_check_fails_on_the_mistake(profile, number):
+    from glm_kv.book.pitfalls import PitfallError, check, mistaken, truth
+
+    right, wrong = truth(number, profile), mistaken(number, profile)
+    assert check(number, profile, right) == right
+    assert wrong != right
+    with pytest.raises(PitfallError, match=f"pitfall {number}"):
+        check(number, profile, wrong)
+
+
+def test_nine_pitfalls():
+    from glm_kv.book.pitfalls import PITFALLS
+
+    assert [p.number for p in PITFALLS] == list(range(1, 10))
+
+
+def test_pitfall_article_values():
+    from glm_kv.book.pitfalls import mistaken, truth
+
+    assert (truth(1, "article"), mistaken(1, "article")) == (528, 576)
+    assert (truth(2, "article"), mistaken(2, "article")) == (7260, 5808)
+    assert (truth(3, "article"), mistaken(3, "article")) == (64, 16)
+    assert truth(6, "article") == ["kv", "mamba"] and truth(6, "b200-0.5.23") == ["indexer", "kv", "mamba"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Set-up files
+# ------------------------------------------------------------------------------------------------
+
+def _names(reqs) -> set[str]:
+    return {re.split(r"[<>=!~\[ ;]", r.strip(), maxsplit=1)[0].lower().replace("_", "-") for r in reqs if r.strip()}
+
+
+def test_environment_yml_matches_the_package():
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = _names(meta["dependencies"])
+    for extra in ("book", "test", "tensors"):
+        wanted |= _names(meta.get("optional-dependencies", {}).get(extra, []))
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    listed = set()
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict):
+            listed |= _names(d for d in dep.get("pip", []) if not d.startswith("-"))
+        else:
+            listed |= _names([dep])
+    missing = wanted - listed
+    assert not missing, f"environment.yml lacks {sorted(missing)}"
+
+
+def test_gpu_workflow_runs_the_ci_command_on_a_gpu_runner():
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
+    job = next(iter(wf["jobs"].values()))
+    assert "gpu" in job["runs-on"] and "self-hosted" in job["runs-on"]
+    assert any(".ci/run" in (step.get("run") or "") for step in job["steps"])

@@ -1,0 +1,288 @@
+"""RadixTree over the real pools: FULL/MAMBA components, LRU eviction, locks, branching, HiCache.
+
+The property test runs 10,000 random operations; its seed comes from ``GLM_KV_SEED`` (default
+20251129), so another seed is one environment variable away:
+``GLM_KV_SEED=7 pytest tests/test_radix.py -k property``.
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from glm_kv.tensors.memory_pool_host import build_host_pool_group  # noqa: E402
+from glm_kv.ledgers.plan import load_plan  # noqa: E402
+from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan, write_reduced_model_config  # noqa: E402
+from glm_kv.tensors.radix_cache import FULL, MAMBA, RadixTree, SyntheticContent, prefill  # noqa: E402
+
+SEED = int(os.environ.get("GLM_KV_SEED", "20251129"))
+
+
+@pytest.fixture(scope="module")
+def reduced_config(tmp_path_factory):
+    return write_reduced_model_config(tmp_path_factory.mktemp("model") / "config.json")
+
+
+@pytest.fixture
+def one_thread():
+    """Small indexing ops are faster single-threaded on a 2-core CI box."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _tree(profile, model, pages=16, mamba=8, ratio=1.5, host=True):
+    plan = load_plan(profile, {"model": model} if model else None)
+    g = geometry_from_plan(plan, size=pages * plan.token.page_size, mamba_size=mamba,
+                           max_running_requests_per_worker=4, context_len=4096)
+    pools = DevicePools(g, device="cpu", fill="zeros")
+    hg = build_host_pool_group(pools, hicache_ratio=ratio) if host else None
+    return pools, hg, RadixTree(pools, hg)
+
+
+def _insert(tree, tokens, mamba_at=()):
+    """Allocate real slots for tokens, insert them with MAMBA checkpoints at ``mamba_at``."""
+    pools = tree.pools
+    kv = pools.token_to_kv_pool_allocator.alloc(len(tokens))
+    states = {s: int(pools.mamba_allocator.alloc(1)[0]) for s in mamba_at}
+    tree.insert(tokens, kv, states)
+    return kv, states
+
+
+def test_article_128_token_prefix_figure():
+    """Figure 27: FULL.value 128 token slots, FULL.host_value 128 host slots (two 64-token pages),
+    MAMBA.value one mamba slot; with the article profile's real geometry."""
+    plan = load_plan("article")
+    g = geometry_from_plan(plan, size=4 * 64, mamba_size=1, max_running_requests_per_worker=1, context_len=256)
+    pools = DevicePools(g, device="cpu", fill="empty")
+    host = build_host_pool_group(pools, hicache_ratio=1.0)
+    tree = RadixTree(pools, host)
+    tokens = tuple(range(1000, 1128))
+    _insert(tree, tokens, mamba_at=(128,))
+    assert tree.backup(tree.match_prefix(tokens).best_match_node) == 128
+    node = tree.match_prefix(tokens).best_match_node
+    f, m = node.component_data[FULL], node.component_data[MAMBA]
+    assert len(f.value) == 128 and len(f.host_value) == 128
+    assert len(set((f.host_value // 64).tolist())) == 2 and int(f.host_value[0]) % 64 == 0
+    assert m.value.tolist() == [1] and len(m.host_value) == 1
+    assert host.names == ["kv", "mamba"] and host.kv.row_bytes == 512
+    assert pools.mamba_pool.slot_bytes() == host.mamba.slot_bytes() == 147_619_840
+
+
+def test_match_walks_full_and_stops_at_best_mamba(reduced_config):
+    pools, _, tree = _tree("article", reduced_config, host=False)
+    a = tuple(range(256))
+    kv, _ = _insert(tree, a, mamba_at=(64,))
+    r = tree.match_prefix(a)
+    # FULL hits all 256 tokens; MAMBA only at 64: the request reuses 64 and recomputes KDA up to
+    # the last checkpoint-aligned point inside the FULL hit, 256 (grid = lcm(64, page 64))
+    assert (r.device_prefix_len, r.full_kv_hit_length, r.mamba_branching_seqlen) == (64, 256, 256)
+    assert torch.equal(r.device_indices, kv[:64])
+    b = a[:128] + tuple(range(5000, 5064))
+    r = tree.match_prefix(b)  # diverges after 2 pages: the node is split at 128
+    assert (r.device_prefix_len, r.full_kv_hit_length, r.mamba_branching_seqlen) == (64, 128, 128)
+    assert tree.match_prefix(a[:63]).full_kv_hit_length == 0  # not a whole page
+
+
+def test_branching_grid_is_256_under_0523(reduced_config):
+    _, _, tree = _tree("h200-0.5.23", reduced_config, host=False)
+    assert tree.mamba_checkpoint_grid == 256
+    a = tuple(range(3 * 256))
+    _insert(tree, a, mamba_at=(256,))
+    r = tree.match_prefix(a[:2 * 256 + 256])
+    assert (r.device_prefix_len, r.full_kv_hit_length, r.mamba_branching_seqlen) == (256, 768, 768)
+    r = tree.match_prefix(a[:256])
+    assert r.mamba_branching_seqlen is None  # FULL does not reach past the MAMBA checkpoint
+
+
+def test_insert_frees_duplicate_slots_and_checkpoints(reduced_config):
+    pools, _, tree = _tree("article", reduced_config, host=False)
+    start = pools.free_counts()
+    a = tuple(range(128))
+    _insert(tree, a, mamba_at=(128,))
+    kv2 = pools.token_to_kv_pool_allocator.alloc(128)
+    slot2 = int(pools.mamba_allocator.alloc(1)[0])
+    stats = tree.insert(a, kv2, {128: slot2})
+    assert stats["freed_dup_tokens"] == 128 and stats["freed_dup_mamba"] == 1
+    assert pools.free_counts()["token_slots"] == start["token_slots"] - 128
+    assert pools.free_counts()["mamba_slots"] == start["mamba_slots"] - 1
+
+
+def test_evict_is_lru_leaves_first(reduced_config):
+    pools, _, tree = _tree("article", reduced_config, host=False)
+    trunk = tuple(range(64))
+    left, right = trunk + tuple(range(100, 164)), trunk + tuple(range(200, 264))
+    _insert(tree, left, mamba_at=(128,))
+    _insert(tree, right, mamba_at=(128,))
+    tree.match_prefix(left)  # left is now the most recently used
+    res = tree.evict(num_tokens=1)
+    assert res.full_tokens == 64 and res.mamba_slots == 1
+    assert tree.match_prefix(right).full_kv_hit_length == 64  # right leaf went first
+    assert tree.match_prefix(left).full_kv_hit_length == 128
+    tree.evict(num_tokens=1)  # then left; the shared trunk only after both leaves
+    assert tree.match_prefix(left).full_kv_hit_length == 64
+    tree.evict(num_tokens=1)
+    assert not tree.root.children
+    tree.check_invariants()
+
+
+def test_locked_nodes_are_never_evicted(reduced_config):
+    pools, _, tree = _tree("article", reduced_config, host=False)
+    a, b = tuple(range(192)), tuple(range(1000, 1192))
+    _insert(tree, a, mamba_at=(192,))
+    _insert(tree, b, mamba_at=(192,))
+    node = tree.match_prefix(a).best_match_node
+    lock = tree.inc_lock_ref(node)
+    res = tree.evict(num_tokens=10 ** 9, mamba_num=10 ** 9)
+    assert res.full_tokens == 192 and res.mamba_slots == 1  # only b went
+    assert tree.match_prefix(a).device_prefix_len == 192
+    assert node.component_data[MAMBA].value is not None
+    tree.dec_lock_ref(lock)
+    tree.evict(num_tokens=10 ** 9)
+    assert not tree.root.children
+
+
+def test_mamba_can_be_evicted_alone_and_full_kv_stays(reduced_config):
+    pools, _, tree = _tree("article", reduced_config, host=False)
+    a = tuple(range(128))
+    _insert(tree, a, mamba_at=(64, 128))
+    res = tree.evict(mamba_num=1)
+    assert res.mamba_slots == 1 and res.full_tokens == 0
+    r = tree.match_prefix(a)
+    # the 64-token checkpoint was the least recently used; its node keeps its FULL KV
+    assert r.full_kv_hit_length == 128 and r.device_prefix_len == 128
+    upper = r.best_match_node.parent
+    assert upper.component_data[MAMBA].value is None and len(upper.component_data[FULL].value) == 64
+
+
+def test_backup_then_evict_then_load_back_restores_bytes(reduced_config, one_thread):
+    pools, host, tree = _tree("h200-0.5.23", reduced_config)
+    content = SyntheticContent(pools, seed=1)
+    a = tuple(range(512))
+    node, _, _ = prefill(tree, content, a)
+    assert tree.backup(node) == 512
+    content.check_host_node(tree, node)
+    tree.evict(num_tokens=10 ** 9, mamba_num=10 ** 9)
+    r = tree.match_prefix(a)
+    assert r.device_prefix_len == 0 and r.host_hit_length == 512
+    lb = tree.load_back(a)
+    assert lb.tokens == 512 and lb.mamba_loaded and lb.not_restored == ()
+    assert tree.match_prefix(a).device_prefix_len == 512
+    assert content.check_tree(tree) > 0
+
+
+def test_article_load_back_states_what_was_not_restored(reduced_config, one_thread):
+    pools, host, tree = _tree("article", reduced_config)
+    content = SyntheticContent(pools, seed=2)
+    a = tuple(range(128))
+    node, _, _ = prefill(tree, content, a)
+    tree.backup(node)
+    tree.evict(num_tokens=10 ** 9)
+    lb = tree.load_back(a)
+    assert lb.tokens == 128
+    assert any(w.startswith("indexer") for w in lb.not_restored)
+    assert any(w.startswith("KV row bytes 512..528") for w in lb.not_restored)
+    content.check_tree(tree)  # loaded-back rows are compared on the 512 bytes the host holds
+
+
+def _random_ops(profile: str, model: str, n_ops: int, seed: int) -> dict:
+    pools, host, tree = _tree(profile, model, pages=24, mamba=12, ratio=1.5)
+    content = SyntheticContent(pools, seed)
+    start = {**pools.free_counts(), **host.free_counts()}
+    rng = random.Random(seed)
+    ps = pools.geometry.page_size
+    bases = [[rng.randrange(50) for _ in range(ps * 8)] for _ in range(4)]
+
+    def seq():
+        n = rng.randint(1, 6) * ps
+        cut = rng.randint(0, n // ps) * ps
+        return tuple(rng.choice(bases)[:cut] + rng.choices(range(50), k=n - cut))
+
+    locked: list = []  # (lock handle, mamba slot locked with it or None)
+    stats = dict.fromkeys(["prefill", "match", "evict", "evict_mamba", "backup", "loadback", "lock",
+                           "unlock", "evict_host", "check", "bytes_checked", "loaded_tokens",
+                           "branching", "evict_with_locks", "evicted_tokens"], 0)
+    ops = ["prefill", "match", "evict", "evict_mamba", "backup", "loadback", "lock", "unlock",
+           "evict_host", "check"]
+    weights = [30, 10, 10, 5, 15, 15, 5, 6, 4, 2]
+    for i in range(n_ops):
+        op = rng.choices(ops, weights)[0]
+        stats[op] += 1
+        if op == "prefill":
+            out = prefill(tree, content, seq())
+            if out and out[1].mamba_branching_seqlen is not None:
+                stats["branching"] += 1
+        elif op == "match":
+            tree.match_prefix(seq())
+        elif op in ("evict", "evict_mamba"):
+            stats["evict_with_locks"] += bool(locked)
+            res = (tree.evict(num_tokens=rng.randint(1, 4) * ps) if op == "evict"
+                   else tree.evict(mamba_num=rng.randint(1, 3)))
+            stats["evicted_tokens"] += res.full_tokens
+        elif op == "backup":
+            nodes = [n for n in tree.nodes() if n is not tree.root and not n.evicted]
+            if nodes:
+                n = rng.choice(nodes)
+                if tree.backup(n) is not None:
+                    stats["bytes_checked"] += content.check_host_node(tree, n)
+        elif op == "loadback":
+            lb = tree.load_back(seq())
+            if lb:
+                stats["loaded_tokens"] += lb.tokens
+                for n in lb.nodes:  # loaded-back bytes equal what was written
+                    stats["bytes_checked"] += content.check_device_node(tree, n)
+        elif op == "lock":
+            nodes = [n for n in tree.nodes() if n is not tree.root and not n.evicted]
+            if nodes:
+                lock = tree.inc_lock_ref(rng.choice(nodes))
+                m = lock.node.component_data[MAMBA].value
+                locked.append((lock, None if m is None else int(m[0])))
+        elif op == "unlock" and locked:
+            lock, _ = locked.pop(rng.randrange(len(locked)))
+            tree.dec_lock_ref(lock)
+        elif op == "evict_host":
+            tree.evict_host(num_tokens=rng.randint(1, 4) * ps, mamba_num=rng.randint(0, 2))
+        elif op == "check":
+            stats["bytes_checked"] += content.check_tree(tree)
+        # locked nodes are never evicted: still in the tree, on device, with the MAMBA state
+        # they were locked with, and so is every ancestor
+        for lock, mslot in locked:
+            n = lock.node
+            for a in tree.path_to_root(n):
+                assert not a.evicted and a.parent.children.get(a.key[:ps]) is a, \
+                    f"seed {seed}, op {i} ({op}): a locked node was evicted"
+            if mslot is not None:
+                assert n.component_data[MAMBA].value is not None and \
+                    int(n.component_data[MAMBA].value[0]) == mslot, f"seed {seed}, op {i}: locked MAMBA of node {n.id} evicted"
+        if i % 25 == 0:
+            tree.check_invariants()
+    stats["bytes_checked"] += content.check_tree(tree)
+    tree.check_invariants()
+    for lock, _ in locked:
+        tree.dec_lock_ref(lock)
+    tree.evict(num_tokens=10 ** 9, mamba_num=10 ** 9)
+    tree.evict_host(num_tokens=10 ** 9, mamba_num=10 ** 9)
+    assert not tree.root.children, f"seed {seed}: tree not empty after evicting everything"
+    end = {**pools.free_counts(), **host.free_counts()}
+    assert end == start, f"seed {seed}: free slots {end} != start {start}"
+    return stats
+
+
+def test_property_10000_random_operations(reduced_config, one_thread):
+    """10,000 random insert/match/evict/backup/loadback/lock ops (article layout, 64-token pages)."""
+    stats = _random_ops("article", reduced_config, 10_000, SEED)
+    # the run exercised what it claims to
+    assert stats["loaded_tokens"] > 0 and stats["bytes_checked"] > 0
+    assert stats["evict_with_locks"] > 0 and stats["evicted_tokens"] > 0
+    assert stats["branching"] > 0
+
+
+@pytest.mark.parametrize("profile", ["h200-0.5.23", "article-bf16"])
+def test_property_other_layouts(profile, reduced_config, one_thread):
+    """Shorter runs: 0.5.23 (INDEXER host entry, 256-token pages) and a bf16 article row."""
+    stats = _random_ops(profile, reduced_config, 600, SEED + 1)
+    assert stats["loaded_tokens"] > 0

@@ -7,16 +7,28 @@ TORCH  ?= torch==2.13.0
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 STAMP  := $(VENV)/.glm-kv-installed
 PROFILE ?= article
+# One kernel name everywhere: the notebooks' kernelspec, papermill, nbval and JupyterLab.
+KERNEL := glm-kv
+KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json
 
-.PHONY: setup book books html test test-unit test-sglang test-book chromium bench clean
+.PHONY: setup book books html lab test test-unit test-sglang test-book chromium bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(KERNEL_SPEC)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) $(TORCH)
 	$(PIP) -e ".[tensors,book,test]"
 	touch $@
+
+## The project's virtualenv as a named Jupyter kernel (inside the venv: nothing outside is touched).
+$(KERNEL_SPEC): $(STAMP)
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "glm-kv (Python 3, .venv)" >/dev/null
+	@test -f $@
+
+## JupyterLab on the repository, the glm-kv kernel selected by every notebook.
+lab: setup
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" notebooks/01_token.ipynb
 
 ## The main job: execute every chapter for one profile and build its HTML book.
 book: setup
@@ -31,10 +43,16 @@ books: setup
 html: setup
 	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
 
+## Chromium for the screenshot check, and a CJK font (Debian's fonts-noto-cjk) so that the
+## article's Chinese renders as characters, not boxes (the check fails on boxes).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	    else echo "chromium missing and not root: the screenshot check will be skipped"; fi; }
+	@fc-list :lang=zh 2>/dev/null | grep -q . || \
+	  { if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null \
+	      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null; }; \
+	    else echo "no CJK font and not root: install fonts-noto-cjk, or the screenshot check fails on CJK text"; fi; }
 
 ## SGLang 0.5.23's own classes against the engine (its own cached virtualenv).
 test-sglang:

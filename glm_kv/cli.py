@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from .errors import ProfileError
+from .errors import ProfileError, one_line, shown
 from .units import fmt_bytes
 
 
@@ -20,7 +20,7 @@ def _profile_from_args(args):
 
     overrides: dict = {}
     ignored: list[str] = []
-    if args.sglang_args:
+    if args.sglang_args is not None:  # "" is refused, not taken as "no command"
         fields, ignored = parse_launch_command(args.sglang_args)
         if not args.profile:
             # A launch command describes a real server: start from what SGLang 0.5.23 does.
@@ -32,15 +32,26 @@ def _profile_from_args(args):
     for item in args.set or []:
         key, value = parse_override(item)
         overrides[key] = value
-    return load_profile(args.profile, overrides), ignored
+    if args.sglang_args is not None and not args.profile:
+        # SGLang's defaults, not the article's example deployment (its GPU, weights, description)
+        from .inputs.profile import make_profile
+
+        profile = make_profile(overrides)
+    else:
+        profile = load_profile(args.profile, overrides)
+    if args.sglang_args is not None and profile.sglang_layout == "0.5.23":
+        # modelling 0.5.23: every flag must be one its parser takes (else the server would not start)
+        _, ignored = parse_launch_command(args.sglang_args, layout="0.5.23")
+    return profile, ignored
 
 
 def render_plan(plan, ignored: list[str]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     p, tok, req, tail, cap, host = plan.profile, plan.token, plan.request, plan.tail, plan.capacity, plan.host
-    t = Table(title=f"glm-kv plan: {p.label} (layout {p.sglang_layout}, {plan.gpu.name}, "
+    t = Table(title=f"glm-kv plan: {escape(one_line(p.label))} (layout {p.sglang_layout}, {plan.gpu.name}, "
                     f"tp {p.tp_size}, attn_tp {plan.parallel.attn_tp_size}, attn_dp {plan.parallel.attn_dp_size})",
               show_lines=False)
     t.add_column("ledger")
@@ -62,6 +73,13 @@ def render_plan(plan, ignored: list[str]) -> None:
     ]
     if cap is not None:
         rows += [
+            *([("capacity", f"mem_fraction_static ({plan.memory.mem_fraction_source})",
+                f"{plan.memory.mem_fraction_static:.6g}")] if plan.memory else []),
+            *([("capacity", f"free before weights ({plan.memory.pre_model_load_source})",
+                fmt_bytes(plan.memory.pre_model_load_bytes, "GiB")),
+               ("capacity", f"weights on the rank ({plan.memory.weights_source})",
+                fmt_bytes(plan.memory.weights_bytes, "GiB"))]
+              if plan.memory and plan.memory.weights_bytes is not None and p.available_bytes is None else []),
             ("capacity", "rest for pools", fmt_bytes(cap.available_bytes)),
             ("capacity", "max_mamba_cache_size", f"{cap.max_mamba_cache_size:,}"),
             ("capacity", "Mamba Cache size", fmt_bytes(cap.mamba_pool_bytes)),
@@ -79,9 +97,9 @@ def render_plan(plan, ignored: list[str]) -> None:
     console = Console()
     console.print(t)
     for note in plan.notes:
-        console.print(f"note: {note}")
+        console.print(escape(f"note: {one_line(note, 2000)}"))  # user text is never markup
     if ignored:
-        console.print("ignored (no effect on memory): " + " ".join(ignored))
+        console.print(escape("ignored (no effect on memory): " + " ".join(one_line(w, 200) for w in ignored)))
 
 
 def cmd_plan(args) -> int:
@@ -93,9 +111,69 @@ def cmd_plan(args) -> int:
         d = plan.to_dict()
         if ignored:
             d["ignored_flags"] = ignored
-        print(json.dumps(d, indent=2))
+        print(json.dumps(d, indent=2, allow_nan=False))  # JSON has no Infinity/NaN
     else:
         render_plan(plan, ignored)
+    return 0
+
+
+def render_advice(adv) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    con = Console(width=None if sys.stdout.isatty() else 160)
+    p, w, cap = adv.plan.profile, adv.workload, adv.plan.capacity
+    out = [f"glm-kv advise: {w.concurrent_requests} requests x {w.sizing_tokens:,} tokens "
+           f"(+{w.prefix_cache_tokens:,} prefix tokens per worker) on {p.label}"]
+    if adv.fits:
+        out.append("fits. SGLang 0.5.23 flags:")
+    elif adv.flags:
+        lf = adv.largest_fitting
+        other = (f"{w.concurrent_requests} requests of {lf.tokens_per_request:,} tokens" if lf.tokens_per_request
+                 else f"no context fits {w.concurrent_requests} requests (their state slots alone exceed the memory)")
+        out.append(f"does NOT fit (binding: {lf.binding_resource}). Largest that fits: "
+                   f"{lf.concurrent_requests} requests of {w.sizing_tokens:,} tokens; {other}. Flags for the first:")
+    else:
+        out.append(f"does NOT fit: not one request of {w.sizing_tokens:,} tokens fits "
+                   f"(binding: {adv.largest_fitting.binding_resource})")
+    if adv.flags:
+        out.append("  " + " ".join(adv.flags))
+    if cap is not None:
+        out += [f"per worker: {cap.max_total_num_tokens:,} tokens, {cap.max_mamba_cache_size:,} state slots, "
+                f"max_running_requests {cap.max_running_requests_per_worker:,} (binds: {cap.binding_limit})",
+                f"requests of this size that fit at once: {adv.served_per_worker:,} per worker "
+                f"(profile's own split: {adv.served_per_worker_default:,}; at p50: {adv.served_per_worker_p50:,}); "
+                f"runs out of {adv.binding_resource} first",
+                f"radix cache headroom: {adv.token_headroom:,} tokens, {adv.slot_headroom:,} state slots "
+                f"(reserved {adv.slots_reserved:,}, resident {adv.slots_resident:,})"]
+    if adv.host is not None and adv.host.hicache_ratio is not None:
+        h = adv.host
+        out.append(f"host tier per rank: {h.kv_tokens:,} KV tokens, {h.mamba_slots:,} mamba slots "
+                   f"({fmt_bytes(h.total_bytes)} of {fmt_bytes(h.budget_bytes_per_rank)}): "
+                   f"{h.prefixes_by_kv:,} prefixes by KV, {h.prefixes_by_mamba:,} by mamba")
+    out += [f"note: {n}" for n in adv.notes]
+    for line in out:
+        con.print(escape(line), highlight=False)
+
+
+def cmd_advise(args) -> int:
+    from .inputs.workload_spec import is_workload_key, load_workload, parse_workload_override
+    from .ledgers.advise import advise
+
+    workload_sets, profile_sets = {}, []
+    for item in args.set or []:
+        if is_workload_key(item):
+            key, value = parse_workload_override(item)
+            workload_sets[key] = value
+        else:
+            profile_sets.append(item)
+    workload = load_workload(args.workload, workload_sets)
+    profile, _ = _profile_from_args(argparse.Namespace(**{**vars(args), "set": profile_sets}))
+    adv = advise(profile, workload)
+    if args.json:
+        print(json.dumps(adv.to_dict(), indent=2))
+    else:
+        render_advice(adv)
     return 0
 
 
@@ -158,6 +236,33 @@ def render_measure(report) -> None:
         con.print(escape(line), highlight=False)
 
 
+def _check_device(device: str | None, torch) -> str | None:
+    """``--device``: cpu, cuda or cuda:N (N an existing device), auto; anything else exits 2."""
+    import re
+
+    if device is None or device == "auto":
+        return device
+    if not re.fullmatch(r"cpu|cuda(:\d{1,3})?", device):
+        raise ProfileError("--device", f"must be cpu, cuda, cuda:N or auto, got {shown(device)}")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ProfileError("--device", f"{device}: no CUDA device is available here")
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise ProfileError("--device", f"{device}: only {torch.cuda.device_count()} CUDA device(s) here")
+    return device
+
+
+def _budget_bytes(text: str) -> int:
+    """``--budget-bytes``: a positive whole number of bytes (at most 1 PiB)."""
+    from .tensors.budget import parse_budget_bytes
+
+    try:
+        return parse_budget_bytes(text, "--budget-bytes")
+    except ProfileError as e:
+        raise argparse.ArgumentTypeError(e.rule) from None
+
+
 def cmd_measure(args) -> int:
     """``glm-kv measure``: 0 when every buffer matches, 1 on any mismatch, 3 when refused."""
     try:
@@ -166,15 +271,15 @@ def cmd_measure(args) -> int:
         print("glm-kv: error: measure needs torch (pip install 'glm-kv[tensors]')", file=sys.stderr)
         return 2
     from .ledgers.plan import compute_plan
-    from .tensors.budget import AllocationRefused
+    from .tensors.budget import AllocationRefused, default_budget_bytes
     from .tensors.measure import measure_profile
 
+    # validate every input before anything is allocated: device, budget (option and env), profile
+    device = _check_device(getattr(args, "device", None), torch)
+    if getattr(args, "budget_bytes", None) is None:
+        default_budget_bytes()  # GLM_KV_BUDGET_BYTES: refused here, with its name, when malformed
     profile, _ = _profile_from_args(args)
     plan = compute_plan(profile)
-    device = getattr(args, "device", None)
-    if device and device.startswith("cuda") and not torch.cuda.is_available():
-        print("glm-kv: error: --device cuda: no CUDA device is available here", file=sys.stderr)
-        return 2
     try:
         report = measure_profile(plan, device=device,
                                  budget=getattr(args, "budget_bytes", None),
@@ -190,10 +295,50 @@ def cmd_measure(args) -> int:
     return 0 if report.ok else 1
 
 
+def render_verify(res) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = Console(width=None if sys.stdout.isatty() else 160)
+    t = Table(title=escape(f"glm-kv verify: {res.plan.profile.label} against the boot log"))
+    for c in ("line", "rank", "quantity", "predicted", "logged", "unit", "verdict"):
+        t.add_column(c, justify="right" if c in ("line", "predicted", "logged") else "left")
+    for r in res.rows:
+        pred = "-" if r.predicted is None else (f"{r.predicted}" if r.predicted_range is None
+                                                 else f"{r.predicted_range[0]} .. {r.predicted_range[1]}")
+        verdict = r.note or "-" if r.ok is None else ("agrees" if r.ok else "DISAGREES")
+        t.add_row(str(r.log_line), escape(r.rank), escape(r.quantity), escape(pred), escape(str(r.logged)),
+                  r.unit, escape(verdict))
+    con.print(t)
+    for k, v in res.inputs_from_log.items():
+        con.print(escape(f"input: {k} = {v}"), highlight=False)
+    for n in res.notes:
+        con.print(escape(f"note: {n}"), highlight=False)
+    con.print("OK: every checked line agrees" if res.ok else "DISAGREES: see the rows marked DISAGREES")
+
+
+def cmd_verify(args) -> int:
+    """``glm-kv verify``: 0 when every checked line agrees, 1 on a disagreement, 2 on bad input."""
+    from .inputs.boot_log import read_boot_log
+    from .ledgers.verify import verify_boot_log
+
+    log = read_boot_log(args.boot_log)
+    profile, _ = _profile_from_args(args)
+    res = verify_boot_log(profile, log)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=1, allow_nan=False))
+    else:
+        render_verify(res)
+    return 0 if res.ok else 1
+
+
 def cmd_book(args) -> int:
     """``glm-kv book``: every chapter per profile, or ``--refresh`` the committed notebooks."""
     from .book.runner import BookError, refresh_committed, run_book
 
+    for prof in getattr(args, "profile", None) or []:
+        _check_book_profile(prof)  # exit 2 before any progress line or staging folder
     try:
         if getattr(args, "refresh", False):
             for p in refresh_committed():
@@ -208,8 +353,24 @@ def cmd_book(args) -> int:
     return 0
 
 
+def _check_book_profile(prof: str) -> None:
+    """A profile given to ``glm-kv book`` must load and plan before anything is created."""
+    from .inputs.profile import load_profile
+    from .ledgers.plan import compute_plan
+
+    compute_plan(load_profile(prof))
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one escaped line (exit 2), like every other bad input."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"{self.prog}: error: {one_line(message, 400)}", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="glm-kv", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="glm-kv", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
 
     def profile_args(sp, many: bool = False):
@@ -225,18 +386,32 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the plan-contract JSON")
     sp.set_defaults(func=cmd_plan)
 
+    sp = sub.add_parser("advise", help="the SGLang flags that serve a workload on a profile")
+    profile_args(sp)
+    sp.add_argument("--workload", help="shipped workload name or YAML file (or give every field with --set; "
+                                       "--set keys that name workload fields go to the workload)")
+    sp.add_argument("--json", action="store_true", help="print the advice JSON (fits, flags, binding_limit, "
+                                                         "plan, largest_fitting)")
+    sp.set_defaults(func=cmd_advise)
+
     sp = sub.add_parser("profiles", help="list the shipped profiles")
     sp.set_defaults(func=cmd_profiles)
 
     sp = sub.add_parser("measure", help="allocate SGLang-shaped tensors and compare with the ledgers")
     profile_args(sp)
     sp.add_argument("--json", action="store_true")
-    sp.add_argument("--budget-bytes", type=int, default=None, help="allocation budget for the reduced pools")
+    sp.add_argument("--budget-bytes", type=_budget_bytes, default=None, help="allocation budget for the reduced pools")
     sp.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     sp.add_argument("--full", action="store_true", help="allocate the full profile (GPU only, when it fits)")
     sp.add_argument("--host", action="store_true", default=None,
                     help="allocate the HiCache host pools too (default: when the profile enables HiCache)")
     sp.set_defaults(func=cmd_measure)
+
+    sp = sub.add_parser("verify", help="check a real SGLang 0.5.23 boot log against the plan, line by line")
+    sp.add_argument("--boot-log", required=True, metavar="FILE", help="the server's log (stdout/stderr)")
+    profile_args(sp)
+    sp.add_argument("--json", action="store_true", help="print {ok, lines, inputs_from_log}")
+    sp.set_defaults(func=cmd_verify)
 
     sp = sub.add_parser("book", help="execute the chapters per profile and build the HTML books")
     sp.add_argument("--profile", action="append", help="profile to build (repeatable; default: all shipped)")
@@ -257,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("glm-kv: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,23 +1,35 @@
 #!/usr/bin/env python3
-"""Open built book pages in headless Chromium with the network off; check the charts render.
+"""Open built book pages in headless Chromium with the network off; check they read well.
 
-For each page given (default: every chapter page of ``_build/html`` that holds a chart):
+For each page (default: every page of the built book), at 1,400 px and at 400 px wide:
 
 * Chromium runs headless in a fresh ``--user-data-dir``, in a new network namespace when the
   machine allows it (``unshare -n``: no network at all), otherwise with every host mapped to
   nowhere. The page is driven over the DevTools protocol on a pipe (no port, no extra package).
-* Every request the page makes is recorded; any ``http(s)://`` request fails the check.
-* Every ``.glm-kv-chart`` container must hold a rendered Vega view (an SVG with marks).
-* The mouse is moved over the first mark of the first chart: a Vega tooltip must appear.
-* A screenshot of the first chart is saved and must not be blank (enough non-white pixels,
-  several colours), and a full-page screenshot is saved beside it.
+* **Offline:** any ``http(s)://`` request fails the check.
+* **No console errors:** an uncaught exception or a ``console.error`` fails it.
+* **No horizontal overflow:** the page must not scroll sideways, and nothing in the content
+  column may stick out of it unless it sits inside its own scrolling box.
+* **Nothing truncated:** no table cell ends in "..." (pandas' truncation), no ellipsis-clipped text,
+  no prose running out of a scrolling box (a box may scroll a table, code, a chart or an equation).
+* **No index column:** no table whose first column is an unnamed 0..n counter.
+* **One parameters cell:** at most one visible cell tagged ``parameters``/``injected-parameters``.
+* **CJK renders:** where the page has Chinese text, its font draws distinct glyphs (not boxes).
+* **Figures** (``.glm-kv-figure``, SVG drawn by ``glm_kv.book.figures``): no text past the edge.
+* **Charts** (``.glm-kv-chart``): each holds a rendered Vega view that fits its container, no
+  text of it (legend, labels) clipped by the SVG's edge, no label of an axis of bytes in raw bytes; at the
+  first width, hovering the first mark shows a tooltip and the chart screenshot is not blank.
+
+Screenshots: ``OUT/<page>-<width>.png`` and ``-2``, ``-3``... (1,600 px tiles of the page, up to
+8,000 px) and ``OUT/<page>-chart.png``.
 
 Usage::
 
     python scripts/screenshot_check.py [--html _build/html] [--out _build/screenshots] [PAGE ...]
+    python scripts/screenshot_check.py --self-test     # a page made to fail every check must fail
 
 Exit status 0 when every page passes; 1 with one line per failure otherwise; 77 when Chromium
-is not installed (``apt-get install -y chromium``).
+is not installed (``apt-get install -y chromium fonts-noto-cjk``).
 """
 from __future__ import annotations
 
@@ -280,44 +292,203 @@ _TOOLTIP = """
 """
 
 
-def check_page(browser: Browser, page: Path, out_dir: Path, settle: float = 0.5) -> list[str]:
-    failures: list[str] = []
-    name = page.stem
+_LAYOUT = r"""
+(() => {
+  const out = {overflow: [], truncated: [], index: [], params: 0, cjk: null, charts: [], pageOverflow: 0,
+               figureClipped: [], textCut: []};
+  const doc = document.documentElement;
+  out.pageOverflow = Math.max(doc.scrollWidth, document.body.scrollWidth) - window.innerWidth;
+  const col = document.querySelector('main .bd-article') || document.querySelector('article') ||
+              document.querySelector('main') || document.body;
+  const cr = col.getBoundingClientRect();
+  const scrolls = el => { const o = getComputedStyle(el).overflowX; return o === 'auto' || o === 'scroll' || o === 'hidden'; };
+  const insideBox = el => { for (let a = el.parentElement; a && a !== col; a = a.parentElement) { if (scrolls(a)) return true; } return false; };
+  const label = el => (el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+                       (el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\s+/).slice(0, 2).join('.') : ''));
+  for (const el of col.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0) continue;
+    if ((r.right > cr.right + 2 || r.left < cr.left - 2) && !insideBox(el)) {
+      out.overflow.push(label(el) + ' ' + Math.round(r.left) + '..' + Math.round(r.right) + ' outside ' +
+                        Math.round(cr.left) + '..' + Math.round(cr.right));
+      if (out.overflow.length > 4) break;
+    }
+  }
+  // a scroll box may hold a table, code, a chart or an equation; prose that runs out of it reads as cut
+  const boxed = 'table, pre, svg, math, .glm-kv-chart, .glm-kv-figure, .highlight';
+  for (const box of col.querySelectorAll('*')) {
+    if (!scrolls(box) || box.scrollWidth <= box.clientWidth + 1 || box.clientWidth === 0) continue;
+    const br = box.getBoundingClientRect();
+    for (const el of box.querySelectorAll('p, li, dd, dt, a, span, code, strong, em')) {
+      if (el.closest(boxed)) continue;
+      const r = el.getBoundingClientRect();
+      if (r.width && r.right > br.right + 2) {
+        out.textCut.push(label(el) + ': ' + el.textContent.trim().slice(0, 50));
+        break;
+      }
+    }
+    if (out.textCut.length > 4) break;
+  }
+  for (const td of col.querySelectorAll('td, th')) {
+    const t = td.textContent.trim();
+    if (/(\.\.\.|\u2026)$/.test(t)) out.truncated.push(t.slice(-60));
+    const cs = getComputedStyle(td);
+    if (cs.textOverflow === 'ellipsis' && td.scrollWidth > td.clientWidth + 1) out.truncated.push('(ellipsis) ' + t.slice(0, 60));
+    if (out.truncated.length > 4) break;
+  }
+  for (const table of col.querySelectorAll('table')) {
+    const rows = Array.from(table.querySelectorAll('tbody tr'));
+    if (rows.length < 2) continue;
+    const head = table.querySelector('thead tr');
+    const h0 = head && head.children[0] ? head.children[0].textContent.trim() : '';
+    const firsts = rows.map(r => r.children[0] ? r.children[0].textContent.trim() : '');
+    const counter = firsts.every((t, i) => t === String(i)) || firsts.every((t, i) => t === String(i + 1));
+    const thIndex = rows.every(r => r.children[0] && r.children[0].tagName === 'TH');
+    if ((counter && h0 === '') || (thIndex && counter)) out.index.push(firsts.slice(0, 4).join(','));
+  }
+  for (const c of document.querySelectorAll('.tag_parameters, .tag_injected-parameters')) {
+    if (c.offsetParent !== null && c.getBoundingClientRect().height > 0) out.params += 1;
+  }
+  // CJK: draw two different characters in the font of the first element holding CJK text.
+  const walker = document.createTreeWalker(col, NodeFilter.SHOW_TEXT);
+  let node;
+  while ((node = walker.nextNode())) {
+    const m = node.textContent.match(/[\u4e00-\u9fff]{2,}/);
+    if (!m) continue;
+    const el = node.parentElement, cs = getComputedStyle(el);
+    const cv = document.createElement('canvas'); cv.width = 64; cv.height = 64;
+    const ctx = cv.getContext('2d');
+    const draw = ch => { ctx.clearRect(0, 0, 64, 64); ctx.font = '40px ' + cs.fontFamily; ctx.fillStyle = '#000';
+                         ctx.fillText(ch, 4, 48); return Array.from(ctx.getImageData(0, 0, 64, 64).data).join(','); };
+    const a = draw(m[0][0]), b = draw(m[0][1]), box = draw('\ue000');
+    out.cjk = {text: m[0].slice(0, 8), font: cs.fontFamily.slice(0, 120), distinct: a !== b && a !== box};
+    break;
+  }
+  for (const el of document.querySelectorAll('.glm-kv-chart')) {
+    const svg = el.querySelector('svg.marks');
+    if (!svg) { out.charts.push({id: el.id, rendered: false}); continue; }
+    const sr = svg.getBoundingClientRect(), er = el.getBoundingClientRect();
+    const clipped = [];
+    for (const t of svg.querySelectorAll('text')) {
+      const r = t.getBoundingClientRect();
+      if (r.width === 0) continue;
+      if (r.right > sr.right + 1 || r.left < sr.left - 1 || r.bottom > sr.bottom + 1) clipped.push(t.textContent.slice(0, 40));
+      else if (/\u2026$/.test(t.textContent)) clipped.push(t.textContent.slice(0, 40) + ' (cut by a label limit)');
+    }
+    const raw = [];
+    for (const g of svg.querySelectorAll('.role-axis')) {
+      // an axis counting bytes must not print raw byte counts (1,000,000,000): GB, MiB, ...
+      const title = Array.from(g.querySelectorAll('.role-axis-title text')).map(t => t.textContent).join(' ');
+      if (!/\bbytes?\b|\(B\)|\bB\b/i.test(title)) continue;
+      const labels = Array.from(g.querySelectorAll('.role-axis-label text')).map(t => t.textContent);
+      for (const l of labels) { if (/\d{7,}/.test(l.replace(/[,\s]/g, '')) || /e\+\d/.test(l)) raw.push(l); }
+    }
+    out.charts.push({id: el.id, rendered: true, wider: sr.width - er.width, clipped: clipped.slice(0, 3), raw: raw.slice(0, 3)});
+  }
+  for (const fig of document.querySelectorAll('.glm-kv-figure svg')) {
+    const sr = fig.getBoundingClientRect();
+    for (const t of fig.querySelectorAll('text')) {
+      const r = t.getBoundingClientRect();
+      if (r.width && (r.right > sr.right + 1 || r.left < sr.left - 1 || r.bottom > sr.bottom + 1)) {
+        out.figureClipped.push(t.textContent.slice(0, 50));
+      }
+    }
+  }
+  return out;
+})()
+"""
+
+
+def _load(browser: Browser, page: Path, width: int, height: int = 1600):
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     browser.events.clear()
-    browser.send("Network.enable", {}, session)
-    browser.send("Page.enable", {}, session)
+    for domain in ("Network", "Page", "Runtime", "Log"):
+        browser.send(f"{domain}.enable", {}, session)
     browser.send("Emulation.setDeviceMetricsOverride",
-                 {"width": 1280, "height": 1600, "deviceScaleFactor": 1, "mobile": False}, session)
+                 {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
     browser.send("Page.navigate", {"url": page.resolve().as_uri()}, session)
-    # Wait for the charts to draw (vega-embed is asynchronous).
     deadline = time.monotonic() + 30
-    state: list[dict] = []
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # wait for the charts to draw (vega-embed is asynchronous)
         browser.pump(0.3)
         try:
-            state = _eval(browser, session, _CHART_STATE) or []
+            state = _eval(browser, session, _CHART_STATE)
+            ready = _eval(browser, session, "document.readyState") == "complete"
         except RuntimeError:
             continue
-        if state and all(c["rendered"] for c in state):
+        if ready and all(c["rendered"] for c in (state or [])):
             break
-    browser.pump(settle)
-    state = _eval(browser, session, _CHART_STATE) or []
+    return target, session
 
+
+def _console_errors(events: list[dict]) -> list[str]:
+    out = []
+    for e in events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.exceptionThrown":
+            d = p.get("exceptionDetails", {})
+            out.append((d.get("exception", {}).get("description") or d.get("text", "exception")).splitlines()[0])
+        elif m == "Runtime.consoleAPICalled" and p.get("type") == "error":
+            out.append(" ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))[:160])
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+            out.append(p["entry"].get("text", "")[:160])
+    return list(dict.fromkeys(out))
+
+
+def check_layout(browser: Browser, page: Path, out_dir: Path, width: int, name: str) -> tuple[list[str], dict]:
+    """Every readability check at one width; saves the page's screenshot."""
+    failures: list[str] = []
+    target, session = _load(browser, page, width)
+    browser.pump(0.5)
+    info = _eval(browser, session, _LAYOUT)
+    where = f"{name} @{width}px"
     remote = sorted({e["params"]["request"]["url"] for e in browser.events
                      if e.get("method") == "Network.requestWillBeSent"
                      and e["params"]["request"]["url"].startswith(("http://", "https://"))})
-    for url in remote:
-        failures.append(f"{name}: the page requested {url} (must work offline)")
+    failures += [f"{where}: the page requested {u} (must work offline)" for u in remote]
+    failures += [f"{where}: console error: {m}" for m in _console_errors(browser.events)]
+    if info["pageOverflow"] > 1:
+        failures.append(f"{where}: the page scrolls sideways by {info['pageOverflow']} px")
+    failures += [f"{where}: overflows the content column: {o}" for o in info["overflow"]]
+    failures += [f"{where}: truncated cell: {t!r}" for t in info["truncated"]]
+    failures += [f"{where}: prose cut off by its scroll box: {t}" for t in info["textCut"]]
+    failures += [f"{where}: table with a 0..n index column ({t})" for t in info["index"]]
+    if info["params"] > 1:
+        failures.append(f"{where}: {info['params']} visible parameters cells (one expected)")
+    if info["cjk"] and not info["cjk"]["distinct"]:
+        failures.append(f"{where}: CJK text {info['cjk']['text']!r} renders as boxes (font stack: {info['cjk']['font']})")
+    failures += [f"{where}: figure text clipped at its edge: {t!r}" for t in info["figureClipped"][:3]]
+    for i, c in enumerate(info["charts"]):
+        if not c["rendered"]:
+            failures.append(f"{where}: chart {i} ({c['id']}) did not render")
+            continue
+        if c["wider"] > 1:
+            failures.append(f"{where}: chart {i} is {c['wider']:.0f} px wider than its container")
+        failures += [f"{where}: chart {i}: text clipped at the chart's edge: {t!r}" for t in c["clipped"]]
+        failures += [f"{where}: chart {i}: axis label in raw units: {t!r}" for t in c["raw"]]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    h = _eval(browser, session, "Math.min(8000, document.documentElement.scrollHeight)")
+    for k, top in enumerate(range(0, h, TILE)):  # tiles a person can read: <page>-<width>[-k].png
+        png = base64.b64decode(browser.send("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": top, "width": width, "height": min(TILE, h - top), "scale": 1}}, session)["data"])
+        (out_dir / (f"{name}-{width}.png" if k == 0 else f"{name}-{width}-{k + 1}.png")).write_bytes(png)
+    browser.send("Target.closeTarget", {"targetId": target})
+    return failures, info
+
+
+def check_charts(browser: Browser, page: Path, out_dir: Path, name: str, width: int = 1400) -> list[str]:
+    """Tooltip on the first mark and a non-blank screenshot of the first chart."""
+    failures: list[str] = []
+    target, session = _load(browser, page, width)
+    browser.pump(0.5)
+    state = _eval(browser, session, _CHART_STATE) or []
     if not state:
-        failures.append(f"{name}: no .glm-kv-chart on the page")
+        browser.send("Target.closeTarget", {"targetId": target})
         return failures
     for i, c in enumerate(state):
         if not c["rendered"] or c["marks"] == 0:
             failures.append(f"{name}: chart {i} ({c['id']}) did not render: {c['text']!r}")
-
-    # Tooltip: hover the first mark of the first chart.
     centre = _eval(browser, session, _FIRST_MARK_CENTRE % 0)
     tip = None
     if centre:
@@ -332,12 +503,8 @@ def check_page(browser: Browser, page: Path, out_dir: Path, settle: float = 0.5)
             failures.append(f"{name}: hovering the first mark showed no tooltip ({tip!r})")
     else:
         failures.append(f"{name}: chart 0 has no mark to hover")
-
-    # Screenshots: the first chart, and the whole page.
-    out_dir.mkdir(parents=True, exist_ok=True)
     first = _eval(browser, session, _CHART_STATE)[0]
-    clip = {"x": first["x"], "y": first["y"], "width": max(1, first["w"]), "height": max(1, first["h"]),
-            "scale": 1}
+    clip = {"x": first["x"], "y": first["y"], "width": max(1, first["w"]), "height": max(1, first["h"]), "scale": 1}
     png = base64.b64decode(browser.send("Page.captureScreenshot",
                                         {"format": "png", "clip": clip, "captureBeyondViewport": True},
                                         session)["data"])
@@ -345,54 +512,119 @@ def check_page(browser: Browser, page: Path, out_dir: Path, settle: float = 0.5)
     blank, desc = blank_report(png)
     if blank:
         failures.append(f"{name}: the chart screenshot looks blank ({desc})")
-    full = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"}, session)["data"])
-    (out_dir / f"{name}.png").write_bytes(full)
     tip_text = " ".join((tip or {}).get("text", "").split())[:60]
     drawn = sum(1 for c in state if c["rendered"] and c["marks"])
-    print(f"{name}: {drawn} of {len(state)} chart(s) rendered; tooltip {tip_text!r}; "
-          f"chart screenshot {desc} -> {out_dir / (name + '-chart.png')}")
+    print(f"{name}: {drawn} of {len(state)} chart(s) rendered; tooltip {tip_text!r}; chart screenshot {desc}")
     browser.send("Target.closeTarget", {"targetId": target})
     return failures
 
 
-def pages_with_charts(html_root: Path) -> list[Path]:
+WIDTHS = (1400, 400)
+TILE = 1600  # px per screenshot tile
+
+
+def check_page(browser: Browser, page: Path, out_dir: Path, widths=WIDTHS, html_root: Path | None = None) -> list[str]:
+    try:
+        name = str(page.resolve().relative_to(html_root.resolve()).with_suffix("")).replace("/", "__") if html_root else page.stem
+    except ValueError:
+        name = page.stem
+    failures: list[str] = []
+    for w in widths:
+        f, info = check_layout(browser, page, out_dir, w, name)
+        failures += f
+        cjk = f"; CJK {'ok' if info['cjk']['distinct'] else 'BOXES'}" if info["cjk"] else ""
+        print(f"{name} @{w}px: {len(f)} problem(s){cjk}")
+    if 'class="glm-kv-chart"' in page.read_text(errors="ignore"):
+        failures += check_charts(browser, page, out_dir, name)
+    return failures
+
+
+def book_pages(html_root: Path) -> list[Path]:
+    """Every content page of a built book (not the search/index pages, not _static or _sources)."""
+    skip = {"search.html", "genindex.html", "py-modindex.html"}
     return sorted(p for p in html_root.rglob("*.html")
-                  if "_static" not in p.parts and 'class="glm-kv-chart"' in p.read_text(errors="ignore"))
+                  if not any(part.startswith("_") for part in p.relative_to(html_root).parts) and p.name not in skip)
+
+
+def pages_with_charts(html_root: Path) -> list[Path]:
+    return [p for p in book_pages(html_root) if 'class="glm-kv-chart"' in p.read_text(errors="ignore")]
+
+
+BAD_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8">
+<script>const THEBE_JS_URL = "x";</script><script>const THEBE_JS_URL = "x";</script></head>
+<body><main><article class="bd-article" style="max-width:360px">
+<p>三本账 (made to fail every check of the screenshot check)</p>
+<div class="cell tag_parameters"><pre>profile = "article"</pre></div>
+<div class="cell tag_injected-parameters"><pre>profile = "b200-0.5.23"</pre></div>
+<table><thead><tr><th></th><th>the mistake</th></tr></thead><tbody>
+<tr><th>0</th><td>take DeepSeek V3's row...</td></tr><tr><th>1</th><td>count the KV alone</td></tr></tbody></table>
+<div style="width:900px;background:#eee">a box wider than the column</div>
+<div style="overflow-x:auto"><ul><li><a href="#">python/sglang/srt/mem_cache/an_unbreakable_path_that_runs_past_the_column_edge.py</a></li></ul></div>
+<figure class="glm-kv-figure"><svg viewBox="0 0 200 40" width="200" height="40"><text x="150" y="20">a label running past the edge</text></svg></figure>
+</article></main></body></html>
+"""
+
+BAD_EXPECTED = ("console error", "overflows the content column", "truncated cell", "index column",
+                "visible parameters cells", "figure text clipped", "prose cut off")
+
+
+def self_test(browser: Browser, out_dir: Path) -> list[str]:
+    """The checks must fail on a page built to break them; returns the checks that did NOT fire."""
+    import tempfile as _tf
+
+    folder = Path(_tf.mkdtemp(prefix="glm-kv-bad-page-"))
+    page = folder / "bad.html"
+    page.write_text(BAD_PAGE, encoding="utf-8")
+    try:
+        failures = check_page(browser, page, out_dir, widths=(1400,))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    for f in failures:
+        print(f"  (expected) {f}")
+    return [k for k in BAD_EXPECTED if not any(k in f for f in failures)]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("pages", nargs="*", type=Path, help="HTML pages (default: every page with a chart)")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("pages", nargs="*", type=Path, help="HTML pages (default: every page of the book)")
     ap.add_argument("--html", type=Path, default=Path("_build/html"), help="built book folder")
     ap.add_argument("--out", type=Path, default=Path("_build/screenshots"), help="where screenshots go")
-    ap.add_argument("--first", action="store_true", help="check only the first page with a chart")
+    ap.add_argument("--charts-only", action="store_true", help="only the pages with a chart")
+    ap.add_argument("--width", type=int, action="append", help="viewport width(s) (default 1400 and 400)")
+    ap.add_argument("--self-test", action="store_true", help="check that a page made to fail does fail")
     args = ap.parse_args(argv)
 
     chromium = find_chromium()
     if not chromium:
-        print("chromium not found: apt-get install -y chromium", file=sys.stderr)
+        print("chromium not found: apt-get install -y chromium fonts-noto-cjk", file=sys.stderr)
         return 77
-    pages = args.pages or pages_with_charts(args.html)
-    if args.first:
-        pages = pages[:1]
-    if not pages:
-        print(f"no page with a chart under {args.html} (build the book first)", file=sys.stderr)
-        return 1
+    widths = tuple(args.width or WIDTHS)
     browser = Browser(chromium)
     failures: list[str] = []
     try:
         browser.send("Browser.getVersion")
         print(f"chromium: {'network namespace (no network at all)' if browser.isolated else 'host rules map every name to nowhere'}")
+        if args.self_test:
+            missed = self_test(browser, args.out)
+            if missed:
+                print(f"SELF-TEST FAILED: no failure reported for: {', '.join(missed)}")
+                return 1
+            print("self-test: every check fired on the page made to fail")
+            return 0
+        pages = args.pages or (pages_with_charts(args.html) if args.charts_only else book_pages(args.html))
+        if not pages:
+            print(f"no page under {args.html} (build the book first)", file=sys.stderr)
+            return 1
         for page in pages:
             try:
-                failures += check_page(browser, page, args.out)
+                failures += check_page(browser, page, args.out, widths, None if args.pages else args.html)
             except (RuntimeError, TimeoutError) as err:
                 failures.append(f"{page.name}: {err}")
     finally:
         browser.close()
     for f in failures:
         print(f"FAIL {f}")
-    bad = {f.split(":")[0] for f in failures}
+    bad = {f.split(":")[0].split(" @")[0] for f in failures}
     print(f"screenshot check: {len(pages) - len(bad)} page(s) ok, {len(bad)} with problems")
     return 1 if failures else 0
 

@@ -29,12 +29,25 @@ def run_cli(*args):
 
 
 def test_contract_keys_article_json():
-    r = run_cli("plan", "--profile", "article", "--json")
+    # plan-contract.md's example column is the article profile without its deployment's memory
+    # figures (no capacity: 64 requested -> 66 tail rows); the shipped profile now names its GPU
+    # and weights so that chapter 6 can size the pools (issue 13).
+    r = run_cli("plan", "--profile", "article", "--set", "weights_bytes=null", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     for (section, key), value in CONTRACT.items():
         assert d[section][key] == value, (section, key)
     assert "capacity" not in d and "errors" not in d
+
+
+def test_default_profile_has_capacity_and_the_tail_follows_it():
+    d = json.loads(run_cli("plan", "--profile", "article", "--json").stdout)
+    cap = d["capacity"]
+    assert cap["max_total_num_tokens"] > 0 and cap["max_mamba_cache_size"] > 0
+    assert d["tail"]["rows"] == cap["max_running_requests"] + 2  # rows follow the resolved cap
+    for (section, key), value in CONTRACT.items():
+        if section in ("token", "request", "host") or key != "rows" and section != "tail":
+            assert d[section][key] == value, (section, key)
 
 
 def test_contract_capacity_keys_when_known():

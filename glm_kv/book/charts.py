@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -132,23 +133,121 @@ def enable_offline() -> None:
     alt.renderers.enable(RENDERER)
 
 
-def setup(app):  # Sphinx extension hook: `sphinx.extra_extensions: [glm_kv.charts]`
-    """Ship the Vega bundle in the book's ``_static/`` and load it on every page."""
+CSS_NAME = "glm-kv.css"
+
+# The book's own style: a CJK fallback in the font stack (the article's title and terms are
+# Chinese), tables that scroll inside their own box, charts and equations that never widen the
+# content column, definition lists for explanations.
+BOOK_CSS = """
+:root, html[data-theme] {
+  --pst-font-family-base: -apple-system, BlinkMacSystemFont, "Segoe UI", "Helvetica Neue", Arial,
+    "Noto Sans", "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Micro Hei",
+    "PingFang SC", "Microsoft YaHei", sans-serif;
+  --pst-font-family-heading: var(--pst-font-family-base);
+}
+.glm-kv-table { overflow-x: auto; max-width: 100%; margin: 0.5em 0 1em; }
+.glm-kv-table table { border-collapse: collapse; font-size: 0.85em; margin: 0; }
+.glm-kv-table th, .glm-kv-table td { border: 1px solid #d0d7de; padding: 0.25em 0.6em; vertical-align: top; }
+.glm-kv-table th { background: #f6f8fa; text-align: left; }
+.glm-kv-table td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+.glm-kv-table td { white-space: nowrap; }
+.glm-kv-table th { min-width: 4em; overflow-wrap: normal; word-break: normal; }
+p.glm-kv-caption { color: #555; font-size: 0.9em; margin: 0.5em 0 0.2em; }
+.glm-kv-chart { max-width: 100%; overflow-x: auto; overflow-y: hidden; }
+.glm-kv-chart svg, .glm-kv-figure svg { max-width: 100%; height: auto; }
+.glm-kv-figure { max-width: 100%; overflow-x: auto; margin: 0.5em 0 1em; }
+.glm-kv-derivations { max-width: 100%; overflow-x: auto; }
+.glm-kv-eq { margin: 0.4em 0 0.9em; }
+.glm-kv-eq .what { margin: 0; font-size: 0.85em; color: #555; }
+.glm-kv-math { margin-left: 0.5em; }
+math.glm-kv-derivation { font-size: 1.05em; math-style: normal; }
+math.glm-kv-derivation mtd { text-align: left; }
+@media (max-width: 600px) { math.glm-kv-derivation { font-size: 0.85em; margin-left: 0; } }
+dl.glm-kv-dl dt { font-weight: 600; margin-top: 0.6em; }
+dl.glm-kv-dl, .glm-kv-sources, .glm-kv-measured, .glm-kv-books { overflow-wrap: anywhere; }
+.glm-kv-sources .where { color: #555; font-size: 0.9em; }
+.glm-kv-sources ul { margin-bottom: 0.2em; }
+dl.glm-kv-dl dd { margin-left: 1.2em; }
+dl.glm-kv-dl .note { color: #555; font-size: 0.9em; }
+div.cell_output .output.text_plain pre, div.cell_output pre { white-space: pre-wrap; word-break: break-word; }
+.bd-article-container { max-width: 100%; }
+"""
+
+
+def _dedupe_scripts(app, pagename, templatename, context, doctree):
+    """Drop repeated <script> entries (sphinx-thebe's inline THEBE_JS_URL is added twice by
+    Jupyter Book 1, which makes every page log "Identifier 'THEBE_JS_URL' has already been declared")."""
+    files = context.get("script_files")
+    if not files:
+        return
+    seen, out = set(), []
+    for js in files:
+        # the same script added twice at two priorities is still the same script
+        attrs = tuple(sorted((k, str(v)) for k, v in getattr(js, "attributes", {}).items()))
+        key = (str(getattr(js, "filename", js)), attrs)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(js)
+    context["script_files"] = out
+
+
+_INLINE_SCRIPT = re.compile(r"^[ \t]*<script>[^<]*</script>[ \t]*$", re.M)
+
+
+def dedupe_inline_scripts(text: str) -> str:
+    """Keep the first of identical inline ``<script>`` lines in a built page (see ``_dedupe_scripts``)."""
+    seen: set[str] = set()
+
+    def keep(m: "re.Match[str]") -> str:
+        line = m.group(0).strip()
+        if line in seen:
+            return ""
+        seen.add(line)
+        return m.group(0)
+
+    return _INLINE_SCRIPT.sub(keep, text)
+
+
+def _build_finished(app, exc) -> None:
+    """Jupyter Book 1 registers sphinx-thebe's and sphinx-togglebutton's inline config scripts
+    twice in a way no page-context hook sees; a second ``const THEBE_JS_URL`` is a SyntaxError on
+    every page. Remove the repeated lines from the written pages."""
+    if exc is not None or app.builder.format != "html":
+        return
+    for page in Path(app.outdir).rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        fixed = dedupe_inline_scripts(text)
+        if fixed != text:
+            page.write_text(fixed, encoding="utf-8")
+
+
+def setup(app):  # Sphinx extension hook: `sphinx.extra_extensions: [glm_kv.book.charts]`
+    """Ship the Vega bundle and the book's CSS in ``_static/`` and load them on every page."""
     static = Path(app.doctreedir).parent / "glm_kv_static"
 
     def _config_inited(app, config):
         write_javascript_bundle(static)
+        (static / CSS_NAME).write_text(BOOK_CSS, encoding="utf-8")
         config.html_static_path = list(config.html_static_path) + [str(static)]
 
     app.connect("config-inited", _config_inited)
     # Loaded in <head> without defer: the per-chart scripts also poll for it.
     app.add_js_file(BUNDLE_NAME, priority=200)
+    app.add_css_file(CSS_NAME, priority=900)
+    app.connect("html-page-context", _dedupe_scripts, priority=100)  # emit_firstresult: run early
+    app.connect("build-finished", _build_finished)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
 
 
 # ---------------------------------------------------------------------------------------------
 # Chart builders: data in (from glm_kv), chart out
 # ---------------------------------------------------------------------------------------------
+
+# Token counts on an axis: 4K, 128K, 1M (2^10 and 2^20, as context lengths are quoted).
+TOKENS_LABEL = ("datum.value >= 1048576 ? format(datum.value / 1048576, '~g') + 'M' : "
+                "datum.value >= 1024 ? format(datum.value / 1024, '~g') + 'K' : format(datum.value, 'd')")
+
 
 def _alt():
     import altair as alt
@@ -187,11 +286,18 @@ def layer_strip(plan: "Plan"):
     """The model's layers in a row, coloured by attention type (the article's figure 1)."""
     alt = _alt()
     df = layer_table(plan)
-    return alt.Chart(df, title="Which layers keep per-token KV").mark_rect(stroke="white").encode(
-        x=alt.X("layer:O", title="layer (0-based)", axis=alt.Axis(labelAngle=0, values=list(df.layer[::4]))),
-        color=alt.Color("type:N", scale=alt.Scale(domain=["full attention (DSA)", "KDA (linear attention)"],
-                                                  range=[LEDGER_COLORS["MLA latent KV"], LEDGER_COLORS["KDA state"]]),
-                        title=None, legend=alt.Legend(orient="bottom")),
+    n = len(df)
+    full = sorted(plan.model.full_attention_layers)
+    ticks = sorted(set([0, *full, n - 1]))  # every full layer, and the first and last layer
+    domain = ["full attention (DSA): per-token MLA KV + indexer K", "KDA (linear attention): per-request state slots"]
+    df["legend"] = df["type"].map({"full attention (DSA)": domain[0], "KDA (linear attention)": domain[1]})
+    return alt.Chart(df, title=alt.Title("Which layers keep per-token KV",
+                                         subtitle=f"{len(full)} of {n} layers; hover a square for its cache")
+                     ).mark_rect(stroke="white").encode(
+        x=alt.X("layer:O", title="layer (0-based)", axis=alt.Axis(labelAngle=0, values=ticks)),
+        color=alt.Color("legend:N", scale=alt.Scale(domain=domain,
+                                                    range=[LEDGER_COLORS["MLA latent KV"], LEDGER_COLORS["KDA state"]]),
+                        title=None, legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0)),
         tooltip=_tooltip(alt, [("layer", "ordinal", "layer"), ("type", "nominal", "attention"),
                                ("caches", "nominal", "caches")]),
     ).properties(width=640, height=40)
@@ -264,10 +370,15 @@ def ledgers_vs_context_chart(df, crossover: int):
     domain = ["token ledger (KV + indexer)", "KDA ledger (state slots)"]
     color = alt.Color("ledger:N", scale=alt.Scale(domain=domain, range=[LEDGER_COLORS["MLA latent KV"],
                                                                       LEDGER_COLORS["KDA state"]]),
-                      title=None, legend=alt.Legend(orient="bottom"))
+                      title=None, legend=alt.Legend(orient="bottom", labelLimit=0))
+    df = df.assign(GB=df["bytes"] / 1e9)  # display unit only (decimal GB, as the article)
+    ticks = sorted(set(int(c) for c in df["context"]))
+    label = TOKENS_LABEL
     lines = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("context:Q", title="context length (tokens)", scale=alt.Scale(type="log", base=2)),
-        y=alt.Y("bytes:Q", title="bytes for one request", scale=alt.Scale(type="log")),
+        x=alt.X("context:Q", title="context length (tokens)", scale=alt.Scale(type="log", base=2, nice=False),
+                axis=alt.Axis(values=ticks, labelExpr=label, labelOverlap=False)),
+        y=alt.Y("GB:Q", title="GB for one request (log scale)", scale=alt.Scale(type="log"),
+                axis=alt.Axis(format="~g")),
         color=color,
         tooltip=_tooltip(alt, [("ledger", "nominal", "ledger"), ("context", "quantitative", "tokens"),
                                ("bytes", "quantitative", "bytes")]),
@@ -322,7 +433,7 @@ def pool_structure_chart(structure: Mapping[str, Any]):
     dots = base.mark_square(size=140).encode(
         x=alt.X("depth:Q", axis=None, scale=alt.Scale(domain=[-0.2, 9])),
         color=alt.Color("grows with:N", scale=alt.Scale(domain=domain, range=rng), title="grows with",
-                        legend=alt.Legend(orient="bottom")))
+                        legend=alt.Legend(orient="bottom", labelLimit=0, columns=2)))
     text = base.mark_text(align="left", dx=10, fontSize=12).encode(x="depth:Q", text="label:N")
     return (dots + text).properties(width=620, height=22 * len(df), title="What lives in HBM").configure_view(
         strokeWidth=0)
@@ -372,6 +483,7 @@ def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], context
     from ..inputs.model import load_model
     from ..inputs.profile import Profile, load_profile
     from ..ledgers.memory import estimate_weight_bytes
+    from ..ledgers.derivations import fit_binding, requests_fit_expr
     from ..ledgers.sweep import sweep
 
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
@@ -386,6 +498,12 @@ def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], context
     out["served per rank"] = df["max_running_requests_resolved"]
     out["mamba slots"] = df["max_mamba_cache_size_resolved"]
     out["tokens needed"] = df["resident_tokens_per_rank"]  # shown in the tooltip only
+    # requests of this context length that fit at once (glm_kv.ledgers.derivations' one formula)
+    fit = requests_fit_expr(df["requests_per_worker"].to_numpy(), df["max_total_num_tokens"].to_numpy(),
+                            df["context_length"].to_numpy(), df["max_mamba_cache_size_resolved"].to_numpy(),
+                            df["slots_per_request"].to_numpy())
+    out["requests that fit"] = fit.value()
+    out["binds at this context"] = fit_binding(fit)
     # The verdict is the engine's (sweep's ``limit``); here it only gets words.
     words = {"fits": "fits", "tokens": "too many tokens", "mamba": "too many requests (mamba)"}
     out["verdict"] = df["limit"].astype(object).map(lambda v: words.get(v, "refused"))
@@ -401,13 +519,14 @@ def fits_map_chart(df, gpus: Iterable[str] | None = None):
     colors = ["#2ca02c", "#ff7f0e", "#d62728", "#7f7f7f"]
     order = list(gpus) if gpus is not None else list(dict.fromkeys(df["gpu"]))
     cells = alt.Chart().mark_rect(stroke="white").encode(
-        x=alt.X("context_length:O", title="context length (tokens)"),
+        x=alt.X("context_length:O", title="context length (tokens)", axis=alt.Axis(labelExpr=TOKENS_LABEL, labelAngle=0)),
         y=alt.Y("requests per rank:O", title="concurrent requests per rank", sort="descending"),
         color=alt.Color("verdict:N", scale=alt.Scale(domain=verdicts, range=colors), title=None,
-                        legend=alt.Legend(orient="bottom")),
+                        legend=alt.Legend(orient="bottom", labelLimit=0, columns=2)),
         tooltip=_tooltip(alt, [("gpu", "nominal", "GPU"),
                                ("requests per rank", "quantitative", "requests per rank"),
-                               ("served per rank", "quantitative", "SGLang would serve"),
+                               ("requests that fit", "quantitative", "requests that fit at this context"),
+                               ("served per rank", "quantitative", "SGLang's request cap"),
                                ("context_length", "quantitative", "context"),
                                ("tokens needed", "quantitative", "tokens needed per rank"),
                                ("max_total_num_tokens", "quantitative", "token pool"),
@@ -535,7 +654,7 @@ def radix_tree_chart(table, title: str = "The RadixTree: token spans and where t
     bars = alt.Chart(df).mark_bar(height=16).encode(
         x=alt.X("first token:Q", title="token position"), x2="end token:Q", y=y,
         color=alt.Color("where:N", scale=alt.Scale(domain=domain, range=["#1f77b4", "#17becf", "#c7c7c7"]),
-                        title="FULL (KV) lives in", legend=alt.Legend(orient="bottom")),
+                        title="FULL (KV) lives in", legend=alt.Legend(orient="bottom", labelLimit=0, columns=2)),
         tooltip=tips)
     marks = alt.Chart(df[df["checkpoint"]]).mark_point(shape="diamond", size=120, filled=True,
                                                        color=LEDGER_COLORS["KDA state"]).encode(
@@ -558,3 +677,108 @@ def host_entries_table(host):
                      "buffers": ", ".join(f"{n} {tuple(b.shape)}" for n, b in bufs[:2]) + (" ..." if len(bufs) > 2 else ""),
                      "bytes": sum(b.untyped_storage().nbytes() for _, b in bufs)})
     return pd.DataFrame(rows)
+
+
+# -- "Plan your deployment" -------------------------------------------------------------------
+
+PLAN_GPUS = ("H100", "H200", "B200", "B300")
+PLAN_DTYPES = ("bfloat16", "fp8_e4m3")
+PLAN_LOG2_CONTEXT = tuple(range(12, 21))      # 4K .. 1M tokens
+PLAN_LOG2_REQUESTS = tuple(range(0, 9))       # 1 .. 256 concurrent requests per rank
+
+
+def plan_sweep_data(profile, gpus=PLAN_GPUS, dtypes=PLAN_DTYPES, log2_contexts=PLAN_LOG2_CONTEXT,
+                    log2_requests=PLAN_LOG2_REQUESTS):
+    """The precomputed sweep behind the "plan your deployment" page: every GPU x KV dtype x
+    context x concurrency point for ``profile`` (``glm_kv.ledgers.sweep``), with what fits and
+    what binds (``glm_kv.ledgers.derivations.requests_fit_expr``). Memory as in ``fits_map_data``
+    (the profile's, else the engine's weight estimate, labelled). Drawn on by book/plan.ipynb."""
+    from ..inputs.model import load_model
+    from ..inputs.profile import Profile, load_profile
+    from ..ledgers.derivations import fit_binding, requests_fit_expr
+    from ..ledgers.memory import estimate_weight_bytes
+    from ..ledgers.sweep import sweep
+
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    extra = {}
+    if prof.available_bytes is None and prof.weights_bytes is None:
+        extra["weights_bytes"] = estimate_weight_bytes(load_model(prof.model), max(prof.tp_size, 8))
+    attn_dp = prof.dp_size if prof.enable_dp_attention else 1
+    # the row layout follows the dtype: scaled fp8 keeps the profile's backends, bf16 needs none
+    df = sweep(prof, grid=True, gpu=list(gpus), kv_cache_dtype=list(dtypes),
+               max_running_requests=[(1 << r) * attn_dp for r in log2_requests],
+               context_length=[1 << c for c in log2_contexts], **extra)
+    ok = df["error"].isna()
+    out = df[["gpu", "kv_cache_dtype", "context_length", "requests_per_worker", "cell_size_bytes",
+              "max_total_num_tokens", "max_mamba_cache_size_resolved", "max_running_requests_resolved"]].copy()
+    out.columns = ["gpu", "kv dtype", "context", "requests", "B per token", "tokens per rank", "mamba slots",
+                   "SGLang's cap"]
+    fit = requests_fit_expr(df["requests_per_worker"].fillna(0).astype("int64").to_numpy(),
+                            df["max_total_num_tokens"].fillna(0).astype("int64").to_numpy(),
+                            df["context_length"].to_numpy(),
+                            df["max_mamba_cache_size_resolved"].fillna(0).astype("int64").to_numpy(),
+                            df["slots_per_request"].fillna(1).astype("int64").to_numpy())
+    out["requests that fit"] = fit.value()
+    out["binds"] = fit_binding(fit)
+    words = {"fits": "fits", "tokens": "too many tokens", "mamba": "too many requests (mamba)"}
+    out["verdict"] = df["limit"].astype(object).map(lambda v: words.get(v, "refused"))
+    out.loc[~ok, ["verdict", "binds"]] = "refused"
+    out.loc[~ok, "requests that fit"] = 0
+    out["log2 context"] = out["context"].map(lambda c: int(c).bit_length() - 1)
+    out["log2 requests"] = out["requests"].map(lambda r: int(r).bit_length() - 1)
+    out["weights"] = "estimated" if extra else "from the profile"
+    return out.reset_index(drop=True)
+
+
+def plan_explorer_chart(df, profile=None):
+    """Sliders (context, concurrency) and menus (GPU, KV dtype) over ``plan_sweep_data``: the map of
+    what fits for the chosen GPU and dtype, the chosen point outlined, and its figures beside it.
+    Vega-Lite parameters only: it runs offline in the built page, no kernel behind it."""
+    alt = _alt()
+    gpus = list(dict.fromkeys(df["gpu"]))
+    dtypes = list(dict.fromkeys(df["kv dtype"]))
+    lc, lr = sorted(df["log2 context"].unique()), sorted(df["log2 requests"].unique())
+    # the sliders start at the profile's own point (its GPU, dtype, context and concurrency)
+    p = profile
+    g0 = p.gpu if p is not None and p.gpu in gpus else gpus[0]
+    d0 = p.kv_cache_dtype if p is not None and p.kv_cache_dtype in dtypes else dtypes[-1]
+    c0 = min(max((p.context_length.bit_length() - 1) if p is not None else 17, int(lc[0])), int(lc[-1]))
+    attn_dp = (p.dp_size if p.enable_dp_attention else 1) if p is not None else 1
+    r_asked = max(1, ((p.max_running_requests or 64) if p is not None else 64) // attn_dp)  # per rank
+    r0 = min(max(r_asked.bit_length() - 1, int(lr[0])), int(lr[-1]))
+    gpu = alt.param(name="gpu", value=g0, bind=alt.binding_select(options=gpus, name="GPU "))
+    dtype = alt.param(name="dtype", value=d0, bind=alt.binding_radio(options=dtypes, name="KV dtype "))
+    ctx = alt.param(name="ctx", value=c0, bind=alt.binding_range(min=int(lc[0]), max=int(lc[-1]), step=1,
+                                                                  name="context, log2 tokens (17 = 128K) "))
+    req = alt.param(name="req", value=r0, bind=alt.binding_range(min=int(lr[0]), max=int(lr[-1]), step=1,
+                                                                 name="concurrent requests, log2 (6 = 64) "))
+    verdicts = ["fits", "too many tokens", "too many requests (mamba)", "refused"]
+    colors = ["#2ca02c", "#ff7f0e", "#d62728", "#7f7f7f"]
+    base = alt.Chart(df).transform_filter("datum.gpu == gpu && datum['kv dtype'] == dtype")
+    tips = _tooltip(alt, [("gpu", "nominal", "GPU"), ("kv dtype", "nominal", "KV dtype"),
+                          ("context", "quantitative", "context"), ("requests", "quantitative", "requests per rank"),
+                          ("requests that fit", "quantitative", "requests that fit"), ("binds", "nominal", "binds"),
+                          ("tokens per rank", "quantitative", "token slots"), ("mamba slots", "quantitative", "mamba slots"),
+                          ("verdict", "nominal", "verdict"), ("weights", "nominal", "weights")])
+    x = alt.X("context:O", title="context length (tokens)", axis=alt.Axis(labelExpr=TOKENS_LABEL, labelAngle=0))
+    y = alt.Y("requests:O", title="concurrent requests per rank", sort="descending")
+    cells = base.mark_rect(stroke="white").encode(
+        x=x, y=y, color=alt.Color("verdict:N", scale=alt.Scale(domain=verdicts, range=colors), title=None,
+                                  legend=alt.Legend(orient="bottom", labelLimit=0, columns=2)),
+        tooltip=tips).add_params(gpu, dtype, ctx, req)
+    chosen = base.transform_filter("datum['log2 context'] == ctx && datum['log2 requests'] == req")
+    ring = chosen.mark_rect(fill=None, stroke="black", strokeWidth=3).encode(x=x, y=y)
+    heat = (cells + ring).properties(width=300, height=250, title="What fits on one rank")
+    lines = chosen.transform_calculate(
+        l1="'GPU ' + datum.gpu + ', KV ' + datum['kv dtype']",
+        l2="format(datum.requests, ',') + ' requests of ' + format(datum.context, ',') + ' tokens'",
+        l3="'all of them resident: ' + datum.verdict",
+        l4="'requests that fit at once: ' + format(datum['requests that fit'], ',')",
+        l5="'the limit that stops them: ' + datum.binds",
+        l6="'token slots: ' + format(datum['tokens per rank'], ',')",
+        l7="'mamba state slots: ' + format(datum['mamba slots'], ',')",
+        l8="'bytes per token: ' + format(datum['B per token'], ',')",
+    ).transform_fold(["l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8"], as_=["line", "text"])
+    panel = lines.mark_text(align="left", baseline="top", fontSize=12).encode(
+        x=alt.value(6), y=alt.Y("line:N", axis=None), text="text:N").properties(width=240, height=250, title="The chosen point")
+    return alt.hconcat(heat, panel).resolve_scale(y="independent")

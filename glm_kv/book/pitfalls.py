@@ -41,6 +41,10 @@ class Pitfall:
     mistake: str
     truth: Callable[[Profile, dict], Any]
     mistaken: Callable[[Profile, dict], Any]
+    goes_wrong: str = ""      # what a reader who makes the mistake gets wrong (prose, no figures)
+    why: str = ""             # why the plan's value is what it is (SGLang's reason, with the file)
+    in_0523: str = ""         # what 0.5.23 changes about it, if anything (prose, no figures)
+    changes_in_0523: bool = False  # the article's statement no longer holds in 0.5.23
 
 
 def _entries(plan: dict) -> list[str]:
@@ -76,48 +80,96 @@ def _cell_with_mtp_toggled(profile: Profile, plan: dict) -> int:
     return _variant(profile, **toggled)["token"]["cell_size_bytes"]
 
 
+def _index_page(profile: Profile, plan: dict) -> tuple[int, int]:
+    t = plan["token"]
+    return (t["indexer_tokens_per_page"], t["indexer_page_bytes"] // t["indexer_row_bytes"])
+
+
+def _index_page_mistaken(profile: Profile, plan: dict) -> tuple[int, int]:
+    t = plan["token"]
+    tokens = t["indexer_tokens_per_page"]
+    if profile.sglang_layout == "article":
+        return (tokens // t["index_kpool"], tokens // t["index_kpool"])
+    return (tokens, tokens)
+
+
 PITFALLS: tuple[Pitfall, ...] = (
     Pitfall(1, "512, 528 and 576 are different rows", "kv_cache_dim (elements per full layer, per token)",
             "take DeepSeek V3's 576-wide row (512 latent + 64 RoPE); this model has no RoPE part",
             lambda p, d: d["token"]["kv_cache_dim"],
-            lambda p, d: load_model(p.model).kv_lora_rank + DEEPSEEK_V3_QK_ROPE_HEAD_DIM),
+            lambda p, d: load_model(p.model).kv_lora_rank + DEEPSEEK_V3_QK_ROPE_HEAD_DIM,
+            goes_wrong='Every kv_buffer row, and with it the KV bytes per token and the token budget, comes out too wide: a DeepSeek V3 habit applied to a model without a RoPE part.',
+            why='qk_rope_head_dim is 0 here, so the row is kv_lora_rank wide in bf16 and in raw fp8 (TRT-LLM), and gains one {scale_bytes}-byte fp32 scale per {scale_group} values in scaled fp8 (calculate_mla_kv_cache_dim, mem_cache/kv_cache_configurator.py).',
+            in_0523='Holds: the row width depends on the dtype and the backend only.'),
     Pitfall(2, "the per-token figure includes the indexer and excludes the KDA state",
             "bytes per token the token budget divides by (cell_size)",
             "count the MLA latent KV alone, leaving the indexer K out",
             lambda p, d: d["token"]["cell_size_bytes"],
-            lambda p, d: d["token"]["kv_bytes_per_token"]),
+            lambda p, d: d["token"]["kv_bytes_per_token"],
+            goes_wrong='Leaving the indexer out of the per-token figure over-states how many tokens fit; adding the KDA state to it charges a per-request cost per token.',
+            why="SGLang's token budget divides the memory left after the mamba pool by cell_size, the KV plus the indexer K of one token over the full-attention layers; the KDA state sits in the mamba pool, paid per state slot.",
+            in_0523='Holds, with a smaller indexer part: 0.5.23 reserves only the pooled indexer keys (_compute_dsa_indexer_cell_size).'),
     Pitfall(3, "the indexer's physical page holds whole pages of tokens",
-            "tokens in one IndexKeyCache page",
-            "read index_kpool as shrinking the page (page tokens / index_kpool)",
-            lambda p, d: d["token"]["indexer_tokens_per_page"],
-            lambda p, d: d["token"]["indexer_tokens_per_page"] // d["token"]["index_kpool"]),
+            "(tokens in one IndexKeyCache page, token keys its physical row holds)",
+            "read index_kpool as shrinking the page to page tokens / index_kpool (article layout), "
+            "or, under 0.5.23, keep the article's reading that the row still holds one key per token",
+            _index_page, _index_page_mistaken,
+            goes_wrong="Sizing or slicing the indexer buffer by index_kpool groups instead of pages "
+                       "splits pages that do not exist (article layout); carrying the article's "
+                       "one-key-per-token row over to 0.5.23 over-reserves the indexer several times.",
+            why="IndexKeyCache allocates one row per page of page_size tokens (mem_cache/index_key_cache.py). "
+                "In the article's layout the row holds every token's {indexer_row_bytes}-byte key; index_kpool only "
+                "groups tokens for the top-k selection.",
+            in_0523="Changes: 0.5.23 forces page_size = {article_page} x index_kpool for this model and "
+                    "_buffer_shape stores page_size // index_kpool pooled keys per row, so index_kpool "
+                    "does shrink what a token reserves; the row keeps its byte size but spans more tokens.",
+            changes_in_0523=True),
     Pitfall(4, "the compress tail has no HiCache copy", "HiCache HostPoolGroup entries",
             "add the compress tail to what HiCache backs up",
             lambda p, d: _entries(d),
-            lambda p, d: sorted(_entries(d) + ["compress_tail"])),
+            lambda p, d: sorted(_entries(d) + ["compress_tail"]),
+            goes_wrong="Counting the compress tail in HiCache's host capacity makes DRAM look fuller than it is, and expecting it back after a loadback is wrong: it is not there.",
+            why='_compress_tail_k and _compress_tail_score are per-rank request buffers of DSATokenToKVPool (mem_cache/memory_pool.py), not indexed by the RadixTree, so no node has a host_value for them and HostPoolGroup has no entry for them.',
+            in_0523='Holds.'),
     Pitfall(5, "HBM holds one HybridLinearKVPool, not two pools", "top-level KV pools in HBM",
             "treat full_kv_pool and mamba_pool as two independent pools",
             _top_level_pools,
-            lambda p, d: [c["class"] for c in pool_structure(compute_plan(p))["children"]]),
+            lambda p, d: [c["class"] for c in pool_structure(compute_plan(p))["children"]],
+            goes_wrong='Budgeting two independent pools double-counts the memory split: the mamba share and the token share come out of one rest, in one order.',
+            why='The default hybrid path builds a single HybridLinearKVPool whose full_kv_pool (DSATokenToKVPool) and mamba_pool (MambaPool) are sized together by the pool configurator.',
+            in_0523='Holds (--enable-unified-memory builds another pool class in both).'),
     Pitfall(6, "whether the indexer has a host entry depends on the layout", "HiCache HostPoolGroup entries",
             "assume the other layout's answer about an INDEXER host entry",
             lambda p, d: _entries(d),
-            lambda p, d: sorted(set(_entries(d)) ^ {"indexer"})),
+            lambda p, d: sorted(set(_entries(d)) ^ {"indexer"}),
+            goes_wrong="Assuming an indexer copy on the host where there is none (or missing the one there is) gets HiCache's DRAM size and what a loadback restores wrong.",
+            why="The host entries are whatever HostPoolGroup is built with (mem_cache/pool_host/, hybrid_pool_assembler.py): the article's CUDA hybrid path builds KV and MAMBA only.",
+            in_0523="Changes: 0.5.23's hybrid HostPoolGroup adds an INDEXER entry (DSAIndexerPoolHost) beside KV, so the pooled indexer keys are backed up too.",
+            changes_in_0523=True),
     Pitfall(7, "KDA state is charged per state slot, not per token",
             "KDA state of one request at twice the context length, B",
             "scale the KDA state with the request's tokens",
             _state_at_double_context,
-            lambda p, d: 2 * d["request"]["state_bytes_per_request"]),
+            lambda p, d: 2 * d["request"]["state_bytes_per_request"],
+            goes_wrong='Scaling the KDA state with context length makes long requests look far more expensive, and short ones far cheaper, than they are.',
+            why='A KDA layer keeps a fixed-size conv + temporal state per state slot (mamba_cache_per_req, mamba_utils.py), and a request reserves slots_per_request slots whatever its length.',
+            in_0523='Holds.'),
     Pitfall(8, "attn_tp decides the KDA slot: TP8 without DP attention splits it eight ways",
             "KDA state slot per rank at TP8 without DP attention, B",
             "reuse the attn_tp = 1 slot for every parallel layout",
             _slot_tp8_no_dp_attention,
-            _slot_attn_tp1),
+            _slot_attn_tp1,
+            goes_wrong='Reusing the attn_tp = 1 slot for a TP layout without DP attention over-states the per-rank KDA state by the TP degree.',
+            why='attn_tp_size = tp_size // attn_dp_size // attn_cp_size, and the KDA state shapes are split over it (KimiLinearStateShape, mamba_utils.py): only attn_dp = tp gives attn_tp = 1.',
+            in_0523='Holds.'),
     Pitfall(9, "MTP changes the numbers only when speculative decoding is on",
             "cell_size, B/token, for this profile's speculative setting",
             "count (or forget) the MTP draft layer regardless of --speculative-algorithm",
             lambda p, d: d["token"]["cell_size_bytes"],
-            _cell_with_mtp_toggled),
+            _cell_with_mtp_toggled,
+            goes_wrong='Adding the MTP draft layer to every plan (or forgetting it when speculative decoding is on) mis-sizes the token budget and the mamba pool.',
+            why='num_nextn_predict_layers in the config is only a field: draft pools and the verify scratch exist only with --speculative-algorithm.',
+            in_0523='Holds.'),
 )
 
 
@@ -178,6 +230,67 @@ def _show(v: Any) -> str:
         return str(v)
     if isinstance(v, int):
         return f"{v:,}"
-    if isinstance(v, (list, tuple)):
+    if isinstance(v, tuple):
+        return "(" + ", ".join(map(_show, v)) + ")"
+    if isinstance(v, list):
         return ", ".join(map(str, v))
     return str(v)
+
+
+def _prose_values(plan: dict) -> dict:
+    from ..inputs.resolve import ARTICLE_PAGE_SIZE
+    from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP
+
+    return {"indexer_row_bytes": plan["token"]["indexer_row_bytes"], "article_page": ARTICLE_PAGE_SIZE,
+            "scale_bytes": FP8_SCALE_BYTES, "scale_group": FP8_SCALE_GROUP}
+
+
+def across_layouts(number: int, profile: Profile | str | None = None) -> dict[str, Any]:
+    """The plan's value for pitfall ``number`` under each SGLang layout, this profile otherwise."""
+    prof = _profile(profile)
+    out = {}
+    for layout in ("article", "0.5.23"):
+        p = make_profile({**prof.model_dump(), "sglang_layout": layout})
+        out[layout] = pitfall(number).truth(p, build_plan(p))
+    return out
+
+
+def pitfall_sections(profile: Profile | str | None = None):
+    """Each pitfall as prose: what goes wrong, why, the executable check (run here, on this
+    profile's plan), and what SGLang 0.5.23 changes. Returned as HTML (``glm_kv.book.tables.Html``).
+    Drawn on by notebooks/07_pitfalls.ipynb."""
+    import html as _html
+
+    from .tables import Html
+
+    prof = _profile(profile)
+    plan = build_plan(prof)
+    vals = _prose_values(plan)
+    e = _html.escape
+    parts, text = [], []
+    for pf in PITFALLS:
+        right, wrong = pf.truth(prof, plan), pf.mistaken(prof, plan)
+        try:
+            check(pf.number, prof, wrong)
+            caught = "lets it through: the check is broken"
+        except PitfallError:
+            caught = "raises PitfallError"
+        check(pf.number, prof, right)
+        both = across_layouts(pf.number, prof)
+        same = both["article"] == both["0.5.23"]
+        note = (" (the same)" if same else " (the statement no longer holds)" if pf.changes_in_0523
+                else " (another value; the statement still holds)")
+        layouts = (f"the plan's value is {_show(both['article'])} in the article's layout and "
+                   f"{_show(both['0.5.23'])} in 0.5.23{note}")
+        items = [
+            ("What goes wrong", pf.goes_wrong.format(**vals)),
+            ("Why", pf.why.format(**vals)),
+            ("The check", f"{pf.quantity}: the plan says {_show(right)}. The mistake ({pf.mistake}) "
+                          f"assumes {_show(wrong)}, and check({pf.number}, profile, {_show(wrong)!s}) {caught}."),
+            ("In SGLang 0.5.23", f"{pf.in_0523.format(**vals)} For this profile {layouts}."),
+        ]
+        dl = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in items)
+        parts.append(f'<div class="glm-kv-pitfall"><p class="rubric"><strong>Pitfall {pf.number}: '
+                     f'{e(pf.title)}</strong></p><dl class="glm-kv-dl">{dl}</dl></div>')
+        text.append(f"{pf.number}. {pf.title}: plan {_show(right)}, mistaken {_show(wrong)}")
+    return Html("".join(parts), "\n".join(text))

@@ -162,6 +162,27 @@ def clean_notebook_metadata(path: Path) -> None:
     nbformat.write(nb, path)
 
 
+def hide_duplicate_parameters(path: Path) -> None:
+    """Show one parameters cell: papermill's injected one hides the notebook's default cell.
+
+    The default stays in the notebook (tagged ``remove-cell``), so the executed notebook still
+    runs top to bottom; the page shows only the values it was executed with.
+    """
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    tags = [c.get("metadata", {}).get("tags", []) for c in nb.cells]
+    if not any("injected-parameters" in t for t in tags):
+        return
+    changed = False
+    for cell, t in zip(nb.cells, tags):
+        if "parameters" in t and "remove-cell" not in t:
+            cell.metadata["tags"] = [*t, "remove-cell"]
+            changed = True
+    if changed:
+        nbformat.write(nb, path)
+
+
 def _kernel_env(root: Path) -> None:
     # The kernel must import this glm_kv even when it is not installed (a plain checkout).
     pkg_root = str(Path(__file__).resolve().parents[1])
@@ -303,6 +324,7 @@ def _execute_all(src: Path, notebooks: Sequence[Path], parameters: dict, *, slug
                     execute_notebook(src / rel, parameters, kernel_name=kernel_name, timeout=timeout,
                                      profile_label=label, rel=str(rel), km=km)
                     clean_notebook_metadata(src / rel)
+                    hide_duplicate_parameters(src / rel)
                 except BaseException as e:  # noqa: BLE001 - reported below, in book order
                     with lock:
                         errors[i] = e
@@ -423,25 +445,47 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
 
 
 def write_index(out_dir: Path, profiles: Sequence[str]) -> Path:
-    """``OUT/index.html``: every book built so far, and the run's profiles side by side."""
-    from .tables import comparison_table
+    """``OUT/index.html``: every shipped profile (and the run's own) side by side, chosen by the
+    figures a deployment is planned with, computed from the plans whether or not a book was
+    built; each profile links to its book where one is built."""
+    from ..inputs.profile import load_profile, shipped_profiles
+    from .tables import profile_overview
 
-    table = comparison_table(profiles)
-    books = sorted(p.name for p in out_dir.iterdir()
-                   if p.is_dir() and (p / "html" / "index.html").is_file())
-    links = "\n".join(f'<li><a href="{html.escape(b)}/html/index.html">{html.escape(b)}</a></li>' for b in books)
+    names = list(dict.fromkeys([*shipped_profiles(), *profiles]))
+    df = profile_overview(names)
+    built = {p.name for p in out_dir.iterdir() if p.is_dir() and (p / "html" / "index.html").is_file()}
+    slugs = [profile_slug(n) for n in names]
+    cols = list(df.columns)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in ["book", *cols])
+    body = []
+    for slug, row in zip(slugs, df.itertuples(index=False, name=None)):
+        link = (f'<a href="{html.escape(slug)}/html/index.html">open</a>' if slug in built
+                else '<span class="none">not built</span>')
+        cells = "".join(f"<td>{html.escape(f'{v:,}' if isinstance(v, int) else str(v))}</td>" for v in row)
+        body.append(f"<tr><td>{link}</td>{cells}</tr>")
+    desc = "\n".join(f"<dt>{html.escape(load_profile(n).label)}</dt><dd>{html.escape(load_profile(n).description or '-')}</dd>"
+                     for n in names)
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>glm-kv: the book per profile</title>
-<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:80em}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:right}}
-th{{background:#f4f4f4}}tbody th{{text-align:left}}</style></head><body>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>glm-kv: the book per profile</title>
+<style>body{{font-family:system-ui,-apple-system,"Segoe UI",Arial,"Noto Sans","Noto Sans CJK SC","Noto Sans SC",
+"WenQuanYi Micro Hei","PingFang SC","Microsoft YaHei",sans-serif;margin:1em auto;max-width:80em;padding:0 1em}}
+.scroll{{overflow-x:auto;max-width:100%}}table{{border-collapse:collapse;font-size:.85em}}
+td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:right;white-space:nowrap}}th{{background:#f4f4f4}}
+td:nth-child(2){{text-align:left;font-weight:600}}.none{{color:#888}}dt{{font-weight:600;margin-top:.5em}}</style></head><body>
 <h1>The three ledgers (三本账), per deployment profile</h1>
-<p>One book per profile; every figure is computed by <code>glm_kv</code> for that profile.</p>
-<ul>
-{links}
-</ul>
-<h2>The profiles side by side</h2>
-{table.to_html(escape=True)}
+<p>Every shipped profile, computed from its plan by <code>glm_kv</code> whether or not its book was built.
+"Requests that fit" are requests of the profile's context length resident at once on one rank:
+the smallest of the requests asked for, the token slots over the context length and the mamba
+slots over the slots per request; "binding limit" names which. "(est.)" marks a profile that
+gives no memory: its weights are the engine's estimate on the named GPU.</p>
+<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>
+{"".join(body)}
+</tbody></table></div>
+<h2>What each profile is</h2>
+<dl>
+{desc}
+</dl>
 </body></html>
 """
     path = out_dir / "index.html"
@@ -449,12 +493,41 @@ th{{background:#f4f4f4}}tbody th{{text-align:left}}</style></head><body>
     return path
 
 
+def book_links(profiles: Sequence[str] | None, this_profile: str) -> "Html":
+    """Links from this book to the other books of the same ``glm-kv book`` run (OUT/<slug>/html/).
+
+    The committed book (built by ``jupyter-book build .``) belongs to no run: it says how to build
+    the others instead of linking to books that do not exist.
+    """
+    import html as _html
+
+    from .tables import Html
+
+    if not profiles:
+        return Html('<p class="glm-kv-books">Built alone (not by <code>glm-kv book</code>): build every '
+                    'profile\'s book with <code>glm-kv book</code>; <code>_build/profiles/index.html</code> '
+                    'then links them.</p>', "no run: no links")
+    items = []
+    for p in profiles:
+        slug = _html.escape(profile_slug(p))
+        here = " (this book)" if p == this_profile else ""
+        items.append(f'<li><a href="../../../{slug}/html/index.html">{slug}</a>{here}</li>')
+    return Html('<p class="glm-kv-books">The books of this run (and <a href="../../../index.html">the '
+                'index of every profile</a>):</p><ul>' + "".join(items) + "</ul>",
+                ", ".join(profile_slug(p) for p in profiles))
+
+
 def refresh_committed(root: str | Path | None = None, *, kernel_name: str = "python3",
-                      progress: bool = True) -> list[Path]:
-    """Re-execute the committed notebooks in place for the default profile (no injected cell)."""
+                      progress: bool = True, only: Sequence[str] | None = None) -> list[Path]:
+    """Re-execute the committed notebooks in place for the default profile (no injected cell).
+
+    ``only``: notebook stems to refresh (default: every notebook of the table of contents).
+    """
     root = find_root(root)
     _kernel_env(root)
     notebooks = toc_notebooks(root)
+    if only is not None:
+        notebooks = [n for n in notebooks if n.stem in set(only)]
     bar = _progress(len(notebooks), progress)
     try:
         _execute_all(root, notebooks, {}, slug="default", label="default", bar=bar,

@@ -61,6 +61,76 @@ def comparison_table(profiles: Sequence[str]):
 
 
 
+def capacity_plan(profile, node_gpus: int = 8):
+    """(plan with a capacity, how the memory was found) for any profile.
+
+    A profile that gives ``available_bytes`` or ``weights_bytes`` is planned as it is. One that
+    does not is planned on its GPU (H200 when it names none) with the weights the engine
+    estimates for the model split over ``max(tp_size, node_gpus)`` GPUs (an FP8 checkpoint on an
+    eight-GPU node), and the second value says so: the book never shows an estimate unlabelled.
+    """
+    from ..inputs.model import load_model
+    from ..ledgers.memory import estimate_weight_bytes
+    from ..ledgers.plan import compute_plan
+
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    plan = compute_plan(prof)
+    if plan.capacity is not None:
+        return plan, plan.capacity.available_source
+    weights = estimate_weight_bytes(load_model(prof.model), max(prof.tp_size, node_gpus))
+    over = {"weights_bytes": weights, "gpu": prof.gpu or "H200"}
+    plan = compute_plan(make_profile({**prof.model_dump(), **over}))
+    return plan, (f"ESTIMATED: the profile gives no memory; weights {fmt_bytes(weights)} per rank "
+                  f"(the model over {max(prof.tp_size, node_gpus)} GPUs) on {over['gpu']}")
+
+
+def profile_overview(profiles: Sequence[str]):
+    """One row per profile, one column per figure a deployment is chosen by (for the comparison page).
+
+    Every value comes from the profile's plan (``capacity_plan``: estimated memory is marked
+    "est."), and the requests that fit from ``glm_kv.ledgers.derivations.requests_fit``.
+    Drawn on by book/profiles.ipynb and the ``glm-kv book`` index page (runner.write_index).
+    """
+    import pandas as pd
+
+    from ..ledgers.derivations import binding_at_context, requests_fit
+
+    rows = []
+    for name in profiles:
+        try:
+            plan, how = capacity_plan(name)
+        except ProfileError as e:  # SGLang would refuse it: say so in its row, keep the others
+            rows.append({"profile": load_profile(name).label, "binding limit": f"refused: {e}"})
+            continue
+        est = how.startswith("ESTIMATED")
+        cap, par, pr = plan.capacity, plan.parallel, plan.profile
+        fit = requests_fit(plan)
+        mark = " (est.)" if est else ""
+        rows.append({
+            "profile": pr.label,
+            "GPU": (pr.gpu or "-") + mark,
+            "requests that fit per rank": f"{int(fit.value):,}{mark}",
+            "binding limit": binding_at_context(plan),
+            "context": pr.context_length,
+            "tokens per rank": f"{cap.max_total_num_tokens:,}{mark}",
+            "mamba slots per rank": f"{cap.max_mamba_cache_size:,}{mark}",
+            "SGLang's request cap": cap.max_running_requests_per_worker,
+            "B per token": plan.token.cell_size_bytes,
+            "KDA slots per request": plan.request.slots_per_request,
+            "KDA B per request": plan.request.state_bytes_per_request,
+            "tp / dp / attn_tp": f"{pr.tp_size} / {pr.dp_size} / {par.attn_tp_size}",
+            "KV dtype, row": f"{plan.token.kv_cache_dtype}, {plan.token.kv_layout}",
+            "SGLang": pr.sglang_layout,
+            "HiCache DRAM per rank": fmt_bytes(plan.host.total_host_bytes) if plan.host.enabled else "off",
+        })
+    return pd.DataFrame(rows, dtype=object).fillna("-")
+
+
+def profile_descriptions(profiles: Sequence[str]) -> "Html":
+    """Each profile's own description, as a definition list (descriptions are sentences)."""
+    return definitions([(load_profile(p).label, load_profile(p).description or "-") for p in profiles])
+
+
 # ------------------------------------------------------------------------------------------------
 # Helpers the chapters call (display and shaping only: every number comes from glm_kv)
 # ------------------------------------------------------------------------------------------------
@@ -112,17 +182,124 @@ def plan_variants(profile, variants: dict, columns: dict):
     return df
 
 
-def show(df):
-    """A copy of ``df`` for reading: integers with thousands separators (the data stays numeric elsewhere)."""
+def show(df, *, caption: str | None = None) -> "Table":
+    """``df`` for reading: integers with thousands separators, no 0..n index, never truncated.
+
+    A named index (``variant``, ``figure``) becomes the first column; a plain 0..n index is
+    dropped. The table renders as HTML inside its own horizontally scrolling box, so a wide
+    table never widens the page (the data stays numeric in ``df`` itself).
+    """
     import pandas as pd
 
     out = df.copy()
+    if isinstance(out.index, pd.RangeIndex) or out.index.name is None and list(out.index) == list(range(len(out))):
+        out = out.reset_index(drop=True)
+        keep_index = False
+    else:
+        keep_index = True
     for col in out.columns:
         if pd.api.types.is_integer_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
             out[col] = out[col].map(lambda v: f"{v:,}")
         elif out[col].dtype == object:
             out[col] = out[col].map(lambda v: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v)
-    return out.astype(object).where(out.notna(), "-")
+    out = out.astype(object).where(out.notna(), "-")
+    if keep_index:
+        if out.index.name is None:
+            out.index.name = ""  # row labels (a transposed table): no "index" header
+        out = out.reset_index()
+    return Table(out, caption=caption)
+
+
+class Table:
+    """A display-only table: HTML in a scrolling box (no index, no truncation), text for terminals."""
+
+    def __init__(self, df, caption: str | None = None):
+        self.df = df
+        self.caption = caption
+
+    def _repr_html_(self) -> str:
+        import html as _html
+
+        def cell(v, tag="td"):
+            text = _html.escape(_cell_text(v))
+            num = bool(_NUMERIC.match(text))
+            return f'<{tag} class="{"num" if num else "text"}">{text}</{tag}>'
+
+        head = "".join(f"<th>{_html.escape(str(c))}</th>" for c in self.df.columns)
+        body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>"
+                       for row in self.df.itertuples(index=False, name=None))
+        # the caption sits above the scrolling box, so it wraps with the page instead of scrolling
+        cap = f'<p class="glm-kv-caption">{_html.escape(self.caption)}</p>' if self.caption else ""
+        return (f'{cap}<div class="glm-kv-table"><table><thead><tr>{head}</tr></thead>'
+                f"<tbody>{body}</tbody></table></div>")
+
+    def __repr__(self) -> str:
+        return self.df.to_string(index=False, max_colwidth=None)
+
+    def __len__(self) -> int:
+        return len(self.df)
+
+
+def _cell_text(v) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(str, v)) if not isinstance(v, tuple) else "(" + ", ".join(map(str, v)) + ")"
+    return str(v)
+
+
+_NUMERIC = __import__("re").compile(r"^[-+]?[\d,]+(\.\d+)?( ?[KMG]i?B| B| %)?$")
+
+
+class Html:
+    """Literal HTML computed by glm_kv (a definition list, a figure): shown as is in the book."""
+
+    def __init__(self, html: str, text: str = ""):
+        self.html, self.text = html, text
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        return self.text or "<html>"
+
+
+def definitions(items, *, css: str = "glm-kv-dl") -> Html:
+    """Explanations as a definition list (term -> description): they wrap, never truncate.
+
+    ``items``: (term, description) pairs, or (term, description, note) triples; text is escaped.
+    """
+    import html as _html
+
+    parts, text = [], []
+    for item in items:
+        term, desc, *note = item
+        parts.append(f"<dt>{_html.escape(str(term))}</dt><dd>{_html.escape(str(desc))}"
+                     + (f'<br><span class="note">{_html.escape(str(note[0]))}</span>' if note and note[0] else "")
+                     + "</dd>")
+        text.append(f"{term}: {desc}")
+    return Html(f'<dl class="{css}">' + "".join(parts) + "</dl>", "\n".join(text))
+
+
+def derivation_block(plan, names=None, groups=None, extra=()) -> Html:
+    """The plan's derivations (``glm_kv.ledgers.derivations``) as displayed equations with numbers.
+
+    Each shows the formula in SGLang's names, the same formula with this profile's numbers,
+    and the value; all three come from one expression, and tests check the value against the plan.
+    A wide equation scrolls inside the block, never the page. Chapters 1, 2, 3, 5 and 6 show it.
+    """
+    import html as _html
+
+    from ..ledgers.derivations import GROUPS, derivations
+
+    ds = derivations(plan, tuple(GROUPS) if groups is None else groups)
+    if names is not None:
+        by = {d.name: d for d in ds}
+        ds = [by[n] for n in names if n in by]
+    ds = [*ds, *extra]  # derivations made for a question (``requests_fit(plan, context)``)
+    html = "".join(f'<div class="glm-kv-eq"><p class="what">{_html.escape(d.what)}</p>{d.mathml()}</div>'
+                   for d in ds)
+    return Html(f'<div class="glm-kv-derivations">{html}</div>', "\n".join(d.text() for d in ds))
 
 
 def measured_buffers(report, names: Sequence[str] | None = None):
@@ -141,14 +318,47 @@ def measured_buffers(report, names: Sequence[str] | None = None):
     return pd.DataFrame(rows)
 
 
-def measured_per_unit(report):
-    """The report's linear checks: measured bytes per token / slot vs the ledger's figure."""
+def measured_per_unit(report) -> "Html":
+    """The report's linear checks: measured bytes per token / slot vs the ledger's figure.
+
+    Numbers in the table; what a row means (the ledger figure it is checked against, or why a
+    group does not grow) underneath as a definition list.
+    """
     import pandas as pd
 
-    return pd.DataFrame([{"what grows": l["group"], "per": l["unit"], "sizes": tuple(l["sizes"]),
-                          "bytes at those sizes": tuple(l["bytes"]), "measured per unit": l["measured_per_unit"],
-                          "ledger per unit": l["ledger_per_unit"], "ledger figure": l["ledger_source"],
-                          "match": l["match"]} for l in report.linear])
+    rows, notes = [], []
+    for l in report.linear:
+        rows.append({"what grows": l["group"], "per": l["unit"],
+                     "sizes": " → ".join(f"{v:,}" for v in l["sizes"]),
+                     "bytes at those sizes": " → ".join(f"{v:,}" for v in l["bytes"]),
+                     "measured per unit": l["measured_per_unit"],
+                     "ledger per unit": l["ledger_per_unit"], "match": l["match"]})
+        notes.append((l["group"], f"checked against {l['ledger_source']}" if " " not in l["ledger_source"]
+                      else l["ledger_source"]))
+    table = show(pd.DataFrame(rows))
+    return Html(table._repr_html_() + definitions(notes).html, repr(table))
+
+
+def measured_full_profile(report) -> "Html":
+    """The full profile's pools as measured per unit x count (or allocated), against the plan.
+
+    The formula and byte counts in the table; where the count came from and why a group differs
+    from the plan's pool bytes as notes underneath.
+    """
+    import pandas as pd
+
+    rows, notes = [], []
+    for f in report.full_profile:
+        plan_bytes = f.get("plan_token_pool_bytes") if f["group"] == "token" else f.get("plan_mamba_pool_bytes")
+        rows.append({"group": f["group"], "count": f["count"], "bytes": f["bytes"], "formula": f["formula"],
+                     "plan's pool bytes": int(plan_bytes) if plan_bytes == plan_bytes and plan_bytes is not None else None,
+                     "difference": f.get("difference")})
+        note = f"{f['label']}; count from {f['count_source']}"
+        if f.get("difference_note") and f.get("difference_note") == f.get("difference_note"):
+            note += f". The difference: {f['difference_note']}"
+        notes.append((f["group"], note))
+    table = show(pd.DataFrame(rows, dtype=object))
+    return Html(table._repr_html_() + definitions(notes).html, repr(table))
 
 
 def measured_slope(report, prefix: str | tuple[str, ...]) -> int:
@@ -253,3 +463,102 @@ def agreement_report(path: str | Path):
                                for m in (p.get("mismatches") or [])],
                               columns=["profile", "key", "sglang", "engine", "explanation"])
     return summary, profiles, mismatches
+
+
+# ------------------------------------------------------------------------------------------------
+# The device a chapter measures on (the `device` parameter: "auto" = CUDA when available)
+# ------------------------------------------------------------------------------------------------
+
+def resolve_device(device: str | None) -> str:
+    """"auto" (or None) is CUDA when ``torch.cuda.is_available()``, else the CPU; else as given."""
+    from ..tensors.memory_pool import default_device
+
+    return default_device() if device in (None, "auto") else device
+
+
+def measured_on(report) -> "Html":
+    """Where a ``measure_profile`` report ran, and on CUDA each allocation's
+    ``torch.cuda.memory_allocated()`` delta against the storages the ledger predicts."""
+    import pandas as pd
+
+    rows = []
+    for i, a in enumerate(report.allocations):
+        cuda = a.cuda_allocated_delta is not None
+        rows.append({"allocation": i + 1, "device": a.device,
+                     "tokens": a.sizes.get("tokens"), "mamba slots": a.sizes.get("mamba_slots"),
+                     "storage bytes": a.device_storage_bytes,
+                     "cuda memory_allocated delta": a.cuda_allocated_delta if cuda else "n/a (not CUDA)",
+                     "ledger, 512 B blocks": a.cuda_expected_delta if cuda else "n/a",
+                     "all buffers match": a.ok})
+    table = show(pd.DataFrame(rows), caption=f"measured on {report.device} ({report.cuda})")
+    return Html(f'<div class="glm-kv-measured" data-device="{report.device}">{table._repr_html_()}</div>',
+                f"measured on {report.device}\n{table!r}")
+
+
+def on_device(device: str) -> Html:
+    """One line naming where a chapter's tensors were allocated (the GPU workflow reads it)."""
+    import html as _html
+
+    name = device
+    if device.startswith("cuda"):
+        import torch
+
+        name = f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+    return Html(f'<p class="glm-kv-measured" data-device="{_html.escape(device)}">Tensors allocated on '
+                f"<strong>{_html.escape(name)}</strong>.</p>", f"measured on {device}")
+
+
+def capacity_summary(plan, how: str) -> dict:
+    """Chapter 6's answer for one rank, as glue values; the takeaway sentence follows the numbers.
+
+    ``plan`` has a capacity (``capacity_plan``); ``how`` says where its memory figure came from.
+    Drawn on by notebooks/06_capacity.ipynb.
+    """
+    from ..ledgers.derivations import binding_at_context, requests_fit
+
+    cap, req = plan.capacity, plan.request
+    fit = requests_fit(plan)
+    n_fit, binding = int(fit.value), binding_at_context(plan)
+    ctx = plan.profile.context_length
+    requested = cap.requested_max_running_requests_per_worker
+    mamba_cap = cap.max_mamba_cache_size // req.slots_per_request
+    token_cap = cap.max_total_num_tokens // ctx
+    if binding == "tokens":
+        verdict = (f"the token pool binds first: {n_fit:,} requests of {ctx:,} tokens fit per rank, "
+                   f"fewer than the {mamba_cap:,} the mamba pool would hold and the {requested:,} asked for")
+    elif binding == "mamba":
+        verdict = (f"the mamba pool binds first: {n_fit:,} requests per rank "
+                   f"({cap.max_mamba_cache_size:,} state slots / {req.slots_per_request}), fewer than the "
+                   f"{token_cap:,} the token pool holds at {ctx:,} tokens and the {requested:,} asked for")
+    else:
+        verdict = (f"neither pool binds: the {requested:,} requests asked for fit per rank "
+                   f"(the token pool holds {token_cap:,} at {ctx:,} tokens, the mamba pool {mamba_cap:,})")
+    # numbers glue as ints (``{glue:text}`cap_tokens:,```): a "6,370,368" string would be read back
+    # by myst-nb's glue role as a tuple
+    return {"cap_tokens": int(cap.max_total_num_tokens), "cap_mamba_slots": int(cap.max_mamba_cache_size),
+            "cap_fit": n_fit, "cap_binding": binding, "cap_requested": int(requested),
+            "cap_sglang": int(cap.max_running_requests_per_worker), "cap_token_cap": int(token_cap),
+            "cap_mamba_cap": int(mamba_cap), "cap_how": how, "cap_verdict": verdict,
+            "cap_available": fmt_bytes(cap.available_bytes), "cap_gpu": plan.profile.gpu or "-"}
+
+
+def capacity_table(plan):
+    """The pools SGLang sizes for this plan, one row per figure (numbers only; the words are in prose)."""
+    import pandas as pd
+
+    from ..ledgers.derivations import requests_fit
+
+    c = plan.capacity
+    rows = [("bytes left for the pools (rest)", fmt_bytes(c.available_bytes)),
+            ("mamba pool budget", fmt_bytes(c.mamba_budget_bytes)),
+            ("max_mamba_cache_size (state slots)", f"{c.max_mamba_cache_size:,}"),
+            ("mamba pool", fmt_bytes(c.mamba_pool_bytes)),
+            ("token pool budget", fmt_bytes(c.token_pool_budget_bytes)),
+            ("max_total_num_tokens", f"{c.max_total_num_tokens:,}"),
+            ("token pool", fmt_bytes(c.token_pool_bytes)),
+            ("max_running_requests asked for (per worker)", f"{c.requested_max_running_requests_per_worker:,}"),
+            ("SGLang's max_running_requests (per worker)", f"{c.max_running_requests_per_worker:,}"),
+            ("SGLang's binding limit", c.binding_limit),
+            (f"requests that fit at {plan.profile.context_length:,} tokens", f"{int(requests_fit(plan).value):,}")]
+    return show(pd.DataFrame(rows, columns=["figure", "value"]))
+

@@ -1,12 +1,32 @@
-"""Read a pasted ``python -m sglang.launch_server ...`` command into profile fields."""
+"""Read a pasted ``python -m sglang.launch_server ...`` command into profile fields.
+
+Parsed the way SGLang's own argparse parser would take it, so a command SGLang refuses is
+refused here too, with the flag named: a switch given a value (``--enable-dp-attention=false``),
+a single-dash or en-dash flag (``-tp 8``, ``–tp 8``), a stray word, a flag 0.5.23 does not have
+(``--mamba-scheduler-strategy``, plain ``--cuda-graph-max-bs``), a value of the wrong type or
+outside SGLang's choices. With ``layout="0.5.23"`` every flag is checked against the 0.5.23
+parser's full list (``data/sglang-0.5.23-flags.json``), including argparse's unique-prefix
+abbreviations (``--tp`` is ``--tp-size``); flags that do not change memory are returned as ignored.
+"""
 from __future__ import annotations
 
+import json
+import math
+import re
 import shlex
-from typing import Any
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
 
-from ..errors import ProfileError
+from ..errors import ProfileError, shown
+from .profile import (CP_STRATEGY_CHOICES, DISAGGREGATION_MODE_CHOICES, DSA_DECODE_CHOICES, DSA_PREFILL_CHOICES,
+                      LINEAR_ATTN_BACKEND_CHOICES, MAMBA_STRATEGY_CHOICES, MOE_A2A_BACKEND_CHOICES)
 
-# flag -> (profile field, kind). kind: "int", "float", "str", "flag" (store_true), "gb".
+COMMAND_MAX_CHARS = 100_000
+
+# flag -> (profile field, kind). kind: "int", "hint" (SGLang's human_readable_int), "float", "str",
+# "flag" (store_true).
 FLAGS: dict[str, tuple[str, str]] = {
     "--tp": ("tp_size", "int"), "--tp-size": ("tp_size", "int"),
     "--tensor-parallel-size": ("tp_size", "int"),
@@ -26,10 +46,10 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--disable-overlap-schedule": ("disable_overlap_schedule", "flag"),
     "--disable-radix-cache": ("disable_radix_cache", "flag"),
     "--max-running-requests": ("max_running_requests", "int"),
-    "--max-total-tokens": ("max_total_tokens", "int"),
+    "--max-total-tokens": ("max_total_tokens", "hint"),
     "--max-mamba-cache-size": ("max_mamba_cache_size", "int"),
     "--mamba-full-memory-ratio": ("mamba_full_memory_ratio", "float"),
-    "--context-length": ("context_length", "int"),
+    "--context-length": ("context_length", "hint"),
     "--page-size": ("page_size", "int"),
     "--speculative-algorithm": ("speculative_algorithm", "str"),
     "--speculative-num-draft-tokens": ("speculative_num_draft_tokens", "int"),
@@ -37,76 +57,215 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--speculative-eagle-topk": ("speculative_eagle_topk", "int"),
     "--mem-fraction-static": ("mem_fraction_static", "float"),
     "--language-model-only": ("language_model_only", "flag"),
+    "--language-only": ("language_only", "flag"),
+    "--chunked-prefill-size": ("chunked_prefill_size", "int"),
+    "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs_decode", "int"),
+    "--moe-a2a-backend": ("moe_a2a_backend", "str"),
+    "--max-prefill-tokens": ("max_prefill_tokens", "hint"),
+    "--disaggregation-mode": ("disaggregation_mode", "str"),
+    "--enable-prefill-cp": ("enable_prefill_cp", "flag"),
+    "--cp-strategy": ("cp_strategy", "str"),
     "--enable-hierarchical-cache": ("enable_hierarchical_cache", "flag"),
     "--hicache-ratio": ("hicache_ratio", "float"),
     "--hicache-size": ("hicache_size", "int"),
     "--hicache-mem-layout": ("hicache_mem_layout", "str"),
     "--hicache-io-backend": ("hicache_io_backend", "str"),
 }
+# SGLang 0.5.23's argparse choices for the flags above that have them (the wheel's server_args).
+CHOICES: dict[str, tuple[str, ...]] = {
+    "kv_cache_dtype": ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"),
+    "dsa_prefill_backend": DSA_PREFILL_CHOICES, "dsa_decode_backend": DSA_DECODE_CHOICES,
+    "mamba_ssm_dtype": ("float32", "bfloat16", "float16"),
+    "linear_attn_backend": LINEAR_ATTN_BACKEND_CHOICES,
+    "mamba_scheduler_strategy": MAMBA_STRATEGY_CHOICES,
+    "moe_a2a_backend": MOE_A2A_BACKEND_CHOICES,
+    "disaggregation_mode": DISAGGREGATION_MODE_CHOICES,
+    "cp_strategy": CP_STRATEGY_CHOICES,
+    "hicache_mem_layout": ("layer_first", "page_first", "page_first_direct", "page_first_kv_split", "page_head"),
+    "hicache_io_backend": ("direct", "kernel", "kernel_ascend"),
+}
+# What 0.5.23 calls a flag the article's SGLang (or a habit) spells differently.
+RENAMED_IN_0523 = {
+    "--mamba-scheduler-strategy": "--mamba-radix-cache-strategy",
+    "--nsa-prefill-backend": "--dsa-prefill-backend",
+    "--nsa-decode-backend": "--dsa-decode-backend",
+    "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
+}
 ENV_VARS = {
     "SGLANG_MAMBA_SSM_DTYPE": ("mamba_ssm_dtype", "str"),
     "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK": ("mamba_skip_decode_lock", "bool"),
+    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": ("allow_overwrite_longer_context_len", "bool"),
 }
 ENTRY_POINTS = ("sglang.launch_server", "sglang serve", "sglang.launch_server.py")
+_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"   # hyphens, en/em dash, minus
+_NEGATIVE_NUMBER = re.compile(r"-\d+\Z|-\d*\.\d+\Z")
 
 
-def _convert(flag: str, kind: str, raw: str) -> Any:
+@lru_cache(maxsize=1)
+def sglang_0523_flags() -> dict[str, Any]:
+    """Every long option of SGLang 0.5.23's launch parser -> the words it takes (0, 1, '?', '*', '+')."""
+    path = Path(__file__).resolve().parent / "data" / "sglang-0.5.23-flags.json"
+    return json.loads(path.read_text())["flags"]
+
+
+def _resolve_0523(flag: str) -> str:
+    """argparse's lookup: the exact option, else the one option it abbreviates; else SGLang refuses."""
+    table = sglang_0523_flags()
+    if flag in table:
+        return flag
+    matches = [f for f in table if f.startswith(flag)]
+    if len(matches) == 1:
+        return matches[0]
+    hint = RENAMED_IN_0523.get(flag)
+    if matches:
+        more = ", ".join(matches[:4]) + (", ..." if len(matches) > 4 else "")
+        raise ProfileError(flag, f"ambiguous in SGLang 0.5.23 (could be {more}); it would not start"
+                                 + (f"; use {hint}" if hint else ""))
+    raise ProfileError(flag, "SGLang 0.5.23 has no such flag (its parser refuses it and the server does not "
+                             "start)" + (f"; 0.5.23 calls it {hint}" if hint else ""))
+
+
+def human_readable_int(flag: str, raw: str) -> int:
+    """SGLang's ``human_readable_int``: an integer, or SI (k, M, G, T) / IEC (Ki, Mi, Gi, Ti) suffixes."""
+    value = raw.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
+    if m and len(value) <= 40:
+        number, suffix = m.groups()
+        iec = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+        if suffix in iec:
+            if "." in number:
+                raise ProfileError(flag, f"decimals are not allowed with IEC suffixes, got {shown(raw)}")
+            return int(number) * iec[suffix]
+        try:
+            return int(Decimal(number) * {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[suffix])
+        except InvalidOperation:
+            pass
+    return _int(flag, raw)
+
+
+def _int(flag: str, raw: str) -> int:
+    if len(raw) > 40:
+        raise ProfileError(flag, f"expects an integer, got {shown(raw)}")
     try:
-        if kind == "int":
-            return int(raw)
-        if kind == "float":
-            return float(raw)
-        if kind == "bool":
-            return raw.strip().lower() in ("1", "true", "yes", "on")
+        return int(raw)  # what argparse's type=int does (so ' 8', '+8' and '8_000' pass, '8.0' does not)
     except ValueError:
-        raise ProfileError(flag, f"expects {'an integer' if kind == 'int' else 'a number'}, got {raw!r}") from None
+        raise ProfileError(flag, f"expects an integer, got {shown(raw)}") from None
+
+
+def _convert(flag: str, kind: str, raw: str, field: Optional[str] = None) -> Any:
+    if kind == "int":
+        return _int(flag, raw)
+    if kind == "hint":
+        return human_readable_int(flag, raw)
+    if kind == "float":
+        try:
+            value = float(raw) if len(raw) <= 400 else math.nan
+        except ValueError:
+            raise ProfileError(flag, f"expects a number, got {shown(raw)}") from None
+        if not math.isfinite(value):
+            raise ProfileError(flag, f"expects a finite number, got {shown(raw)}")
+        return value
+    if kind == "bool":  # SGLang's EnvBool
+        low = raw.lower()
+        if low in ("true", "1", "yes", "y"):
+            return True
+        if low in ("false", "0", "no", "n"):
+            return False
+        raise ProfileError(flag, f"is not a valid boolean (SGLang takes true/1/yes/y or false/0/no/n), "
+                                 f"got {shown(raw)}")
+    if field in CHOICES and raw not in CHOICES[field]:
+        raise ProfileError(flag, f"invalid choice {shown(raw)} (SGLang 0.5.23 takes: {', '.join(CHOICES[field])})")
     return raw
 
 
-def parse_launch_command(command: str) -> tuple[dict, list[str]]:
-    """Profile fields from a launch command, and the flags ignored as not affecting memory."""
+def _split(command: str) -> list[str]:
+    if not isinstance(command, str) or not command.strip():
+        raise ProfileError("--sglang-args", "is empty: paste a launch command such as "
+                                            "'python -m sglang.launch_server --model-path ... --tp-size 8'")
+    if len(command) > COMMAND_MAX_CHARS:
+        raise ProfileError("--sglang-args", f"is {len(command):,} characters long (at most {COMMAND_MAX_CHARS:,})")
+    if "\x00" in command:
+        raise ProfileError("--sglang-args", "contains a NUL byte")
     try:
-        words = shlex.split(command.replace("\\\n", " "))
+        return shlex.split(re.sub(r"\\\r?\n", " ", command))
     except ValueError as e:
         raise ProfileError("--sglang-args", f"cannot split the command ({e})") from None
-    joined = " ".join(words)
-    if not any(e in joined for e in ENTRY_POINTS):
-        raise ProfileError("--sglang-args", "expects a launch command such as "
-                                            "'python -m sglang.launch_server --model-path ... --tp 8'")
+
+
+def _entry_index(words: list[str]) -> int:
+    """Index of the first word after the entry point (``sglang.launch_server`` / ``sglang serve``)."""
+    for i, w in enumerate(words):
+        if w in ("sglang.launch_server", "sglang.launch_server.py") or w.endswith("/launch_server.py"):
+            return i + 1
+        if w == "serve" and i > 0 and words[i - 1].rsplit("/", 1)[-1] == "sglang":
+            return i + 1
+    raise ProfileError("--sglang-args", "expects a launch command such as "
+                                        "'python -m sglang.launch_server --model-path ... --tp-size 8'")
+
+
+def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[dict, list[str]]:
+    """Profile fields from a launch command, and the flags ignored as not affecting memory.
+
+    ``layout="0.5.23"`` checks every flag against SGLang 0.5.23's parser (unknown, ambiguous and
+    renamed flags are refused); otherwise flags glm-kv does not model are ignored as before.
+    """
+    words = _split(command)
+    start = _entry_index(words)
+    strict = layout == "0.5.23"
     fields: dict[str, Any] = {}
     ignored: list[str] = []
-    i = 0
+    for w in words[:start]:  # the launcher: env assignments, python, -m, ...
+        name, eq, raw = w.partition("=")
+        if eq and name in ENV_VARS:
+            field, kind = ENV_VARS[name]
+            fields[field] = _convert(name, kind, raw, field)
+    i = start
     while i < len(words):
         w = words[i]
         i += 1
-        if "=" in w and not w.startswith("-") and w.split("=", 1)[0] in ENV_VARS:
-            name, raw = w.split("=", 1)
-            field, kind = ENV_VARS[name]
-            fields[field] = _convert(name, kind, raw)
-            continue
+        if w[:1] in _DASHES or (w[:1] == "-" and w[1:2] in _DASHES):
+            raise ProfileError(shown(w, 40), "starts with a typographic dash (pasted from a document?): "
+                                             "SGLang would not recognize it; type it with '--'")
+        if not w.startswith("-") or w == "-" or _NEGATIVE_NUMBER.match(w):
+            raise ProfileError(shown(w, 40), "stray word in the launch command (not a flag or a flag's value): "
+                                             "SGLang refuses unrecognized arguments")
         if not w.startswith("--"):
-            continue
+            if w in ("-h",):
+                raise ProfileError(w, "asks SGLang for its help text; the server would not start")
+            raise ProfileError(shown(w, 40), "single-dash flag: SGLang 0.5.23 has no short options "
+                                             "(use e.g. --tp-size 8, not -tp 8)")
         flag, eq, inline = w.partition("=")
-        takes_value = flag not in FLAGS or FLAGS[flag][1] != "flag"
-        value = inline if eq else None
-        if takes_value and value is None and i < len(words) and not words[i].startswith("--"):
-            value = words[i]
-            i += 1
-        if flag in ("--model-path", "--model"):
-            if value is None:
+        canonical = _resolve_0523(flag) if strict else flag
+        if strict:
+            nargs = sglang_0523_flags()[canonical]
+        elif canonical in FLAGS:
+            nargs = 0 if FLAGS[canonical][1] == "flag" else 1
+        else:
+            nargs = sglang_0523_flags().get(canonical, "?")
+        values: list[str] = []
+        if eq:
+            if nargs == 0:
+                raise ProfileError(flag, f"is a switch and takes no value, got {shown(inline)} (SGLang refuses "
+                                         f"'{flag}={inline[:20]}'; leave the flag out to keep it off)")
+            values = [inline]
+        elif nargs != 0:
+            while i < len(words) and (not words[i].startswith("-") or _NEGATIVE_NUMBER.match(words[i])):
+                if words[i][:1] in _DASHES:
+                    break
+                values.append(words[i])
+                i += 1
+                if nargs in (1, "?"):
+                    break
+            if nargs in (1, "+") and not values:
                 raise ProfileError(flag, "needs a value")
-            fields["model"] = value
+        if canonical in ("--model-path", "--model"):
+            fields["model"] = values[0]
             continue
-        if flag not in FLAGS:
-            ignored.append(flag if value is None else f"{flag} {value}")
+        if canonical not in FLAGS:
+            ignored.append(" ".join([flag, *values]))
             continue
-        field, kind = FLAGS[flag]
-        if kind == "flag":
-            fields[field] = True
-            continue
-        if value is None:
-            raise ProfileError(flag, "needs a value")
-        fields[field] = _convert(flag, kind, value)
+        field, kind = FLAGS[canonical]
+        fields[field] = True if kind == "flag" else _convert(flag, kind, values[0], field)
     if "model" in fields and fields["model"].rstrip("/").lower().endswith("glm-5.3-flash"):
         fields["model"] = "glm-5.3-flash"
     return fields, ignored

@@ -16,6 +16,18 @@ from .profile import Profile
 
 ARTICLE_PAGE_SIZE = 64  # upstream f4de6abee6: DSATokenToKVPool asserts page_size == 64 on CUDA
 SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
+# ServerArgs.LANGUAGE_MODEL_ONLY_ARCHITECTURES (0.5.23): Glm5NextForConditionalGeneration is not one
+LANGUAGE_MODEL_ONLY_ARCHITECTURES = ("DeepseekV4ForCausalLM", "MuseGlimmerForConditionalGeneration",
+                                     "Cosmos3ForConditionalGeneration", "Cosmos3EdgeForConditionalGeneration")
+# architectures _handle_encoder_disaggregation accepts for --language-only / --encoder-only (0.5.23)
+ENCODER_DISAGG_ARCHITECTURES = (
+    "Qwen2VLForConditionalGeneration", "Qwen3VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "Qwen3OmniMoeForConditionalGeneration",
+    "Qwen2AudioForConditionalGeneration", "Qwen2_5OmniForConditionalGeneration", "Dots3NoteForCausalLM",
+    "KimiVLForConditionalGeneration", "KimiK25ForConditionalGeneration", "KimiK3ForConditionalGeneration",
+    "MiMoV2ForCausalLM", "Glm5NextForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration",
+    "MuseSparkForConditionalGeneration")
 
 
 @dataclass(frozen=True)
@@ -117,8 +129,36 @@ def validate_strategy(p: Profile, strategy: str, page_size: int) -> None:
                                                        "(--disable-overlap-schedule is incompatible)")
 
 
+def validate_caps(p: Profile, page_size: int, attn_dp: int) -> None:
+    """Caps that leave an empty pool whatever the memory (the capacity kernel refuses them too,
+    but only when the memory is known; these need no memory to be refused)."""
+    if p.max_total_tokens is not None and p.max_total_tokens < page_size:
+        raise ProfileError("max_total_tokens", f"{p.max_total_tokens:,} is smaller than one page of tokens "
+                                               f"({page_size}): the token pool would hold none")
+    cps = p.chunked_prefill_size  # validation_hook: "chunked_prefill_size must be divisible by page_size"
+    if cps is not None and cps > 0 and p.disaggregation_mode != "decode" and cps % page_size:
+        raise ProfileError("chunked_prefill_size", f"{cps:,} is not a multiple of the page size ({page_size}); "
+                                                   f"SGLang 0.5.23 refuses it at start-up")
+    if p.max_mamba_cache_size is not None and p.max_mamba_cache_size // attn_dp < 1:
+        raise ProfileError("max_mamba_cache_size", f"{p.max_mamba_cache_size:,} leaves no state slot per worker "
+                                                   f"once divided over the {attn_dp} DP-attention workers")
+
+
 def validate_combination(p: Profile, model: ModelConfig) -> None:
     """Combinations SGLang refuses at start-up, whatever the sizes."""
+    if p.language_model_only:  # handle_language_model_only (arg_groups/model_hook.py)
+        if p.language_only:
+            raise ProfileError("language_model_only", "cannot be combined with language_only")
+        if p.disaggregation_mode != "null":
+            raise ProfileError("language_model_only", "is incompatible with disaggregation_mode prefill/decode")
+        if not set(model.architectures) & set(LANGUAGE_MODEL_ONLY_ARCHITECTURES):
+            raise ProfileError("language_model_only", f"SGLang 0.5.23 does not support it for "
+                                                      f"{list(model.architectures)} (supported: "
+                                                      f"{', '.join(LANGUAGE_MODEL_ONLY_ARCHITECTURES)}); "
+                                                      f"the server would not start")
+    if p.language_only and model.architectures and model.architectures[0] not in ENCODER_DISAGG_ARCHITECTURES:
+        raise ProfileError("language_only", f"SGLang 0.5.23 does not support encoder disaggregation for "
+                                            f"{model.architectures[0]}")
     if p.enable_hierarchical_cache and p.disable_radix_cache:
         raise ProfileError("enable_hierarchical_cache", "HiCache and disable_radix_cache are mutually "
                                                         "exclusive (HiCache lives on the radix tree)")
@@ -137,8 +177,18 @@ def validate_combination(p: Profile, model: ModelConfig) -> None:
 
 
 def resolve_context_length(profile: Profile, model: ModelConfig) -> Profile:
-    """SGLang's context_len: --context-length when given, else the model's max_position_embeddings."""
+    """SGLang's context_len: --context-length when given, else the model's max_position_embeddings.
+
+    Longer than the model's maximum is a start-up error (``ModelConfig._derive_context_length``)
+    unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (``allow_overwrite_longer_context_len``).
+    """
     if profile.context_length is not None:
+        if (profile.context_length > model.max_position_embeddings
+                and not profile.allow_overwrite_longer_context_len):
+            raise ProfileError("context_length", f"{profile.context_length:,} is longer than the model's "
+                                                 f"max_position_embeddings ({model.max_position_embeddings:,}); "
+                                                 f"SGLang refuses it unless SGLANG_ALLOW_OVERWRITE_LONGER_"
+                                                 f"CONTEXT_LEN=1 (allow_overwrite_longer_context_len: true)")
         return profile
     return profile.model_copy(update={"context_length": model.max_position_embeddings})
 
@@ -147,6 +197,10 @@ def resolve(p: Profile) -> ServerArgs:
     """Resolve a validated profile once; raises ProfileError for what SGLang refuses at start-up."""
     model = load_model(p.model)
     p = resolve_context_length(p, model)
+    if getattr(p, "disaggregation_mode", "null") == "decode" and not p.disable_radix_cache:
+        # handle_pd_disaggregation (pd_disaggregation_hook.py): a 0.5.23 decode server runs
+        # without the radix cache (no --disaggregation-decode-enable-radix-cache modelled)
+        p = p.model_copy(update={"disable_radix_cache": True})
     validate_combination(p, model)
     gpu = resolve_gpu(p)
     kv_dtype = resolve_kv_dtype(p, gpu)
@@ -155,6 +209,7 @@ def resolve(p: Profile) -> ServerArgs:
     strategy = resolve_strategy(p, page)
     validate_strategy(p, strategy, page)
     attn_dp = p.dp_size if p.enable_dp_attention else 1
+    validate_caps(p, page, attn_dp)
     mrr = effective_max_running_requests(p)
     return ServerArgs(
         profile=p, model=model, gpu=gpu, kv_cache_dtype=kv_dtype, dsa_prefill_backend=prefill,

@@ -25,14 +25,17 @@ SOURCE_LABELS = ("budget", "max_mamba_cache_size", "max_running_requests")
 REFUSALS: dict[int, tuple[str, str]] = {
     1: ("max_mamba_cache_size", "leaves no state slot per worker once divided over the DP-attention workers"),
     2: ("available_bytes", "not enough memory for the hybrid state cache (not one state slot fits the "
-                           "mamba budget)"),
-    3: ("max_mamba_cache_size", "its state slots leave nothing for the token pool"),
-    4: ("available_bytes", "nothing is left for the token pool after the mamba pool"),
+                           "mamba budget); the memory is available_bytes, or what gpu/memory_bytes, "
+                           "mem_fraction_static and weights_bytes leave"),
+    3: ("max_mamba_cache_size", "its state slots leave nothing for the token pool (lower max_mamba_cache_size)"),
+    4: ("available_bytes", "nothing is left for the token pool after the mamba pool; the memory is "
+                           "available_bytes, or what gpu/memory_bytes, mem_fraction_static and weights_bytes leave"),
     5: ("max_total_tokens", "is smaller than one page of tokens"),
     6: ("available_bytes", "not enough memory for one page of tokens "
                            "(increase mem_fraction_static or available_bytes)"),
     7: ("max_mamba_cache_size", "is too small to serve one request (fewer slots than slots_per_request)"),
-    8: ("available_bytes", "the hybrid state cache is too small to serve any request"),
+    8: ("available_bytes", "the hybrid state cache is too small to serve any request (increase "
+                           "available_bytes or mem_fraction_static, or raise mamba_full_memory_ratio)"),
 }
 
 
@@ -107,7 +110,9 @@ def pool_sizes(rest_gib, *, slot, slots_per_request, cell_size, page_size, draft
         mmc_i = np.where(src_mmc, mmc, 0).astype(np.int64)
         src_radix = ~src_mmc & radix_off & has_requests
         K = np.where(src_mmc, mmc_i // attn_dp, np.where(src_radix, per_worker, k_budget))
-        capped = np.minimum(per_worker, np.where(src_mmc, mmc_i, K) // ratio)
+        # SGLang overrides max_mamba_cache_size with the per-DP-worker value first, then caps the
+        # speculative scratch with it: the DIVIDED value (K), never the flag as given.
+        capped = np.minimum(per_worker, K // ratio)
     if no_spec:
         scratch = np.int64(0)
     else:

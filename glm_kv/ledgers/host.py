@@ -1,11 +1,26 @@
-"""HiCache's host (DRAM) side: which HostPoolGroup entries exist, their rows and sizes."""
+"""HiCache's host (DRAM) side: which HostPoolGroup entries exist, their rows and sizes.
+
+0.5.23 sizes the hybrid host pools in ``build_hybrid_mamba_stack``
+(mem_cache/hybrid_cache/hybrid_pool_assembler.py): ``--hicache-size`` (GB = 10^9) is split over
+the KV and mamba host pools in proportion to their device bytes (``_split_hicache_size``); without
+it each pool takes ``device capacity x hicache_ratio``. With neither ratio nor size the ratio is
+auto-sized from host RAM (``hicache_auto_size.auto_size_hicache``). Under MTP the host KV and
+indexer pools pack the draft layer too. The indexer sidecar comes on top of the split.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import ProfileError
 from ..inputs.model import ModelConfig
-from ..units import GB, index_page_count
+from ..units import GB, GiB, index_page_count
 from .token import TokenLedger
+
+DEFAULT_HICACHE_RATIO = 2.0                 # handle_hicache_ratio_default (cache mode)
+HICACHE_HOST_MEMORY_FRACTION = 0.8          # --hicache-host-memory-fraction default
+HICACHE_HOST_MEMORY_RESERVE_BYTES = 10 * GiB   # pool_host/base.py: RAM left to the OS
+ALLOCATION_SLACK_FRACTION = 0.05            # hicache_auto_size._ALLOCATION_SLACK_FRACTION
+MAMBA_HOST_LAYOUTS = ("page_first", "page_first_direct", "page_first_kv_split")
 
 
 @dataclass(frozen=True)
@@ -26,6 +41,18 @@ class HostLedger:
     mamba_host_slots: int | None = None
     mamba_host_bytes: int | None = None
     total_host_bytes: int | None = None
+    # contract names (plan-contract "Additions"), appended
+    kv_tokens: int | None = None
+    kv_bytes: int | None = None
+    indexer_bytes: int | None = None
+    mamba_slots: int | None = None
+    mamba_bytes: int | None = None
+    total_bytes: int | None = None
+    hicache_ratio: float | None = None
+    hicache_ratio_source: str | None = None   # "profile", "default", "auto-size"
+    kv_layers: int | None = None
+    indexer_logged_bytes: int | None = None   # what the "Allocating ... DSA indexer" line prints
+    device_bytes: int | None = None           # device pools the ratio / size split is taken over
 
 
 HOST_POOL_CLASSES = {"kv": "MLATokenToKVPoolHost", "indexer": "DSAIndexerPoolHost",
@@ -37,7 +64,7 @@ def host_entries(layout: str) -> tuple[str, ...]:
     return ("kv", "mamba") if layout == "article" else ("kv", "indexer", "mamba")
 
 
-def host_size(device_capacity: int, page_size: int, ratio: float, size_gb: int, per_unit: int) -> int:
+def host_size(device_capacity: int, page_size: int, ratio: float, size_gb: float, per_unit: int) -> int:
     """``HostKVCache`` sizing: hicache_size (GB) wins over hicache_ratio; one extra page."""
     if size_gb > 0:
         size = int(size_gb * GB // per_unit)
@@ -46,13 +73,57 @@ def host_size(device_capacity: int, page_size: int, ratio: float, size_gb: int, 
     return (size // page_size + 1) * page_size
 
 
+def device_kv_bytes(tokens: int, token: TokenLedger, layers: int) -> int:
+    """``DSATokenToKVPool.get_kv_size_bytes``: KV rows (size + page) + index pages, per layer."""
+    rows = (tokens + token.page_size) * token.kv_row_bytes
+    index = index_page_count(tokens, token.page_size) * token.indexer_page_bytes if token.indexer_bytes_per_token else 0
+    return layers * (rows + index)
+
+
+def explicit_ratio(p) -> bool:
+    """Did the user give --hicache-ratio? (SGLang's field default is None.)"""
+    fields_set = getattr(p, "model_fields_set", None)
+    return fields_set is None or "hicache_ratio" in fields_set
+
+
+def auto_ratio(device_bytes: int, host_memory_bytes: int, ranks_per_host: int) -> tuple[float, int]:
+    """``auto_size_hicache``: (ratio, per-rank budget) from the machine's free RAM."""
+    budget = int((host_memory_bytes - HICACHE_HOST_MEMORY_RESERVE_BYTES) // max(ranks_per_host, 1)
+                 * HICACHE_HOST_MEMORY_FRACTION)
+    ratio = min(DEFAULT_HICACHE_RATIO, budget * (1 - ALLOCATION_SLACK_FRACTION) / device_bytes)
+    if ratio <= 0:
+        raise ProfileError("host_memory_bytes", "no host memory is left for HiCache after the 10 GiB "
+                                                "reserve; give hicache_ratio or hicache_size")
+    return ratio, budget
+
+
+def validate_host(p) -> None:
+    """Host-side combinations 0.5.23 refuses for this hybrid model."""
+    if not p.enable_hierarchical_cache or p.sglang_layout == "article":
+        return
+    if p.hicache_mem_layout not in MAMBA_HOST_LAYOUTS:
+        raise ProfileError("hicache_mem_layout", f"{p.hicache_mem_layout!r} fails MambaPoolHost's layout "
+                                                 f"assert in SGLang 0.5.23 (page_first or page_first_direct)")
+    if getattr(p, "disaggregation_mode", "null") == "decode":
+        raise ProfileError("enable_hierarchical_cache", "a decode server disables the radix cache, and HiCache "
+                                                        "needs it (SGLang 0.5.23 refuses the two together)")
+
+
 def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
-                device_tokens: int | None, device_slots: int | None) -> HostLedger:
+                device_tokens: int | None, device_slots: int | None, *,
+                mamba_device_bytes: int | None = None, draft_layers: int = 0) -> HostLedger:
+    """The host pool group; sizes when HiCache is on and the device pools are known.
+
+    ``mamba_device_bytes``: the device mamba pool's bytes (slots + 1, plus the speculative
+    intermediate buffers); ``draft_layers``: MTP layers packed into the host KV / indexer pools.
+    """
+    validate_host(p)
     entries = host_entries(p.sglang_layout)
     if p.sglang_layout == "article":
         # build_kv_host_pool passes no override_kv_cache_dim: 512 elements even for a 528 device row.
         row = (model.kv_lora_rank + model.qk_rope_head_dim) * token.kv_item_bytes
         indexer = 0
+        draft_layers = 0
     else:
         row = token.kv_row_bytes
         indexer = token.indexer_bytes_per_token
@@ -62,14 +133,43 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
                   kv_bytes_per_token=kv_per_token, kv_page_size=token.page_size,
                   indexer_bytes_per_token=indexer, mamba_slot_bytes=slot_bytes, mamba_page_size=1,
                   mem_layout=p.hicache_mem_layout)
-    if p.enable_hierarchical_cache and device_tokens is not None:
-        tokens = host_size(device_tokens, token.page_size, p.hicache_ratio, p.hicache_size, kv_per_token)
-        slots = host_size(device_slots, 1, p.hicache_ratio, p.hicache_size, slot_bytes)
-        kv_b, mamba_b = tokens * kv_per_token, slots * slot_bytes
-        # DSAIndexerPoolHost allocates (size + page + 1) // page pages of page_size // kpool rows.
-        idx_pages = index_page_count(tokens, token.page_size)
-        idx_b = idx_pages * token.indexer_page_bytes * len(model.dsa_indexed_layers) if indexer else 0
-        ledger.update(kv_host_tokens=tokens, kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
-                      mamba_host_slots=slots, mamba_host_bytes=mamba_b,
-                      total_host_bytes=kv_b + idx_b + mamba_b)
+    if not (p.enable_hierarchical_cache and device_tokens is not None):
+        return HostLedger(**ledger)
+    layers = token.num_full_layers + draft_layers
+    kv_spt = row * layers
+    idx_layers = (len(model.dsa_indexed_layers) + draft_layers) if indexer else 0
+    mamba_dev = mamba_device_bytes if mamba_device_bytes is not None else (device_slots + 1) * slot_bytes
+    kv_dev = device_kv_bytes(device_tokens, token, token.num_full_layers)
+    # a packed draft adds its own device pool's bytes to the auto-size total (one slot per target slot)
+    draft_dev = device_kv_bytes(device_tokens, token, draft_layers) if draft_layers else 0
+    size_gb = p.hicache_size
+    ratio, ratio_src = p.hicache_ratio, "profile"
+    if size_gb > 0:
+        ratio_src = "unused (hicache_size)"
+    elif not explicit_ratio(p):
+        host_mem = getattr(p, "host_memory_bytes", None)
+        if host_mem is not None:
+            ratio, _ = auto_ratio(kv_dev + mamba_dev + draft_dev, host_mem, getattr(p, "ranks_per_host", None) or 1)
+            ratio_src = "auto-size"
+        else:
+            ratio, ratio_src = DEFAULT_HICACHE_RATIO, "default"
+    if p.sglang_layout == "article":   # sized as before 0.5.23: the ratio as given, the size to each pool
+        ratio, ratio_src = p.hicache_ratio, "profile"
+    kv_share = mamba_share = float(size_gb) if p.sglang_layout == "article" else 0.0
+    if size_gb > 0 and p.sglang_layout != "article":   # _split_hicache_size over (KV + index) and mamba device bytes
+        kv_share = size_gb * kv_dev / (kv_dev + mamba_dev)
+        mamba_share = size_gb * mamba_dev / (kv_dev + mamba_dev)
+    tokens = host_size(device_tokens, token.page_size, ratio, kv_share, kv_spt)
+    slots = host_size(device_slots, 1, ratio, mamba_share, slot_bytes)
+    kv_b, mamba_b = tokens * kv_spt, slots * slot_bytes
+    # DSAIndexerPoolHost allocates (size + page + 1) // page pages; its log line counts one fewer.
+    idx_b = index_page_count(tokens, token.page_size) * token.indexer_page_bytes * idx_layers
+    idx_logged = tokens // token.page_size * token.indexer_page_bytes * idx_layers
+    total = kv_b + idx_b + mamba_b
+    ledger.update(kv_host_tokens=tokens, kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
+                  mamba_host_slots=slots, mamba_host_bytes=mamba_b, total_host_bytes=total,
+                  kv_tokens=tokens, kv_bytes=kv_b, indexer_bytes=idx_b, mamba_slots=slots,
+                  mamba_bytes=mamba_b, total_bytes=total, hicache_ratio=None if size_gb > 0 else ratio,
+                  hicache_ratio_source=ratio_src, kv_layers=layers, indexer_logged_bytes=idx_logged,
+                  device_bytes=kv_dev + mamba_dev + draft_dev)
     return HostLedger(**ledger)

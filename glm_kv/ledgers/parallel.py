@@ -31,4 +31,34 @@ def parallel_ledger(args: ServerArgs) -> ParallelLedger:
     if model.kda_num_heads % attn_tp:
         raise ProfileError("tp_size", f"linear-attention TP {attn_tp} must divide the {model.kda_num_heads} "
                                       f"KDA heads ({model.kda_proj_size} is not divisible by {attn_tp})")
-    return ParallelLedger(attn_dp, attn_tp, attn_tp, args.requests_per_worker)
+    linear_tp = attn_tp
+    if cp_tp_group_sharing(args):
+        linear_tp = p.tp_size
+        if model.kda_num_heads % linear_tp:
+            raise ProfileError("tp_size", f"num_heads={model.kda_num_heads} must be divisible by "
+                                          f"--tp-size={p.tp_size} (CP-TP group sharing)")
+    return ParallelLedger(attn_dp, attn_tp, linear_tp, args.requests_per_worker)
+
+
+CP_TP_SHARING_ARCHS = ("Glm5NextForConditionalGeneration",)
+
+
+def cp_tp_group_sharing(args: ServerArgs) -> bool:
+    """``resolve_cp_tp_group_sharing``: prefill CP over the whole TP group shares it with KDA.
+
+    Then ``linear_attn_tp_size()`` is the TP size, not attn_tp (1); SGLang refuses a CP group
+    narrower than TP and any strategy but interleave for this model.
+    """
+    p, model = args.profile, args.model
+    archs = getattr(model, "architectures", ()) or ()
+    if not getattr(p, "enable_prefill_cp", False) or p.attn_cp_size <= 1:
+        return False
+    if archs and archs[0] not in CP_TP_SHARING_ARCHS:
+        return False
+    if p.attn_cp_size != p.tp_size:
+        raise ProfileError("attn_cp_size", f"CP-TP group sharing requires attn_cp_size == tp_size, got "
+                                           f"attn_cp_size={p.attn_cp_size}, tp_size={p.tp_size}")
+    if getattr(p, "cp_strategy", None) != "interleave":
+        raise ProfileError("cp_strategy", f"CP-TP group sharing requires cp_strategy interleave for "
+                                          f"this model, got {getattr(p, 'cp_strategy', None)!r}")
+    return True

@@ -13,7 +13,7 @@ from . import capacity as capacity_module
 from . import token as token_module
 from .capacity import CapacityLedger, capacity_ledger
 from .host import HostLedger, host_ledger
-from .memory import rest_for_profile
+from .memory import PRE_LOAD_ESTIMATE_NOTE, MemoryLedger, memory_ledger
 from .parallel import ParallelLedger, parallel_ledger
 from .request import RequestLedger, request_ledger
 from .tail import TailLedger, tail_ledger
@@ -34,6 +34,7 @@ class Plan:
     host: HostLedger
     draft_tokens: int
     notes: tuple[str, ...] = field(default=())
+    memory: MemoryLedger | None = None
 
     @property
     def requests_per_worker(self) -> int | None:
@@ -46,30 +47,52 @@ class Plan:
         return plan_to_dict(self)
 
 
-def _available(args: ServerArgs) -> tuple[int | None, str, float | None]:
+def _memory(args: ServerArgs, attn_tp: int, overrides: dict | None = None) -> MemoryLedger:
+    """The device-to-rest path (fraction, pre-load memory, weights) for resolved arguments.
+
+    ``overrides``: measured inputs (``pre_model_load_bytes``, ``target_weights_bytes``,
+    ``draft_weights_bytes`` with their sources), e.g. read off a boot log by ``verify``.
+    """
+    p = args.profile
+    return memory_ledger(p, args.model, args.gpu, args.attn_dp_size, p.max_running_requests, attn_tp,
+                         **(overrides or {}))
+
+
+def _available(args: ServerArgs, mem: MemoryLedger) -> tuple[int | None, str, float | None]:
     """Bytes left for the pools, where they come from, and SGLang's float rest in GiB."""
     p, gpu = args.profile, args.gpu
     if p.available_bytes is not None:
         return p.available_bytes, "available_bytes from the profile", p.available_bytes / GiB
-    if p.weights_bytes is None:
+    if mem.rest_gib is None:
         return None, "unknown (give available_bytes, or weights_bytes with gpu)", None
-    rest_gib, mfs, how = rest_for_profile(p, gpu, args.attn_dp_size, args.max_running_requests_global)
+    rest_gib, mfs = mem.rest_gib, mem.mem_fraction_static
     avail = int(rest_gib * GiB)
+    if avail <= 0 and mfs <= 0:  # the device is smaller than SGLang's own reservation (issue 10)
+        raise ProfileError("memory_bytes" if p.memory_bytes is not None else "gpu",
+                           f"{gpu.memory_bytes:,} B of device memory is less than SGLang 0.5.23 reserves "
+                           f"(activations, CUDA graphs): no positive mem_fraction_static exists")
     if avail <= 0:
-        raise ProfileError("weights_bytes", f"weights ({p.weights_bytes} B) leave no memory for the pools "
-                                            f"on a {gpu.name} at mem_fraction_static={mfs}")
-    mm = "" if p.language_model_only else " - 100 MiB VLM cache"
-    return avail, f"derived: {gpu.name} memory x {mfs} ({how}) - weights_bytes{mm}", rest_gib
+        raise ProfileError("weights_bytes", f"weights ({mem.weights_bytes} B with the MTP draft) leave no "
+                                            f"memory for the pools on a {gpu.name} at "
+                                            f"mem_fraction_static={mfs:.6g}")
+    how = ("mem_fraction_static from the profile" if mem.mem_fraction_source == "profile"
+           else "SGLang 0.5.23's default mem_fraction_static" + (" x VLM factor" if mem.is_vlm else ""))
+    mm = " - 100 MiB VLM cache" if mem.mm_reservation_bytes else ""
+    return avail, (f"derived: free after weights ({mem.weights_source}) - pre_model_load_bytes "
+                   f"({mem.pre_model_load_source}) x (1 - {mfs:.6g}) ({how}){mm}"), rest_gib
 
 
-def plan_from_args(args: ServerArgs) -> Plan:
-    """Every ledger for resolved server arguments."""
+def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Plan:
+    """Every ledger for resolved server arguments (``memory_overrides``: see ``_memory``)."""
     p, model = args.profile, args.model
     par = parallel_ledger(args)
     tok = token_ledger(args)
     req = request_ledger(args, par.linear_attn_tp_size)
     notes: list[str] = []
-    avail, source, rest_gib = _available(args)
+    mem = _memory(args, par.attn_tp_size, memory_overrides)
+    avail, source, rest_gib = _available(args, mem)
+    if mem.rest_gib is not None and p.available_bytes is None and mem.pre_model_load_source == "estimate":
+        notes.append(PRE_LOAD_ESTIMATE_NOTE)
     cap = None
     if avail is not None:
         cap = capacity_ledger(p, rest_gib=rest_gib, available_bytes=avail, available_source=source,
@@ -90,7 +113,12 @@ def plan_from_args(args: ServerArgs) -> Plan:
         tail = tail_ledger(model, reqs, args.draft_tokens)
     host = host_ledger(model, p, tok, req.state_slot_bytes,
                        cap.max_total_num_tokens if cap else None,
-                       cap.max_mamba_cache_size if cap else None)
+                       cap.max_mamba_cache_size if cap else None,
+                       mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes) if cap else None,
+                       draft_layers=tok.draft_layers)
+    if host.hicache_ratio_source == "default":
+        notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "
+                     "hicache_ratio nor hicache_size is given; give host_memory_bytes and ranks_per_host")
     if cap is not None and p.sglang_layout == "article":
         notes.append("layout 'article': capacity sizing follows SGLang 0.5.23's order; the article "
                      "does not describe it")
@@ -100,7 +128,7 @@ def plan_from_args(args: ServerArgs) -> Plan:
                      "worker's CUDA-graph buffers")
     if p.page_size is not None and p.page_size != tok.page_size:
         notes.append(f"page_size {p.page_size} is overridden: this model runs with {tok.page_size}")
-    return Plan(p, model, args.gpu, args, par, tok, req, tail, cap, host, args.draft_tokens, tuple(notes))
+    return Plan(p, model, args.gpu, args, par, tok, req, tail, cap, host, args.draft_tokens, tuple(notes), mem)
 
 
 def compute_plan(p: Profile) -> Plan:
@@ -136,8 +164,26 @@ def plan_to_dict(plan: Plan) -> dict:
         "notes": list(plan.notes),
     }
     if plan.capacity is not None:
-        d["capacity"] = _json(plan.capacity, capacity_module.JSON_NAMES)
+        d["capacity"] = {**_json(plan.capacity, capacity_module.JSON_NAMES), **memory_keys(plan)}
     return d
+
+
+def memory_keys(plan: Plan) -> dict:
+    """capacity.* keys of the device-to-rest path (appended; null where the rest was given)."""
+    m, given = plan.memory, plan.profile.available_bytes is not None
+    if m is None:
+        return {}
+    return {
+        "mem_fraction_static": m.mem_fraction_static,
+        "mem_fraction_static_source": m.mem_fraction_source,
+        "rest_bytes": plan.capacity.available_bytes,
+        "pre_model_load_bytes": None if given else m.pre_model_load_bytes,
+        "pre_model_load_bytes_source": None if given else m.pre_model_load_source,
+        "weights_bytes": None if given else m.weights_bytes,
+        "weights_bytes_source": None if given else m.weights_source,
+        "draft_weights_bytes": None if given else m.draft_weights_bytes,
+        "weights_estimate_bytes": m.weights_estimate_bytes,
+    }
 
 
 def load_plan(profile: Profile | str | None = None, overrides: dict | None = None) -> Plan:

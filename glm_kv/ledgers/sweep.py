@@ -162,6 +162,7 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
 
     ctx = _numeric(axes, base, "context_length", n).astype(np.int64)
     mrr_raw = _numeric(axes, base, "max_running_requests", n)
+    mrr_user = mrr_raw  # the default mem_fraction_static reads the user's value, before the reset
     # Under speculative decoding an unset --max-running-requests becomes 48 (SGLang's reset).
     mrr_raw = np.where(np.isnan(mrr_raw) & (out["draft_tokens"] > 0),
                        SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, mrr_raw)
@@ -177,7 +178,8 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
     out["kda_ledger_bytes_per_rank"] = out["state_bytes_per_request"] * requests
 
     avail = _numeric(axes, base, "available_bytes", n)
-    rest_gib = _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, messages)
+    rest_gib = _derive_rest_gib(avail, per_combo, codes, combos, ~np.isnan(mrr_user),
+                                np.where(np.isnan(mrr_user), 1, mrr_user).astype(np.int64), err, messages)
     known = (err == 0) & ~np.isnan(rest_gib)
     cap = _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages)
     out.update(cap)

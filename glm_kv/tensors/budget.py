@@ -31,9 +31,38 @@ def free_memory_bytes(device: str) -> int:
     return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 
 
+BUDGET_MAX_BYTES = 1 << 50
+
+
+def parse_budget_bytes(text: str, name: str) -> int:
+    """A budget in bytes: a positive whole number (``4294967296`` or ``4e9``), finite, at most 1 PiB."""
+    import math
+    import re
+
+    from ..errors import ProfileError, shown
+
+    s = text.strip()
+    if re.fullmatch(r"\+?[0-9]{1,20}", s):
+        value = int(s)
+    elif re.fullmatch(r"[-+]?[0-9]{1,20}", s) or (len(s) <= 40 and re.fullmatch(r"[-+]?[0-9.]+([eE][-+]?[0-9]+)?", s)):
+        try:
+            f = float(s)
+        except ValueError:
+            raise ProfileError(name, f"must be a whole number of bytes, got {shown(text)}") from None
+        if not math.isfinite(f) or f != int(f):
+            raise ProfileError(name, f"must be a whole number of bytes, got {shown(text)}")
+        value = int(f)
+    else:
+        raise ProfileError(name, f"must be a whole number of bytes, got {shown(text)}")
+    if not 1 <= value <= BUDGET_MAX_BYTES:
+        raise ProfileError(name, f"must be between 1 and {BUDGET_MAX_BYTES:,} bytes, got {shown(text)}")
+    return value
+
+
 def default_budget_bytes() -> int:
+    """``GLM_KV_BUDGET_BYTES`` when set (validated: a malformed value is refused naming it), else 4 GiB."""
     env = os.environ.get("GLM_KV_BUDGET_BYTES")
-    return int(float(env)) if env else DEFAULT_BUDGET_BYTES
+    return parse_budget_bytes(env, "GLM_KV_BUDGET_BYTES") if env and env.strip() else DEFAULT_BUDGET_BYTES
 
 
 def check_budget(asked: int, device: str, budget: Optional[int] = None, what: str = "pools") -> None:

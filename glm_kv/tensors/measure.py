@@ -214,7 +214,7 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
     if cuda:
         torch.cuda.synchronize(device)
         before = torch.cuda.memory_allocated(device)
-    pools = DevicePools(geometry, device=device, fill=fill)
+    pools = DevicePools(geometry, device=device, fill=fill, budget=budget)  # the same budget, not the default
     after = torch.cuda.memory_allocated(device) if cuda else None
     host = None
     if host_ratio is not None:

@@ -37,6 +37,12 @@ unpatched.
                         variables (`--mamba-ssm-dtype` sets SGLANG_MAMBA_SSM_DTYPE);
                         they are reset before each profile so profiles do not leak
                         into each other.
+  W8 DIRECT_IO_OPS      (radix_driver.py, HiCache on) The host-pool modules bind
+                        sgl-kernel's `direct` io copies only on CUDA/ROCm
+                        (pool_host/mla.py, dsa.py, mamba.py); `install_direct_io_ops`
+                        supplies the three as plain torch indexed copies. The
+                        default `kernel` io backend and `page_first` layout need
+                        CUDA pointer kernels and are not covered on a CPU.
 """
 
 from __future__ import annotations
@@ -169,3 +175,38 @@ def quiet_sglang_logs():
 
     warnings.filterwarnings("ignore", message=".*support.*currently.*")
     logging.getLogger("sglang").setLevel(logging.ERROR)
+
+
+# W8: the `direct` io backend's copies in torch. Host page_first_direct buffers are
+# (pages, layers, page_size, ...): host token t lives at [t // page, layer, t % page].
+def _direct_transfer_kv(src_layers, dst_layers, src_indices, dst_indices, page_size):
+    for s, d in zip(src_layers, dst_layers):
+        d[dst_indices.to(d.device).long()] = s[src_indices.to(s.device).long()].to(d.device)
+
+
+def _direct_all_layer_lf_pf(src_ptrs, dst_ptrs, src_indices, dst_indices, page_size):
+    host = dst_ptrs[0]
+    di = dst_indices.long().cpu()
+    si = src_indices.long()
+    for layer, src in enumerate(src_ptrs):
+        host[di // page_size, layer, di % page_size] = src[si.to(src.device)].to(host.device)
+
+
+def _direct_per_layer_pf_lf(src_ptrs, dst_ptrs, src_indices, dst_indices, layer_id, page_size):
+    host, dst = src_ptrs[0], dst_ptrs[0]
+    si = src_indices.long().cpu()
+    dst[dst_indices.long().to(dst.device)] = host[si // page_size, layer_id, si % page_size].to(dst.device)
+
+
+def install_direct_io_ops():
+    """W8: bind the three direct io copies where SGLang left them unbound (CPU only)."""
+    import importlib
+
+    ops = {"transfer_kv_direct": _direct_transfer_kv,
+           "transfer_kv_all_layer_direct_lf_pf": _direct_all_layer_lf_pf,
+           "transfer_kv_per_layer_direct_pf_lf": _direct_per_layer_pf_lf}
+    for m in ("mla", "dsa", "mamba", "mha"):
+        mod = importlib.import_module(f"sglang.srt.mem_cache.pool_host.{m}")
+        for name, fn in ops.items():
+            if name not in vars(mod):
+                setattr(mod, name, fn)

@@ -268,8 +268,20 @@ def _sizing(kvc, profile, gpu, KVCacheConfigurator) -> dict:
             # _profile_available_bytes: free-after-weights (W3) minus the non-static slack.
             # It names the WORLD group for a multi-rank free-memory reduce (W3 answers
             # for one rank, so the group is only a placeholder).
-            with get_parallel().override(world_group=SimpleNamespace(cpu_group=None)):
-                rest_bytes = kvc._profile_available_bytes(pre_model_load_memory=gpu.memory_mib / 1024)
+            # Issue 11: the pre-load reading and the free memory after target + draft weights go
+            # through SGLang's own get_available_gpu_memory (W3b, oracle_memory.py); the two byte
+            # counts are input facts (the profile's, else glm-kv's documented estimates).
+            import sglang.srt.utils.common as common
+            from compare_memory import memory_inputs
+            from oracle_memory import fake_free_memory
+
+            pre_b, w_b = memory_inputs(profile)
+            state = {"free": pre_b, "total": int(gpu.memory_mib * (1 << 20))}
+            world = get_parallel().tp_size * get_parallel().pp_size
+            with fake_free_memory(state), get_parallel().override(world_group=SimpleNamespace(cpu_group=None)):
+                pre = common.get_available_gpu_memory("cuda", 0, distributed=world > 1, cpu_group=None)
+                state["free"] = pre_b - w_b
+                rest_bytes = kvc._profile_available_bytes(pre_model_load_memory=pre)
             source = "gpu x mem_fraction_static - weights"
         config = kvc.config_from_budget(rest_bytes)
         max_reqs = kvc.resolve_max_num_reqs(config.max_total_num_tokens)

@@ -2,7 +2,9 @@
 
 The property test runs 10,000 random operations; its seed comes from ``GLM_KV_SEED`` (default
 20251129), so another seed is one environment variable away:
-``GLM_KV_SEED=7 pytest tests/test_radix.py -k property``.
+``GLM_KV_SEED=7 pytest tests/tensors/test_radix.py -k property``. These tests check the tree
+against itself and against hand-derived cases; tests/sglang/test_radix_differential.py checks it
+against SGLang 0.5.23's own cache.
 """
 from __future__ import annotations
 
@@ -16,7 +18,10 @@ torch = pytest.importorskip("torch")
 from glm_kv.tensors.memory_pool_host import build_host_pool_group  # noqa: E402
 from glm_kv.ledgers.plan import load_plan  # noqa: E402
 from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan, write_reduced_model_config  # noqa: E402
-from glm_kv.tensors.radix_cache import FULL, MAMBA, RadixTree, SyntheticContent, prefill  # noqa: E402
+from glm_kv.tensors.radix_cache import (  # noqa: E402
+    FULL, MAMBA, RadixTree, SyntheticContent, decode, finish_request, prefill, replay_requests,
+    start_request,
+)
 
 SEED = int(os.environ.get("GLM_KV_SEED", "20251129"))
 
@@ -45,11 +50,20 @@ def _tree(profile, model, pages=16, mamba=8, ratio=1.5, host=True):
 
 
 def _insert(tree, tokens, mamba_at=()):
-    """Allocate real slots for tokens, insert them with MAMBA checkpoints at ``mamba_at``."""
+    """Allocate real slots for tokens and insert them, a state at each length in ``mamba_at``.
+
+    SGLang puts a donated state on an insert's last node only, so a state inside the key takes
+    one insert per state (as successive checkpoints of one request do), then one for the rest.
+    """
     pools = tree.pools
     kv = pools.token_to_kv_pool_allocator.alloc(len(tokens))
-    states = {s: int(pools.mamba_allocator.alloc(1)[0]) for s in mamba_at}
-    tree.insert(tokens, kv, states)
+    states, done = {}, 0
+    for s in sorted(mamba_at):
+        states[s] = int(pools.mamba_allocator.alloc(1)[0])
+        tree.insert(tokens[:s], kv[:s], states[s], prefix_len=done)
+        done = s
+    if done < len(tokens):
+        tree.insert(tokens, kv, None, prefix_len=done)
     return kv, states
 
 
@@ -106,7 +120,7 @@ def test_insert_frees_duplicate_slots_and_checkpoints(reduced_config):
     _insert(tree, a, mamba_at=(128,))
     kv2 = pools.token_to_kv_pool_allocator.alloc(128)
     slot2 = int(pools.mamba_allocator.alloc(1)[0])
-    stats = tree.insert(a, kv2, {128: slot2})
+    stats = tree.insert(a, kv2, slot2)
     assert stats["freed_dup_tokens"] == 128 and stats["freed_dup_mamba"] == 1
     assert pools.free_counts()["token_slots"] == start["token_slots"] - 128
     assert pools.free_counts()["mamba_slots"] == start["mamba_slots"] - 1
@@ -146,17 +160,102 @@ def test_locked_nodes_are_never_evicted(reduced_config):
     assert not tree.root.children
 
 
-def test_mamba_can_be_evicted_alone_and_full_kv_stays(reduced_config):
+def test_mamba_pressure_tombstones_an_internal_state_and_full_kv_stays(reduced_config):
     pools, _, tree = _tree("article", reduced_config, host=False)
     a = tuple(range(128))
     _insert(tree, a, mamba_at=(64, 128))
     res = tree.evict(mamba_num=1)
     assert res.mamba_slots == 1 and res.full_tokens == 0
     r = tree.match_prefix(a)
-    # the 64-token checkpoint was the least recently used; its node keeps its FULL KV
+    # the 64-token state was the least recently used; its node is internal, so it keeps its KV
     assert r.full_kv_hit_length == 128 and r.device_prefix_len == 128
     upper = r.best_match_node.parent
     assert upper.component_data[MAMBA].value is None and len(upper.component_data[FULL].value) == 64
+
+
+def test_mamba_pressure_deletes_a_leaf_with_its_kv(reduced_config):
+    """Issue 12, point 1: a device leaf picked by the MAMBA walk goes whole, KV included."""
+    pools, _, tree = _tree("article", reduced_config, host=False)
+    free = pools.free_counts()
+    a = tuple(range(128))
+    _insert(tree, a, mamba_at=(64, 128))
+    tree.match_prefix(a[:64] + tuple(range(900, 964)))  # uses the 64 state: now the MRU one
+    res = tree.evict(mamba_num=1)
+    assert (res.full_tokens, res.mamba_slots) == (64, 1)  # the leaf [64, 128) with its state
+    assert tree.match_prefix(a).full_kv_hit_length == 64
+    assert pools.free_counts()["token_slots"] == free["token_slots"] - 64
+    tree.check_invariants()
+
+
+def test_match_refreshes_only_the_best_match_state(reduced_config):
+    """Issue 12, point 2: the MAMBA LRU is separate; a match moves only best_match_node's state
+    to MRU, while FULL's last_access_time is stamped on the whole matched path."""
+    pools, _, tree = _tree("article", reduced_config, host=False)
+    a = tuple(range(192))
+    _insert(tree, a, mamba_at=(64, 128, 192))
+    tree.match_prefix(a[:128])  # best = the 128 node: only its state is refreshed, not 64's
+    assert [tree.depth_of(n) for n in tree.lru_lists[MAMBA].order] == [64, 192, 128]
+    path = list(reversed(tree.path_to_root(tree.match_prefix(a).best_match_node)))
+    times = [n.last_access_time for n in path]
+    assert times == sorted(times) and len(set(times)) == 3  # parents a hair older
+    assert [tree.depth_of(n) for n in tree.lru_lists[MAMBA].order] == [64, 128, 192]
+    res = tree.evict(mamba_num=1)
+    assert (res.full_tokens, res.mamba_slots) == (0, 1)  # 64: internal, tombstoned
+    assert tree.match_prefix(a[:64]).device_prefix_len == 0
+    assert tree.match_prefix(a).device_prefix_len == 192
+
+
+def test_branching_prefill_caches_only_up_to_the_branching_point(reduced_config):
+    """Issue 12, point 3: one state per extend; the branching point replaces the end state and
+    the insert stops there, so B's own tail is not cached."""
+    pools, _, tree = _tree("article", reduced_config, host=False)
+    ps = pools.geometry.page_size
+    content = SyntheticContent(pools, seed=3)
+    a = tuple(range(3 * ps))
+    node, _, stats = prefill(tree, content, a)
+    assert tree.depth_of(node) == 3 * ps and stats["new_mamba"] == 1
+    b = a[:ps] + tuple(range(5000, 5000 + 2 * ps))
+    node_b, m, stats_b = prefill(tree, content, b)
+    assert (m.device_prefix_len, m.full_kv_hit_length, m.mamba_branching_seqlen) == (0, ps, ps)
+    assert tree.depth_of(node_b) == ps and stats_b["new_mamba"] == 1 and stats_b["new_tokens"] == 0
+    assert tree.match_prefix(b).full_kv_hit_length == ps  # B's tail was not cached
+    assert tree.match_prefix(b).device_prefix_len == ps  # but its branching state was
+    tree.check_invariants()
+
+
+def test_decode_tracks_and_the_finish_inserts_up_to_the_last_track(reduced_config):
+    pools, _, tree = _tree("article", reduced_config, host=False)
+    ps = pools.geometry.page_size
+    req = start_request(tree, tuple(range(ps + 10)))
+    assert req.mamba_last_track_seqlen is None and req.cache_protected_len == ps
+    assert decode(tree, req, range(3 * ps)) == 3 * ps  # committed ps + 10 + 3 ps
+    assert req.mamba_last_track_seqlen == 4 * ps and req.mamba_prev_track_seqlen == 3 * ps
+    finish_request(tree, req)
+    assert tree.match_prefix(req.tokens).device_prefix_len == 4 * ps  # 10 tokens past it dropped
+    tree.check_invariants()
+
+
+def test_path_cap_and_int8_checkpoints_are_modelled(reduced_config):
+    with pytest.raises(ValueError, match="mamba_max_states_per_path"):
+        _tree_kw(reduced_config, mamba_max_states_per_path=0)
+    pools, tree = _tree_kw(reduced_config, mamba_max_states_per_path=1)
+    a = tuple(range(192))
+    _insert(tree, a, mamba_at=(64, 128, 192))
+    # each new state tombstones the shallowest one beyond the cap (a device leaf is kept)
+    assert [tree.depth_of(n) for n in tree.lru_lists[MAMBA].order] == [192]
+    pools, tree = _tree_kw(reduced_config, enable_int8_mamba_checkpoint=True)
+    assert tree.mamba_slot_allocator.size == 2 * pools.mamba_allocator.size
+    prefill(tree, None, tuple(range(128)))
+    assert tree.mamba_slot_allocator.available_size() == 2 * pools.mamba_allocator.size - 1
+    assert pools.mamba_allocator.available_size() == pools.mamba_allocator.size
+
+
+def _tree_kw(model, **kw):
+    plan = load_plan("article", {"model": model})
+    g = geometry_from_plan(plan, size=16 * plan.token.page_size, mamba_size=8,
+                           max_running_requests_per_worker=4, context_len=4096)
+    pools = DevicePools(g, device="cpu", fill="zeros")
+    return pools, RadixTree(pools, **kw)
 
 
 def test_backup_then_evict_then_load_back_restores_bytes(reduced_config, one_thread):
@@ -206,16 +305,26 @@ def _random_ops(profile: str, model: str, n_ops: int, seed: int) -> dict:
     stats = dict.fromkeys(["prefill", "match", "evict", "evict_mamba", "backup", "loadback", "lock",
                            "unlock", "evict_host", "check", "bytes_checked", "loaded_tokens",
                            "branching", "evict_with_locks", "evicted_tokens"], 0)
+    running: list = []  # requests between start_request and finish_request
+    stats.update(start=0, decode=0, finish=0, mamba_pressure_kv=0)
     ops = ["prefill", "match", "evict", "evict_mamba", "backup", "loadback", "lock", "unlock",
-           "evict_host", "check"]
-    weights = [30, 10, 10, 5, 15, 15, 5, 6, 4, 2]
+           "evict_host", "check", "start", "decode", "finish"]
+    weights = [30, 10, 10, 5, 15, 15, 5, 6, 4, 2, 4, 6, 4]
     for i in range(n_ops):
         op = rng.choices(ops, weights)[0]
         stats[op] += 1
         if op == "prefill":
-            out = prefill(tree, content, seq())
+            out = prefill(tree, content, seq(), tuple(rng.choices(range(50), k=rng.choice([0, 0, ps, 2 * ps]))))
             if out and out[1].mamba_branching_seqlen is not None:
                 stats["branching"] += 1
+        elif op == "start" and len(running) < 3:
+            req = start_request(tree, seq(), content)
+            if req is not None:
+                running.append(req)
+        elif op == "decode" and running:
+            decode(tree, rng.choice(running), rng.choices(range(50), k=rng.randint(1, 2 * ps)))
+        elif op == "finish" and running:
+            finish_request(tree, running.pop(rng.randrange(len(running))), content)
         elif op == "match":
             tree.match_prefix(seq())
         elif op in ("evict", "evict_mamba"):
@@ -223,6 +332,7 @@ def _random_ops(profile: str, model: str, n_ops: int, seed: int) -> dict:
             res = (tree.evict(num_tokens=rng.randint(1, 4) * ps) if op == "evict"
                    else tree.evict(mamba_num=rng.randint(1, 3)))
             stats["evicted_tokens"] += res.full_tokens
+            stats["mamba_pressure_kv"] += op == "evict_mamba" and res.full_tokens > 0
         elif op == "backup":
             nodes = [n for n in tree.nodes() if n is not tree.root and not n.evicted]
             if nodes:
@@ -258,8 +368,13 @@ def _random_ops(profile: str, model: str, n_ops: int, seed: int) -> dict:
             if mslot is not None:
                 assert n.component_data[MAMBA].value is not None and \
                     int(n.component_data[MAMBA].value[0]) == mslot, f"seed {seed}, op {i}: locked MAMBA of node {n.id} evicted"
-        if i % 25 == 0:
+        for req in running:  # a running request's prefix stays on device
+            for a in tree.path_to_root(req.last_node):
+                assert not a.evicted, f"seed {seed}, op {i} ({op}): a running request's prefix was evicted"
+        if i % 25 == 0 and not running:
             tree.check_invariants()
+    for req in running:
+        finish_request(tree, req, content)
     stats["bytes_checked"] += content.check_tree(tree)
     tree.check_invariants()
     for lock, _ in locked:
@@ -278,7 +393,7 @@ def test_property_10000_random_operations(reduced_config, one_thread):
     # the run exercised what it claims to
     assert stats["loaded_tokens"] > 0 and stats["bytes_checked"] > 0
     assert stats["evict_with_locks"] > 0 and stats["evicted_tokens"] > 0
-    assert stats["branching"] > 0
+    assert stats["branching"] > 0 and stats["mamba_pressure_kv"] > 0 and stats["finish"] > 0
 
 
 @pytest.mark.parametrize("profile", ["h200-0.5.23", "article-bf16"])
@@ -286,3 +401,17 @@ def test_property_other_layouts(profile, reduced_config, one_thread):
     """Shorter runs: 0.5.23 (INDEXER host entry, 256-token pages) and a bf16 article row."""
     stats = _random_ops(profile, reduced_config, 600, SEED + 1)
     assert stats["loaded_tokens"] > 0
+
+
+def test_shared_prefix_workload_hit_rate(reduced_config):
+    """A 2-page system prompt + a 1-page user suffix, six times. Request 1 caches its whole
+    prompt (state at 3 pages); request 2 hits 2 pages of KV but no state there, so it reuses
+    nothing and leaves a state at the branching point (2 pages); requests 3-6 reuse 2 pages."""
+    pools, tree = _tree_kw(reduced_config)
+    ps = pools.geometry.page_size
+    system = list(range(2 * ps))
+    prompts = [system + list(range(10_000 * (k + 1), 10_000 * (k + 1) + ps)) for k in range(6)]
+    h = replay_requests(tree, None, prompts)
+    assert [r[1] for r in h.per_request] == [0, 0, 2 * ps, 2 * ps, 2 * ps, 2 * ps]
+    assert [r[3] for r in h.per_request] == [None, 2 * ps, None, None, None, None]
+    assert h.hit_rate == 8 * ps / (18 * ps) and h.full_hit_rate == 10 * ps / (18 * ps)

@@ -72,7 +72,7 @@ def graph(root: Path = PACKAGE):
             if RANK[layer_of(target)] > RANK[layer_of(m)]:
                 problems.append(f"{m}:{line} imports {target}: layer {layer_of(m)} may not import "
                                 f"layer {layer_of(target)} (above it)")
-    return modules, edges, problems
+    return modules, edges, list(dict.fromkeys(problems))
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:

@@ -1,7 +1,11 @@
-"""Committed notebooks stay clean to diff: one kernel name, no execution counts, no per-machine metadata.
+"""Committed notebooks stay clean to diff: one kernel name, no per-machine metadata, and execution
+counts that are a function of the notebook alone.
 
 A notebook executed anywhere (JupyterLab, papermill, the book runner) is normalised before it is
-stored, so ``git diff`` shows only what its outputs say. ``problems`` is the CI check.
+stored, so ``git diff`` shows only what its outputs say. Execution counts are renumbered 1..n in
+cell order, as a fresh kernel running top to bottom would number them: they cannot be dropped,
+because nbval refuses a stored output in a cell without a count ("Unrun reference cell has
+outputs"), and renumbered they never churn. ``problems`` is the CI check.
 """
 from __future__ import annotations
 
@@ -20,14 +24,16 @@ def normalise(nb: Any) -> Any:
         nb.metadata.pop(key, None)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = dict(LANGUAGE_INFO)
+    count = 0
     for cell in nb.cells:
         for key in CELL_METADATA_DROPPED:
             cell.metadata.pop(key, None)
         if cell.cell_type == "code":
-            cell.execution_count = None
+            count += 1
+            cell.execution_count = count
             for out in cell.get("outputs", []):
                 if out.get("output_type") == "execute_result":
-                    out["execution_count"] = None
+                    out["execution_count"] = count
     return nb
 
 
@@ -39,11 +45,35 @@ def problems(nb: Any) -> list[str]:
     if nb.metadata.get("language_info") != LANGUAGE_INFO:
         out.append(f"language_info carries machine details: {nb.metadata.get('language_info')}")
     out += [f"notebook metadata {k!r}" for k in NOTEBOOK_METADATA_DROPPED if k in nb.metadata]
+    count = 0
     for i, cell in enumerate(nb.cells):
         out += [f"cell {i}: metadata {k!r}" for k in CELL_METADATA_DROPPED if k in cell.metadata]
         if cell.cell_type == "code":
-            if cell.get("execution_count") is not None:
-                out.append(f"cell {i}: execution_count {cell.execution_count}")
+            count += 1
+            if cell.get("execution_count") != count:
+                out.append(f"cell {i}: execution_count {cell.get('execution_count')}, not {count}")
             out += [f"cell {i}: output execution_count" for o in cell.get("outputs", [])
-                    if o.get("output_type") == "execute_result" and o.get("execution_count") is not None]
+                    if o.get("output_type") == "execute_result" and o.get("execution_count") != count]
     return out
+
+
+def ensure_kernel() -> str:
+    """Register this Python as the ``glm-kv`` kernel (inside its environment) unless it already is.
+
+    ``make setup`` does this; the runner calls it too, so ``pip install`` users get the same kernel.
+    """
+    import sys
+    from pathlib import Path
+
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+        if Path(spec.argv[0]).resolve() == Path(sys.executable).resolve():
+            return KERNEL_NAME
+    except NoSuchKernel:
+        pass
+    from ipykernel.kernelspec import install
+
+    install(prefix=sys.prefix, kernel_name=KERNEL_NAME, display_name=KERNELSPEC["display_name"])
+    return KERNEL_NAME

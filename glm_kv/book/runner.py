@@ -33,6 +33,8 @@ from typing import Callable, Iterable, Sequence
 
 import yaml
 
+from .hygiene import KERNEL_NAME, ensure_kernel
+
 SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks")
 IGNORE = shutil.ignore_patterns("_build", ".ipynb_checkpoints", "__pycache__", "*.pyc")
 PARAMETER = "profile"
@@ -144,22 +146,13 @@ def profile_slug(profile: str) -> str:
 # ------------------------------------------------------------------------------------------------
 
 def clean_notebook_metadata(path: Path) -> None:
-    """Drop papermill's timing metadata so a re-executed notebook only differs where outputs do."""
+    """Normalise an executed notebook (``hygiene.normalise``): it then differs only where outputs do."""
     import nbformat
 
+    from .hygiene import normalise
+
     nb = nbformat.read(path, as_version=4)
-    nb.metadata.pop("papermill", None)
-    count = 0
-    for cell in nb.cells:
-        cell.metadata.pop("papermill", None)
-        cell.metadata.pop("execution", None)
-        if cell.cell_type == "code" and cell.get("execution_count") is not None:
-            count += 1  # 1, 2, ... as if the notebook had had a kernel of its own
-            cell.execution_count = count
-            for out in cell.get("outputs", []):
-                if out.get("output_type") == "execute_result":
-                    out["execution_count"] = count
-    nbformat.write(nb, path)
+    nbformat.write(normalise(nb), path)
 
 
 def hide_duplicate_parameters(path: Path) -> None:
@@ -230,7 +223,7 @@ def _strip_setup_cell(path: Path) -> None:
         nbformat.write(nb, path)
 
 
-def execute_notebook(nb: Path, parameters: dict, *, kernel_name: str = "python3",
+def execute_notebook(nb: Path, parameters: dict, *, kernel_name: str = KERNEL_NAME,
                      timeout: int = 600, profile_label: str = "", rel: str | None = None,
                      km=None) -> None:
     """Execute ``nb`` in place with papermill; a failure becomes a BookError naming the cell.
@@ -377,7 +370,7 @@ def _progress(total: int, enabled: bool):
 
 def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_build/profiles", *,
              root: str | Path | None = None, html: bool = True, strict: bool = True,
-             progress: bool = True, kernel_name: str = "python3", timeout: int = 600,
+             progress: bool = True, kernel_name: str = KERNEL_NAME, timeout: int = 600,
              jobs: int | None = None, log: Callable[[str], None] | None = None) -> BookResult:
     """Execute every chapter per profile with papermill and build one HTML book per profile.
 
@@ -393,6 +386,8 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
     if not notebooks:
         raise BookError(f"_toc.yml in {root} lists no notebook")
     _kernel_env(root)
+    if kernel_name == KERNEL_NAME:
+        ensure_kernel()
     out_dir.mkdir(parents=True, exist_ok=True)
     staging_root = out_dir / ".staging"
     result = BookResult(out_dir)
@@ -517,7 +512,7 @@ def book_links(profiles: Sequence[str] | None, this_profile: str) -> "Html":
                 ", ".join(profile_slug(p) for p in profiles))
 
 
-def refresh_committed(root: str | Path | None = None, *, kernel_name: str = "python3",
+def refresh_committed(root: str | Path | None = None, *, kernel_name: str = KERNEL_NAME,
                       progress: bool = True, only: Sequence[str] | None = None) -> list[Path]:
     """Re-execute the committed notebooks in place for the default profile (no injected cell).
 
@@ -525,6 +520,8 @@ def refresh_committed(root: str | Path | None = None, *, kernel_name: str = "pyt
     """
     root = find_root(root)
     _kernel_env(root)
+    if kernel_name == KERNEL_NAME:
+        ensure_kernel()
     notebooks = toc_notebooks(root)
     if only is not None:
         notebooks = [n for n in notebooks if n.stem in set(only)]

@@ -20,7 +20,7 @@ GPUS: dict[str, Gpu] = {
     "H100": Gpu("H100", 90, 81_559 * MiB, "H100 SXM 80GB as CUDA reports it (81,559 MiB)"),
     "H200": Gpu("H200", 90, 143_771 * MiB, "H200 141GB as CUDA reports it (143,771 MiB)"),
     "B200": Gpu("B200", 100, 183_359 * MiB, "B200 as CUDA reports it (183,359 MiB)"),
-    "B300": Gpu("B300", 103, 288_000_000_000 // MiB * MiB, "B300 288 GB nominal (vendor figure, not read off a device)"),
+    "B300": Gpu("B300", 103, 275_040 * MiB, "B300 SXM6 as CUDA reports it (275,040 MiB; nominal 288 GB)"),
 }
 
 

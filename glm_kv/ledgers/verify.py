@@ -137,15 +137,27 @@ def verify_boot_log(profile: Profile, log: BootLog) -> VerifyResult:
     if "hicache_ratio_logged" in inputs and getattr(profile, "host_memory_bytes", None) is not None:
         auto_plans, _ = _plans(profile, {k: v for k, v in inputs.items() if not k.startswith("hicache")})
 
+    def safe(fn, pl):
+        """The plan's value, or None where the plan has no such pool (e.g. HiCache off in the profile)."""
+        try:
+            return fn(pl)
+        except (TypeError, AttributeError):
+            return None
+
     def rng(fn):
-        return _range([fn(pl) for pl in plans])
+        return _range([safe(fn, pl) for pl in plans])
 
     rows: list[VerifyRow] = []
 
     def check(ln, quantity, fn, logged, unit, tol=0.0, note=""):
         lo, hi = rng(fn)
-        pred = fn(nominal)
-        ok = None if lo is None else (lo - tol - 1e-9 <= logged <= hi + tol + 1e-9)
+        pred = safe(fn, nominal)
+        if lo is None or pred is None:  # the log shows a pool the profile does not have: a disagreement
+            rows.append(VerifyRow(ln.line_no, ln.rank_label, quantity, None, None, logged, unit, False,
+                                  note or "the plan has no such pool: does the profile match the server "
+                                          "(e.g. enable_hierarchical_cache)?"))
+            return
+        ok = lo - tol - 1e-9 <= logged <= hi + tol + 1e-9
         if isinstance(pred, float):
             pred = round(pred, 4)
             lo, hi = round(lo, 4), round(hi, 4)

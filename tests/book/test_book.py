@@ -100,6 +100,8 @@ def test_stored_executed_without_errors(path):
     nb = read(path)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count is not None for c in code), "store the notebook executed"
+    checked = [c for c in code if c.source.startswith("# NBVAL_CHECK_OUTPUT")]
+    assert all(c.outputs for c in checked), "the key-figure cell has no stored output"
     errors = [o for c in code for o in c.outputs if o.get("output_type") == "error"]
     assert not errors, errors[:1]
     streams = [o.get("name") for c in code for o in c.outputs if o.get("output_type") == "stream"]

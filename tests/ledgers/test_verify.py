@@ -84,6 +84,16 @@ def test_wrong_profile_disagrees(capsys):
     assert rc == 1 and not json.loads(out)["ok"]
 
 
+@pytest.mark.parametrize("name", [c for c in CASES if "hicache" in c])
+def test_log_with_host_pools_against_a_profile_without_hicache(capsys, name):
+    """The server ran HiCache, the default profile does not: a disagreement per host line, no traceback."""
+    rc, out, err = run(capsys, "verify", "--boot-log", str(LOGS / f"{name}.log"), "--json")
+    assert rc == 1 and "Traceback" not in err, err
+    rows = json.loads(out)["lines"]
+    host_rows = [r for r in rows if r["quantity"].startswith("host")]
+    assert host_rows and not any(r["ok"] for r in host_rows)
+
+
 def test_table_output(capsys):
     rc, out, _ = run(capsys, "verify", "--boot-log", str(LOGS / "h200-tp1-auto-mrr.log"),
                      "--profile", str(LOGS / "h200-tp1-auto-mrr.yaml"))

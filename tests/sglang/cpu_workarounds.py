@@ -58,8 +58,8 @@ GPU_FACTS = {
     "H100": dict(sm=90, capability=(9, 0), memory_mib=81559),
     "H200": dict(sm=90, capability=(9, 0), memory_mib=143771),
     "B200": dict(sm=100, capability=(10, 0), memory_mib=183359),
-    # B300: no device reading available; the same nominal 288 GB the engine uses (an input fact).
-    "B300": dict(sm=103, capability=(10, 3), memory_mib=288_000_000_000 // (1 << 20)),
+    # B300 SXM6 as CUDA reports it (public printouts; reference sglang-0.5.23.md): an input fact.
+    "B300": dict(sm=103, capability=(10, 3), memory_mib=275_040),
 }
 
 # W7: process-wide environment variables SGLang reads or writes.

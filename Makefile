@@ -28,7 +28,8 @@ $(KERNEL_SPEC): $(STAMP)
 
 ## JupyterLab on the repository, the glm-kv kernel selected by every notebook.
 lab: setup
-	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" notebooks/01_token.ipynb
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(LAB_ARGS) \
+	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) notebooks/01_token.ipynb
 
 ## The main job: execute every chapter for one profile and build its HTML book.
 book: setup

@@ -9,16 +9,14 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from ..inputs.model import load_model
 from ..inputs.profile import Profile, make_profile
 from ..inputs.workload_spec import WorkloadSpec, make_workload
 from ..ledgers.advise import (DEFAULT_RATIO, Advice, candidates, paged, resident_slots_per_request,
                               served_requests, with_flags)
-from ..ledgers.memory import estimate_weight_bytes
+from ..ledgers.memory import weights_for_unsized
 from ..ledgers.plan import compute_plan
 from .charts import _alt, _tooltip
 
-NODE_TP = 8   # a profile without memory figures is read as one rank of an eight-GPU node
 CONTEXTS = tuple(int(x) for x in np.unique(np.geomspace(1024, 1 << 20, 41).astype(np.int64)))
 
 
@@ -28,9 +26,9 @@ def deployment_for_advice(profile: Profile) -> tuple[Profile, str]:
     ``glm-kv advise`` refuses a profile without capacity; the chapter still runs for it, with the
     weights the engine estimates for the model split over an eight-GPU node, labelled as such.
     """
-    if compute_plan(profile).capacity is not None:
+    weights = weights_for_unsized(profile)
+    if weights is None:
         return profile, "from the profile"
-    weights = estimate_weight_bytes(load_model(profile.model), max(profile.tp_size, NODE_TP))
     return make_profile({**profile.model_dump(), "weights_bytes": weights}), "estimated weights"
 
 

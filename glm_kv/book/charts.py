@@ -480,16 +480,14 @@ def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], context
     split over ``node_tp`` GPUs (the article's rank is one of a DP-attention node with
     attn_dp = tp), labelled "estimated".
     """
-    from ..inputs.model import load_model
     from ..inputs.profile import Profile, load_profile
-    from ..ledgers.memory import estimate_weight_bytes
     from ..ledgers.derivations import fit_binding, requests_fit_expr
+    from ..ledgers.memory import weights_for_unsized
     from ..ledgers.sweep import sweep
 
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    extra = {}
-    if prof.available_bytes is None and prof.weights_bytes is None:
-        extra["weights_bytes"] = estimate_weight_bytes(load_model(prof.model), max(prof.tp_size, node_tp))
+    weights = weights_for_unsized(prof, node_tp)
+    extra = {} if weights is None else {"weights_bytes": weights}
     attn_dp = prof.dp_size if prof.enable_dp_attention else 1
     df = sweep(prof, grid=True, gpu=list(gpus), max_running_requests=[r * attn_dp for r in requests],
                context_length=list(contexts), **extra)
@@ -693,16 +691,14 @@ def plan_sweep_data(profile, gpus=PLAN_GPUS, dtypes=PLAN_DTYPES, log2_contexts=P
     context x concurrency point for ``profile`` (``glm_kv.ledgers.sweep``), with what fits and
     what binds (``glm_kv.ledgers.derivations.requests_fit_expr``). Memory as in ``fits_map_data``
     (the profile's, else the engine's weight estimate, labelled). Drawn on by book/plan.ipynb."""
-    from ..inputs.model import load_model
     from ..inputs.profile import Profile, load_profile
     from ..ledgers.derivations import fit_binding, requests_fit_expr
-    from ..ledgers.memory import estimate_weight_bytes
+    from ..ledgers.memory import weights_for_unsized
     from ..ledgers.sweep import sweep
 
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    extra = {}
-    if prof.available_bytes is None and prof.weights_bytes is None:
-        extra["weights_bytes"] = estimate_weight_bytes(load_model(prof.model), max(prof.tp_size, 8))
+    weights = weights_for_unsized(prof)
+    extra = {} if weights is None else {"weights_bytes": weights}
     attn_dp = prof.dp_size if prof.enable_dp_attention else 1
     # the row layout follows the dtype: scaled fp8 keeps the profile's backends, bf16 needs none
     df = sweep(prof, grid=True, gpu=list(gpus), kv_cache_dtype=list(dtypes),

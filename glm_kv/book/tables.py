@@ -69,15 +69,14 @@ def capacity_plan(profile, node_gpus: int = 8):
     estimates for the model split over ``max(tp_size, node_gpus)`` GPUs (an FP8 checkpoint on an
     eight-GPU node), and the second value says so: the book never shows an estimate unlabelled.
     """
-    from ..inputs.model import load_model
-    from ..ledgers.memory import estimate_weight_bytes
+    from ..ledgers.memory import weights_for_unsized
     from ..ledgers.plan import compute_plan
 
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    plan = compute_plan(prof)
-    if plan.capacity is not None:
+    weights = weights_for_unsized(prof, node_gpus)
+    if weights is None:
+        plan = compute_plan(prof)
         return plan, plan.capacity.available_source
-    weights = estimate_weight_bytes(load_model(prof.model), max(prof.tp_size, node_gpus))
     over = {"weights_bytes": weights, "gpu": prof.gpu or "H200"}
     plan = compute_plan(make_profile({**prof.model_dump(), **over}))
     return plan, (f"ESTIMATED: the profile gives no memory; weights {fmt_bytes(weights)} per rank "

@@ -160,6 +160,9 @@ def validate_combination(p: Profile, model: ModelConfig) -> None:
         raise ProfileError("language_only", f"SGLang 0.5.23 does not support encoder disaggregation for "
                                             f"{model.architectures[0]}")
     if p.enable_hierarchical_cache and p.disable_radix_cache:
+        if p.disaggregation_mode == "decode":  # resolve() turned the radix cache off, as SGLang does
+            raise ProfileError("enable_hierarchical_cache", "a decode server disables the radix cache, and "
+                                                            "HiCache needs it (SGLang 0.5.23 refuses the two together)")
         raise ProfileError("enable_hierarchical_cache", "HiCache and disable_radix_cache are mutually "
                                                         "exclusive (HiCache lives on the radix tree)")
     if p.speculative_algorithm and model.num_nextn_predict_layers < 1:
@@ -197,7 +200,7 @@ def resolve(p: Profile) -> ServerArgs:
     """Resolve a validated profile once; raises ProfileError for what SGLang refuses at start-up."""
     model = load_model(p.model)
     p = resolve_context_length(p, model)
-    if getattr(p, "disaggregation_mode", "null") == "decode" and not p.disable_radix_cache:
+    if p.disaggregation_mode == "decode" and not p.disable_radix_cache:
         # handle_pd_disaggregation (pd_disaggregation_hook.py): a 0.5.23 decode server runs
         # without the radix cache (no --disaggregation-decode-enable-radix-cache modelled)
         p = p.model_copy(update={"disable_radix_cache": True})

@@ -81,7 +81,7 @@ def _rest_gib(plan: Plan) -> float:
         raise ProfileError("available_bytes", "advise needs the memory left for the pools: give "
                                               "available_bytes, or weights_bytes with gpu, in the profile")
     if plan.profile.available_bytes is None:
-        rest = getattr(getattr(plan, "memory", None), "rest_gib", None)
+        rest = plan.memory.rest_gib
         if rest is not None:
             return rest
     return plan.capacity.available_bytes / GiB
@@ -285,7 +285,7 @@ def _host_advice(profile: Profile, plan: Plan, host_memory_bytes: int, t: int) -
     The budget is what SGLang's auto-sizing allows a rank (RAM less its reserve, split over the
     machine's ranks, times --hicache-host-memory-fraction), without auto-sizing's 2.0 cap.
     """
-    ranks = getattr(profile, "ranks_per_host", None) or profile.tp_size
+    ranks = profile.ranks_per_host or profile.tp_size
     budget = int((host_memory_bytes - HICACHE_HOST_MEMORY_RESERVE_BYTES) // ranks * HICACHE_HOST_MEMORY_FRACTION)
     if budget <= 0:
         return HostAdvice(ranks, budget, None), [
@@ -425,7 +425,7 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
         final = plan_n
     cap = final.capacity
     host = None
-    hm = workload.host_memory_bytes or getattr(profile, "host_memory_bytes", None)
+    hm = workload.host_memory_bytes or profile.host_memory_bytes
     if hm and n_served > 0:
         if profile.disable_radix_cache:
             notes.append("host_memory_bytes: HiCache needs the radix cache (SGLang refuses both together)")

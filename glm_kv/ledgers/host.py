@@ -104,9 +104,6 @@ def validate_host(p) -> None:
     if p.hicache_mem_layout not in MAMBA_HOST_LAYOUTS:
         raise ProfileError("hicache_mem_layout", f"{p.hicache_mem_layout!r} fails MambaPoolHost's layout "
                                                  f"assert in SGLang 0.5.23 (page_first or page_first_direct)")
-    if getattr(p, "disaggregation_mode", "null") == "decode":
-        raise ProfileError("enable_hierarchical_cache", "a decode server disables the radix cache, and HiCache "
-                                                        "needs it (SGLang 0.5.23 refuses the two together)")
 
 
 def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
@@ -147,9 +144,9 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
     if size_gb > 0:
         ratio_src = "unused (hicache_size)"
     elif not explicit_ratio(p):
-        host_mem = getattr(p, "host_memory_bytes", None)
+        host_mem = p.host_memory_bytes
         if host_mem is not None:
-            ratio, _ = auto_ratio(kv_dev + mamba_dev + draft_dev, host_mem, getattr(p, "ranks_per_host", None) or 1)
+            ratio, _ = auto_ratio(kv_dev + mamba_dev + draft_dev, host_mem, p.ranks_per_host or 1)
             ratio_src = "auto-size"
         else:
             ratio, ratio_src = DEFAULT_HICACHE_RATIO, "default"

@@ -26,7 +26,6 @@ from ..units import GiB, MiB
 MLA_PREFILL_GRAPH_MIB = 1536          # reserve_for_graph_mb: MLA prefill graph, flat
 DEEPEP_PREFILL_GRAPH_MIB = 1024       # ... breakable prefill graph with moe_a2a_backend deepep
 DEEPEP_A2A_MIB = 2048                 # reserve_for_deepep_a2a_mb (after the 10 GiB floor)
-DEFAULT_MAX_PREFILL_TOKENS = 16384    # ServerArgs.max_prefill_tokens
 BREAKABLE_PREFILL_A2A = ("none", "deepep", "megamoe", "flashinfer")   # other a2a: prefill graph off
 MULTIMODAL_ARCHS = ("Glm5NextForConditionalGeneration",)              # configs/model_config.py
 VLM_CACHE_SIZE_MB = 100  # SGLANG_VLM_CACHE_SIZE_MB: reserved when the architecture is multimodal
@@ -43,12 +42,6 @@ PRE_LOAD_DISTRIBUTED_BYTES = 2 * GiB
 PRE_LOAD_ESTIMATE_NOTE = ("pre_model_load_bytes is an ESTIMATE (device memory - 1 GiB CUDA context"
                           " - 2 GiB NCCL buffers when tp > 1); give pre_model_load_bytes, or verify"
                           " against a boot log, for exact figures")
-
-
-def _get(p, name: str, default=None):
-    """A profile field that may not exist yet (fields are added by the input layer)."""
-    v = getattr(p, name, default)
-    return default if v is None else v
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,22 +143,22 @@ def is_multimodal(model: ModelConfig, p=None) -> bool:
     """SGLang's ``is_multimodal``: a multimodal architecture, unless --language-model-only."""
     archs = getattr(model, "architectures", ()) or ()
     multimodal = not archs or any(a in MULTIMODAL_ARCHS for a in archs)
-    return multimodal and not (p is not None and _get(p, "language_model_only", False))
+    return multimodal and not (p is not None and p.language_model_only)
 
 
 def fraction_inputs(p, model: ModelConfig, gpu: Gpu, attn_dp: int,
                     max_running_requests: int | None) -> FractionInputs:
     """The inputs of the default fraction for a profile; ``max_running_requests`` is the user's."""
-    mode = _get(p, "disaggregation_mode", "null")
+    mode = p.disaggregation_mode
     vlm = (is_multimodal(model, p) and getattr(model, "has_vision_config", False)
-           and not _get(p, "language_only", False) and mode != "decode")
+           and not p.language_only and mode != "decode")
     return FractionInputs(
         gpu_mem_mib=gpu.memory_bytes / MiB, tp_size=p.tp_size, pp_size=1, attn_dp_size=attn_dp,
         max_running_requests=max_running_requests,
-        chunked_prefill_size=_get(p, "chunked_prefill_size"),
-        cuda_graph_max_bs_decode=_get(p, "cuda_graph_max_bs_decode"),
-        max_prefill_tokens=_get(p, "max_prefill_tokens", DEFAULT_MAX_PREFILL_TOKENS),
-        disaggregation_mode=mode, moe_a2a_backend=_get(p, "moe_a2a_backend", "none"),
+        chunked_prefill_size=p.chunked_prefill_size,
+        cuda_graph_max_bs_decode=p.cuda_graph_max_bs_decode,
+        max_prefill_tokens=p.max_prefill_tokens,
+        disaggregation_mode=mode, moe_a2a_backend=p.moe_a2a_backend,
         speculative_num_draft_tokens=p.speculative_num_draft_tokens,
         attn_cp_size=p.attn_cp_size, is_vlm=vlm,
         vision_num_hidden_layers=getattr(model, "vision_num_hidden_layers", None) or VIT_BASE_LAYERS,
@@ -336,21 +329,19 @@ def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_req
     world = p.tp_size
     multimodal = is_multimodal(model, p)
     if pre_model_load_bytes is None:
-        given = _get(p, "pre_model_load_bytes")
-        if given is not None:
-            pre_model_load_bytes, pre_source = int(given), "profile"
+        if p.pre_model_load_bytes is not None:
+            pre_model_load_bytes, pre_source = p.pre_model_load_bytes, "profile"
         else:
             pre_model_load_bytes, pre_source = estimate_pre_model_load_bytes(gpu, world), "estimate"
     if target_weights_bytes is None and p.weights_bytes is not None:
         target_weights_bytes, weights_source = int(p.weights_bytes), "profile"
+    a_tp = attn_tp or max(1, p.tp_size // attn_dp)
     draft_src = None
     if p.speculative_algorithm and draft_weights_bytes is None:
-        a_tp = attn_tp or max(1, p.tp_size // attn_dp)
         draft_weights_bytes = estimate_draft_bytes(model, p.tp_size, a_tp, dp_attention=attn_dp > 1)
         draft_src = "estimate"
     elif draft_weights_bytes is not None:
         draft_src = weights_source
-    a_tp = attn_tp or max(1, p.tp_size // attn_dp)
     w_est = estimate_weight_bytes(model, p.tp_size, attn_tp_size=a_tp, dp_attention=attn_dp > 1)
     draft = draft_weights_bytes or 0
     weights = rest = rest_b = None
@@ -368,6 +359,22 @@ def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_req
         weights_bytes=weights, weights_source=w_src,
         mm_reservation_bytes=int(mm_reservation_gib(multimodal) * GiB), rest_gib=rest, rest_bytes=rest_b,
         weights_estimate_bytes=w_est)
+
+
+NODE_GPUS = 8  # a profile without memory figures is read as one rank of an eight-GPU node
+
+
+def weights_for_unsized(p, node_gpus: int = NODE_GPUS) -> int | None:
+    """Weights per rank to assume for a profile that gives neither available_bytes nor weights_bytes.
+
+    The model's FP8 checkpoint (``estimate_weight_bytes``) over ``max(tp_size, node_gpus)`` GPUs; None
+    when the profile gives its memory. The book's pages label every figure sized this way as estimated.
+    """
+    if p.available_bytes is not None or p.weights_bytes is not None:
+        return None
+    from ..inputs.model import load_model
+
+    return estimate_weight_bytes(load_model(p.model), max(p.tp_size, node_gpus))
 
 
 def rest_for_profile(p, gpu: Gpu, attn_dp: int, max_running_requests: int | None) -> tuple[float, float, str]:

@@ -51,14 +51,14 @@ def cp_tp_group_sharing(args: ServerArgs) -> bool:
     """
     p, model = args.profile, args.model
     archs = getattr(model, "architectures", ()) or ()
-    if not getattr(p, "enable_prefill_cp", False) or p.attn_cp_size <= 1:
+    if not p.enable_prefill_cp or p.attn_cp_size <= 1:
         return False
     if archs and archs[0] not in CP_TP_SHARING_ARCHS:
         return False
     if p.attn_cp_size != p.tp_size:
         raise ProfileError("attn_cp_size", f"CP-TP group sharing requires attn_cp_size == tp_size, got "
                                            f"attn_cp_size={p.attn_cp_size}, tp_size={p.tp_size}")
-    if getattr(p, "cp_strategy", None) != "interleave":
+    if p.cp_strategy != "interleave":
         raise ProfileError("cp_strategy", f"CP-TP group sharing requires cp_strategy interleave for "
                                           f"this model, got {getattr(p, 'cp_strategy', None)!r}")
     return True

@@ -134,7 +134,7 @@ def verify_boot_log(profile: Profile, log: BootLog) -> VerifyResult:
                                          "neither available_bytes nor weights_bytes: nothing to size from")
     tok, req = nominal.token, nominal.request
     auto_plans: list[Plan] = []
-    if "hicache_ratio_logged" in inputs and getattr(profile, "host_memory_bytes", None) is not None:
+    if "hicache_ratio_logged" in inputs and profile.host_memory_bytes is not None:
         auto_plans, _ = _plans(profile, {k: v for k, v in inputs.items() if not k.startswith("hicache")})
 
     def safe(fn, pl):

@@ -133,27 +133,27 @@ def _where(exc: BaseException) -> str:
     return f"sglang/{f.filename.split('/sglang/', 1)[1]}:{f.lineno}"
 
 
-def _plan(profile: dict, gpu: FakeGpu, config: dict) -> dict:
+def resolve_for_sizing(config: dict, kwargs: dict) -> SimpleNamespace:
+    """SGLang's own ServerArgs resolution for a profile, published as the scheduler does, and a
+    factory for the ``KVCacheConfigurator`` the model runner would build (shared by both oracles).
+
+    ``configurator(device="cpu", layers=None)``: ``layers`` = (start, end) for a sub-range of layers.
+    """
     import torch
 
     from sglang.srt.arg_groups.overrides import resolved_view
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang.srt.mem_cache.kv_cache_configurator import (
-        KVCacheConfigurator,
-        calculate_mla_kv_cache_dim,
-    )
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang.srt.model_executor.model_runner_components.layer_setup import ModelLayerInfo
     from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
         SpecAuxHiddenStateConfig,
     )
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang.srt.runtime_context import get_context, get_parallel, get_schedule, linear_attn_tp_size
+    from sglang.srt.runtime_context import get_context, get_parallel
     from sglang.srt.server_args import ServerArgs
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    # ---- 1. server arguments: SGLang's resolution pipeline and its validators
     try:
-        sa = ServerArgs(model_path=model_dir(config), device="cuda", **server_args_kwargs(profile))
+        sa = ServerArgs(model_path=model_dir(config), device="cuda", **kwargs)
         sa.resolve_once()
     except Exception as e:  # noqa: BLE001 - any refusal is an answer
         raise SGLangRefused("server_args", e)
@@ -162,14 +162,14 @@ def _plan(profile: dict, gpu: FakeGpu, config: dict) -> dict:
     ctx.set_server_args(sa)
     par = get_parallel()
     mc = ModelConfig.from_server_args(sa)
-
     kv_dtype = {"bfloat16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}[v.kv_cache_dtype]
     spec = SpeculativeAlgorithm.from_string(v.speculative_algorithm)
-    num_layers = mc.num_hidden_layers
+    n = mc.num_hidden_layers
 
-    def configurator():
+    def configurator(device: str = "cpu", layers: tuple[int, int] | None = None):
+        start, end = layers or (0, n)
         return KVCacheConfigurator(
-            device="cpu", gpu_id=0, attn_dp_size=par.attn_dp_size, pp_size=1, pp_group=None,
+            device=device, gpu_id=0, attn_dp_size=par.attn_dp_size, pp_size=1, pp_group=None,
             model=None, model_config=mc, server_args=sa, kv_cache_dtype=kv_dtype,
             kv_cache_dtype_str=v.kv_cache_dtype, model_dtype=torch.bfloat16,
             page_size=v.page_size, sliding_window_size=None, spec_algorithm=spec,
@@ -179,10 +179,23 @@ def _plan(profile: dict, gpu: FakeGpu, config: dict) -> dict:
                 eagle_draft_num_layers=(mc.hf_text_config.num_nextn_predict_layers if not spec.is_none() else None)
             ),
             is_hybrid_swa=False, is_hybrid_swa_compress=False, use_mla_backend=True,
-            layer_info=ModelLayerInfo(start_layer=0, end_layer=num_layers, num_effective_layers=num_layers),
+            layer_info=ModelLayerInfo(start_layer=start, end_layer=end, num_effective_layers=end - start),
             forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
             memory_pool_config=None,
         )
+
+    return SimpleNamespace(sa=sa, v=v, ctx=ctx, par=par, mc=mc, kv_dtype=kv_dtype, configurator=configurator)
+
+
+def _plan(profile: dict, gpu: FakeGpu, config: dict) -> dict:
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator, calculate_mla_kv_cache_dim
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang.srt.runtime_context import linear_attn_tp_size
+
+    # ---- 1. server arguments: SGLang's resolution pipeline and its validators
+    r = resolve_for_sizing(config, server_args_kwargs(profile))
+    v, ctx, par, mc, kv_dtype = r.v, r.ctx, r.par, r.mc, r.kv_dtype
+    configurator = r.configurator
 
     kvc = configurator()
     try:  # KimiLinearStateShape.create divides the KDA projection by the linear-attention TP

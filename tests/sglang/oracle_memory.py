@@ -32,7 +32,8 @@ import logging
 from types import SimpleNamespace
 
 from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs
-from oracle import GiB, SGLangRefused, _where, fake_gpu, model_dir, server_args_kwargs, shipped_config
+from oracle import (GiB, SGLangRefused, _where, fake_gpu, resolve_for_sizing, server_args_kwargs,
+                    shipped_config)
 
 # Profile fields (issue 11) that map 1:1 onto ServerArgs fields.
 EXTRA_PASS_THROUGH = ("chunked_prefill_size", "cuda_graph_max_bs_decode", "max_prefill_tokens",
@@ -156,50 +157,12 @@ def sglang_memory(profile: dict, raw: dict, *, pre_model_load_bytes: int | None,
 
 
 def _memory(profile, raw, gpu, state, pre_bytes, weights, config, pool_log=False) -> dict:
-    import torch
-
     import sglang.srt.utils.common as common
-    from sglang.srt.arg_groups.overrides import resolved_view
-    from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-    from sglang.srt.model_executor.model_runner_components.layer_setup import ModelLayerInfo
-    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
-        SpecAuxHiddenStateConfig,
-    )
-    from sglang.srt.runtime_context import get_context, get_parallel, get_schedule, linear_attn_tp_size
-    from sglang.srt.server_args import ServerArgs
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang.srt.runtime_context import get_schedule, linear_attn_tp_size
 
-    try:
-        sa = ServerArgs(model_path=model_dir(config), device="cuda", **kwargs_for(profile, raw))
-        sa.resolve_once()
-    except Exception as e:  # noqa: BLE001
-        raise SGLangRefused("server_args", e)
-    v = resolved_view(sa)
-    ctx = get_context()
-    ctx.set_server_args(sa)
-    par = get_parallel()
-    mc = ModelConfig.from_server_args(sa)
-    kv_dtype = {"bfloat16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}[v.kv_cache_dtype]
-    spec = SpeculativeAlgorithm.from_string(v.speculative_algorithm)
-    n = mc.num_hidden_layers
-
-    def configurator(device="cpu", layers=None):
-        start, end = layers or (0, n)
-        return KVCacheConfigurator(
-            device=device, gpu_id=0, attn_dp_size=par.attn_dp_size, pp_size=1, pp_group=None,
-            model=None, model_config=mc, server_args=sa, kv_cache_dtype=kv_dtype,
-            kv_cache_dtype_str=v.kv_cache_dtype, model_dtype=torch.bfloat16,
-            page_size=v.page_size, sliding_window_size=None, spec_algorithm=spec,
-            is_draft_worker=False, post_capture_kv_active=False,
-            spec_aux_config=SpecAuxHiddenStateConfig(
-                eagle_draft_num_layers=(mc.hf_text_config.num_nextn_predict_layers if not spec.is_none() else None)
-            ),
-            is_hybrid_swa=False, is_hybrid_swa_compress=False, use_mla_backend=True,
-            layer_info=ModelLayerInfo(start_layer=start, end_layer=end, num_effective_layers=end - start),
-            forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
-            memory_pool_config=None,
-        )
+    r = resolve_for_sizing(config, kwargs_for(profile, raw))
+    v, par, mc, configurator = r.v, r.par, r.mc, r.configurator
 
     out: dict = {"resolved": {"mem_fraction_static": v.mem_fraction_static,
                               "chunked_prefill_size": v.chunked_prefill_size,

@@ -389,13 +389,6 @@ def differential(sglang: SGLangSide, make_ours, ops: list[tuple], seed: int,
 
 
 # --------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def reduced_config(tmp_path_factory):
-    from glm_kv.tensors.memory_pool import write_reduced_model_config
-
-    return write_reduced_model_config(tmp_path_factory.mktemp("model") / "config.json")
-
-
 def _driver(reduced_config, **kw):
     from radix_driver import SGLangRadix
 
@@ -410,14 +403,6 @@ def sglang(sglang_ready, reduced_config):
     side.d.close()
 
 
-@pytest.fixture
-def one_thread():
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 # --------------------------------------------------------------------------- tests

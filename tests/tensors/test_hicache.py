@@ -7,12 +7,7 @@ torch = pytest.importorskip("torch")
 
 from glm_kv.tensors.memory_pool_host import PoolName, build_host_pool_group  # noqa: E402
 from glm_kv.ledgers.plan import load_plan  # noqa: E402
-from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan, write_reduced_model_config  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def reduced_config(tmp_path_factory):
-    return write_reduced_model_config(tmp_path_factory.mktemp("model") / "config.json")
+from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan  # noqa: E402
 
 
 def _setup(profile: str, model: str | None = None, pages: int = 4, mamba: int = 2, ratio: float = 1.0):

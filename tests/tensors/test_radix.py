@@ -17,27 +17,13 @@ torch = pytest.importorskip("torch")
 
 from glm_kv.tensors.memory_pool_host import build_host_pool_group  # noqa: E402
 from glm_kv.ledgers.plan import load_plan  # noqa: E402
-from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan, write_reduced_model_config  # noqa: E402
+from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan  # noqa: E402
 from glm_kv.tensors.radix_cache import (  # noqa: E402
     FULL, MAMBA, RadixTree, SyntheticContent, decode, finish_request, prefill, replay_requests,
     start_request,
 )
 
 SEED = int(os.environ.get("GLM_KV_SEED", "20251129"))
-
-
-@pytest.fixture(scope="module")
-def reduced_config(tmp_path_factory):
-    return write_reduced_model_config(tmp_path_factory.mktemp("model") / "config.json")
-
-
-@pytest.fixture
-def one_thread():
-    """Small indexing ops are faster single-threaded on a 2-core CI box."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def _tree(profile, model, pages=16, mamba=8, ratio=1.5, host=True):

@@ -439,38 +439,6 @@ def pool_structure_chart(structure: Mapping[str, Any]):
         strokeWidth=0)
 
 
-def indexer_page_table(plan: "Plan"):
-    """Token positions of one IndexKeyCache page and the index_kpool group each falls in."""
-    import pandas as pd
-
-    tok = plan.token
-    n, kpool = tok.indexer_tokens_per_page, tok.index_kpool
-    return pd.DataFrame({"token in page": range(n), "index_kpool group": [t // kpool for t in range(n)],
-                         "bytes reserved (per layer)": tok.indexer_bytes_per_token_per_layer,
-                         "page bytes (per layer)": tok.indexer_page_bytes})
-
-
-def indexer_page_chart(plan: "Plan", columns: int = 16):
-    """One IndexKeyCache page as a grid of token cells, shaded by index_kpool group."""
-    alt = _alt()
-    df = indexer_page_table(plan)
-    df["row"] = df["token in page"] // columns
-    df["col"] = df["token in page"] % columns
-    df["group parity"] = (df["index_kpool group"] % 2).map({0: "even group", 1: "odd group"})
-    return alt.Chart(df, title="One indexer page: tokens and their index_kpool groups").mark_rect(
-        stroke="white").encode(
-        x=alt.X("col:O", axis=None), y=alt.Y("row:O", axis=None),
-        color=alt.Color("group parity:N", scale=alt.Scale(range=[LEDGER_COLORS["indexer K"], "#ffbb78"]),
-                        legend=None),
-        tooltip=_tooltip(alt, [("token in page", "quantitative", "token"),
-                               ("index_kpool group", "quantitative", "group"),
-                               ("bytes reserved (per layer)", "quantitative", "reserved B/token/layer"),
-                               ("page bytes (per layer)", "quantitative", "page B/layer")]),
-    ).properties(width=16 * 28, height=28 * int(df["row"].max() + 1))
-
-
-# -- chapter 6 --------------------------------------------------------------------------------
-
 def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], contexts: Iterable[int],
                   node_tp: int = 8):
     """Per GPU x concurrency x context: does it fit on a rank, and what binds (glm_kv.sweep).

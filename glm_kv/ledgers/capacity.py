@@ -153,12 +153,6 @@ def pool_sizes(rest_gib, *, slot, slots_per_request, cell_size, page_size, draft
             "binding": binding, "source": source, "error": err}
 
 
-def auto_max_running_requests(tokens: int, context_len: int) -> int:
-    """SGLang's estimate when --max-running-requests is absent: tokens / context x 512, in 2048..4096."""
-    est = int(tokens / context_len * AUTO_REQS_PER_CONTEXT)
-    return max(min(est, AUTO_REQS_MAX), AUTO_REQS_MIN)
-
-
 def capacity_ledger(p, *, rest_gib: float, available_bytes: int, available_source: str, attn_dp: int,
                     slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
                     requests_per_worker: int | None, context_len: int) -> CapacityLedger:

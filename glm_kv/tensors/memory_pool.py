@@ -71,10 +71,6 @@ def torch_dtype(name: str | torch.dtype) -> torch.dtype:
         raise ValueError(f"unknown dtype {name!r}") from None
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
 def default_device() -> str:
     """CUDA when available, else CPU."""
     return "cuda" if torch.cuda.is_available() else "cpu"

@@ -504,15 +504,6 @@ class RadixTree:
                 self.backup(node)
         return stats
 
-    def _node_ending_at(self, key: tuple[int, ...], length: int) -> TreeNode:
-        node, off = self.root, 0
-        while off < length:
-            child = node.children[key[off: off + self.page_size]]
-            if off + len(child.key) > length:
-                child = self._split(child, length - off)
-            node, off = child, off + len(child.key)
-        return node
-
     def _evict_excess_path_states(self, tail: TreeNode) -> None:
         """MambaComponent._evict_excess_path_states (``--mamba-max-states-per-path``)."""
         cap = self.mamba_max_states_per_path

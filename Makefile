@@ -55,22 +55,21 @@ chromium:
 	      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null; }; \
 	    else echo "no CJK font and not root: install fonts-noto-cjk, or the screenshot check fails on CJK text"; fi; }
 
-## SGLang 0.5.23's own classes against the engine (its own cached virtualenv).
-test-sglang:
-	bash scripts/sglang-env.sh
-	GLM_KV_SGLANG=1 .venv-sglang/bin/python -m pytest -q tests/sglang
+## The run's seed: empty draws a fresh one (printed); `make test SEED=N` reproduces a run.
+SEED ?=
 
-## The book builds with warnings as errors and its charts render offline in headless Chromium.
-test-book: html chromium
-	$(BIN)/python scripts/screenshot_check.py --html _build/html --out _build/screenshots
+## What CI runs: every group (sglang, book, unit, notebooks), even after one fails; one summary
+## line per group (PASS/FAIL, counts, time); non-zero exit when any group failed.
+test: setup
+	$(BIN)/python scripts/test_groups.py --seed "$(SEED)"
 
-## Unit tests plus every committed notebook re-executed and compared (nbval); the pool-by-pool
-## comparison with SGLang's classes runs too when .venv-sglang exists.
+## One group alone (same seed rules).
+test-sglang: setup
+	$(BIN)/python scripts/test_groups.py --seed "$(SEED)" --only sglang
+test-book: setup
+	$(BIN)/python scripts/test_groups.py --seed "$(SEED)" --only book
 test-unit: setup
-	GLM_KV_SGLANG=1 $(BIN)/python -m pytest --nbval-lax --ignore=tests/sglang tests notebooks book
-
-## What CI runs.
-test: setup test-sglang test-book test-unit
+	$(BIN)/python scripts/test_groups.py --seed "$(SEED)" --only unit --only notebooks
 
 bench: setup
 	$(BIN)/python -m benchmarks

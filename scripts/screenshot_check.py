@@ -179,7 +179,8 @@ def _eval(browser: Browser, session: str, expression: str):
     res = browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
                                             "awaitPromise": True}, session)
     if "exceptionDetails" in res:
-        raise RuntimeError(f"page script failed: {res['exceptionDetails'].get('text')}")
+        d = res["exceptionDetails"]
+        raise RuntimeError(f"page script failed: {d.get('text')} {d.get('exception', {}).get('description', '')[:200]}")
     return res.get("result", {}).get("value")
 
 
@@ -250,16 +251,79 @@ def blank_report(png: bytes) -> tuple[bool, str]:
 # The check
 # ------------------------------------------------------------------------------------------------
 
+# Injected before any script of the page (Page.addScriptToEvaluateOnNewDocument): when the page
+# defines window.vegaEmbed, wrap it so that each chart's element gets data-glm-kv-rendered="ok"
+# once its Vega view has finished its dataflow and drawn (view.runAsync() resolved), or "error".
+# The check waits on that mark, not on a guess about time, so a slow machine only waits longer.
+_RENDER_HOOK = r"""
+(() => {
+  let embed;
+  const mark = (el, state) => {
+    const node = typeof el === 'string' ? document.querySelector(el) : el;
+    if (node && node.setAttribute) node.setAttribute('data-glm-kv-rendered', state);
+  };
+  Object.defineProperty(window, 'vegaEmbed', {
+    configurable: true,
+    get() { return embed; },
+    set(fn) {
+      if (typeof fn !== 'function') { embed = fn; return; }
+      const wrapped = function (el, spec, opts) {
+        return fn.apply(this, arguments).then(
+          res => res.view.runAsync().then(() => { mark(el, 'ok'); return res; }),
+          err => { mark(el, 'error'); throw err; });
+      };
+      Object.assign(wrapped, fn);
+      embed = wrapped;
+    },
+  });
+})();
+"""
+
+# Every chart settled: rendered (or failed), fonts loaded, and its box unchanged across two frames.
+_SETTLED = r"""
+(async () => {
+  const charts = Array.from(document.querySelectorAll('.glm-kv-chart'));
+  if (document.readyState !== 'complete') return {ready: false, why: 'document loading'};
+  const pending = charts.filter(el => !el.hasAttribute('data-glm-kv-rendered')).map(el => el.id);
+  if (pending.length) return {ready: false, why: 'charts not rendered: ' + pending.slice(0, 3).join(', ')};
+  await document.fonts.ready;
+  const boxes = () => charts.map(el => { const r = el.getBoundingClientRect();
+                                         return [r.x + window.scrollX, r.y + window.scrollY, r.width, r.height].map(Math.round).join(','); }).join(';');
+  const frame = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const a = boxes(); await frame(); const b = boxes();
+  return a === b ? {ready: true} : {ready: false, why: 'layout still moving'};
+})()
+"""
+
+# The box of one chart's vega-embed element, measured after scrolling it into view and letting
+# the layout settle: the clip for its screenshot, in page coordinates.
+_CHART_BOX = r"""
+(async (i) => {
+  const el = document.querySelectorAll('.glm-kv-chart')[i];
+  el.scrollIntoView({block: 'center'});
+  const frame = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const box = () => { const t = el.querySelector('.vega-embed') || (el.classList.contains('vega-embed') ? el : el);
+                      const r = t.getBoundingClientRect();
+                      return {x: r.x + window.scrollX, y: r.y + window.scrollY, w: r.width, h: r.height}; };
+  let a = box();
+  for (let k = 0; k < 20; k++) { await frame(); const b = box();
+    if (Math.abs(a.x - b.x) < 0.5 && Math.abs(a.y - b.y) < 0.5 && Math.abs(a.w - b.w) < 0.5 && Math.abs(a.h - b.h) < 0.5) return b;
+    a = b; }
+  return a;
+})(%d)
+"""
+
 _CHART_STATE = """
 (() => {
   const charts = Array.from(document.querySelectorAll('.glm-kv-chart'));
   return charts.map(el => {
     const svg = el.querySelector('svg.marks');
+    const signal = el.getAttribute('data-glm-kv-rendered');
     const marks = svg ? svg.querySelectorAll('.mark-rect path, .mark-rect rect, .mark-line path,'
                                            + ' .mark-area path, .mark-symbol path, .mark-arc path,'
                                            + ' .mark-rule line, .mark-text text').length : 0;
     const r = el.getBoundingClientRect();
-    return {id: el.id, rendered: !!svg, marks: marks, text: el.textContent.slice(0, 120),
+    return {id: el.id, rendered: !!svg && signal === 'ok', signal: signal, marks: marks, text: el.textContent.slice(0, 120),
             x: r.x + window.scrollX, y: r.y + window.scrollY, w: r.width, h: r.height};
   });
 })()
@@ -399,26 +463,35 @@ _LAYOUT = r"""
 """
 
 
+RENDER_TIMEOUT = float(os.environ.get("GLM_KV_RENDER_TIMEOUT", "120"))  # s: generous for a loaded machine
+
+
 def _load(browser: Browser, page: Path, width: int, height: int = 1600):
+    """Open ``page`` at ``width``; return once every chart has signalled its render and the layout
+    has settled (or raise TimeoutError after RENDER_TIMEOUT seconds, naming what was pending)."""
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     browser.events.clear()
     for domain in ("Network", "Page", "Runtime", "Log"):
         browser.send(f"{domain}.enable", {}, session)
+    browser.send("Page.addScriptToEvaluateOnNewDocument", {"source": _RENDER_HOOK}, session)
     browser.send("Emulation.setDeviceMetricsOverride",
                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
     browser.send("Page.navigate", {"url": page.resolve().as_uri()}, session)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # wait for the charts to draw (vega-embed is asynchronous)
-        browser.pump(0.3)
+    deadline = time.monotonic() + RENDER_TIMEOUT
+    why = "no answer"
+    while True:
+        browser.pump(0.2)
         try:
-            state = _eval(browser, session, _CHART_STATE)
-            ready = _eval(browser, session, "document.readyState") == "complete"
-        except RuntimeError:
-            continue
-        if ready and all(c["rendered"] for c in (state or [])):
-            break
-    return target, session
+            state = _eval(browser, session, _SETTLED) or {}
+        except RuntimeError as err:  # navigation in progress
+            state = {"ready": False, "why": str(err)}
+        if state.get("ready"):
+            return target, session
+        why = state.get("why", why)
+        if time.monotonic() > deadline:
+            browser.send("Target.closeTarget", {"targetId": target})
+            raise TimeoutError(f"{page.name} @{width}px: not settled after {RENDER_TIMEOUT:.0f} s ({why})")
 
 
 def _console_errors(events: list[dict]) -> list[str]:
@@ -478,7 +551,7 @@ def check_layout(browser: Browser, page: Path, out_dir: Path, width: int, name: 
 
 
 def check_charts(browser: Browser, page: Path, out_dir: Path, name: str, width: int = 1400) -> list[str]:
-    """Tooltip on the first mark and a non-blank screenshot of the first chart."""
+    """Tooltip on the first mark; every chart rendered (its own signal) and not blank on screen."""
     failures: list[str] = []
     target, session = _load(browser, page, width)
     browser.pump(0.5)
@@ -488,7 +561,8 @@ def check_charts(browser: Browser, page: Path, out_dir: Path, name: str, width: 
         return failures
     for i, c in enumerate(state):
         if not c["rendered"] or c["marks"] == 0:
-            failures.append(f"{name}: chart {i} ({c['id']}) did not render: {c['text']!r}")
+            failures.append(f"{name}: chart {i} ({c['id']}) did not render "
+                            f"(signal {c['signal']!r}, {c['marks']} marks): {c['text']!r}")
     centre = _eval(browser, session, _FIRST_MARK_CENTRE % 0)
     tip = None
     if centre:
@@ -503,18 +577,21 @@ def check_charts(browser: Browser, page: Path, out_dir: Path, name: str, width: 
             failures.append(f"{name}: hovering the first mark showed no tooltip ({tip!r})")
     else:
         failures.append(f"{name}: chart 0 has no mark to hover")
-    first = _eval(browser, session, _CHART_STATE)[0]
-    clip = {"x": first["x"], "y": first["y"], "width": max(1, first["w"]), "height": max(1, first["h"]), "scale": 1}
-    png = base64.b64decode(browser.send("Page.captureScreenshot",
-                                        {"format": "png", "clip": clip, "captureBeyondViewport": True},
-                                        session)["data"])
-    (out_dir / f"{name}-chart.png").write_bytes(png)
-    blank, desc = blank_report(png)
-    if blank:
-        failures.append(f"{name}: the chart screenshot looks blank ({desc})")
+    descs = []
+    for i in range(len(state)):  # every chart: cropped by its own DOM box, judged on its pixels
+        box = _eval(browser, session, _CHART_BOX % i)
+        clip = {"x": box["x"], "y": box["y"], "width": max(1, box["w"]), "height": max(1, box["h"]), "scale": 1}
+        png = base64.b64decode(browser.send("Page.captureScreenshot",
+                                            {"format": "png", "clip": clip, "captureBeyondViewport": True},
+                                            session)["data"])
+        (out_dir / (f"{name}-chart.png" if i == 0 else f"{name}-chart-{i + 1}.png")).write_bytes(png)
+        blank, desc = blank_report(png)
+        descs.append(desc)
+        if blank:
+            failures.append(f"{name}: chart {i} ({state[i]['id']}): the chart screenshot looks blank ({desc})")
     tip_text = " ".join((tip or {}).get("text", "").split())[:60]
     drawn = sum(1 for c in state if c["rendered"] and c["marks"])
-    print(f"{name}: {drawn} of {len(state)} chart(s) rendered; tooltip {tip_text!r}; chart screenshot {desc}")
+    print(f"{name}: {drawn} of {len(state)} chart(s) rendered; tooltip {tip_text!r}; chart 0 screenshot {descs[0]}")
     browser.send("Target.closeTarget", {"targetId": target})
     return failures
 
@@ -568,8 +645,35 @@ BAD_EXPECTED = ("console error", "overflows the content column", "truncated cell
                 "visible parameters cells", "figure text clipped", "prose cut off")
 
 
+def _chart_spec(values: list[dict]) -> dict:
+    return {"$schema": "https://vega.github.io/schema/vega-lite/v5.json", "width": 300, "height": 150,
+            "data": {"values": values}, "mark": {"type": "bar", "tooltip": True},
+            "encoding": {"x": {"field": "ledger", "type": "nominal"},
+                         "y": {"field": "GiB", "type": "quantitative"},
+                         "color": {"field": "ledger", "type": "nominal"}}}
+
+
+def chart_page(folder: Path) -> Path:
+    """A page with two charts drawn by the book's own offline renderer: chart 0 has data, chart 1
+    has none (its spec's data is empty, so Vega draws axes and nothing else)."""
+    from glm_kv.book.charts import BUNDLE_NAME, offline_html, write_javascript_bundle
+
+    write_javascript_bundle(folder)
+    full = _chart_spec([{"ledger": k, "GiB": v} for k, v in
+                        (("MLA latent KV", 40.5), ("indexer K", 12.0), ("KDA state", 25.0), ("tail", 3.0))])
+    empty = _chart_spec([])
+    page = folder / "charts.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8">'
+        f'<script src="{BUNDLE_NAME}"></script></head><body><main><article class="bd-article">'
+        f"<p>a chart with data</p>{offline_html(full)}<p>a chart with no data</p>{offline_html(empty)}"
+        "</article></main></body></html>", encoding="utf-8")
+    return page
+
+
 def self_test(browser: Browser, out_dir: Path) -> list[str]:
-    """The checks must fail on a page built to break them; returns the checks that did NOT fire."""
+    """The checks must fail on pages built to break them; returns the checks that did NOT fire
+    (or fired where they must not: the chart with data must not be judged blank)."""
     import tempfile as _tf
 
     folder = Path(_tf.mkdtemp(prefix="glm-kv-bad-page-"))
@@ -577,11 +681,17 @@ def self_test(browser: Browser, out_dir: Path) -> list[str]:
     page.write_text(BAD_PAGE, encoding="utf-8")
     try:
         failures = check_page(browser, page, out_dir, widths=(1400,))
+        chart_failures = check_charts(browser, chart_page(folder), out_dir, "self-test-charts")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    for f in failures:
+    for f in failures + chart_failures:
         print(f"  (expected) {f}")
-    return [k for k in BAD_EXPECTED if not any(k in f for f in failures)]
+    missed = [k for k in BAD_EXPECTED if not any(k in f for f in failures)]
+    if not any("chart 1" in f and "looks blank" in f for f in chart_failures):
+        missed.append("a chart with no data judged blank")
+    wrong = [f for f in chart_failures if "chart 0" in f]
+    missed += [f"(must not fire) {f}" for f in wrong]
+    return missed
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -125,7 +125,13 @@ def candidates(plan: Plan, n: int, t: int, prefix: int) -> Candidates:
         points = GRID_POINTS_PER_SLOT * int(rest_bytes // slot) + 64
         share = np.arange(1, points, dtype=np.float64) / points
         values = share / (1 - share)
-        values = values[values <= field_max("mamba_full_memory_ratio")]
+        top = field_max("mamba_full_memory_ratio")
+        values = values[values < top]
+        if math.isfinite(top):
+            # the largest ratio the flag accepts is a split of its own: the grid in the share
+            # stops short of it when the pool holds few slots (issue 19: seed 424242 served 60
+            # requests at ratio 1,000 where the grid's best served 59)
+            values = np.append(values, top)
         out = _kernel(plan, n, ratio=values)
     err = np.broadcast_to(out["error"], values.shape)
     slots = np.broadcast_to(out["max_mamba_cache_size"], values.shape)

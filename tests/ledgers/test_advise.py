@@ -60,12 +60,19 @@ def serves(plan: dict, concurrent: int, tokens_per_request: int, prefix: int) ->
             and cap["max_mamba_cache_size"] // plan["request"]["slots_per_request"] >= per_worker)
 
 
+RATIO_MAX = 1000.0  # the profile's bound on --mamba-full-memory-ratio (le=1000): the search space's edge
+
+
 def ratio_grid(advised: float | None) -> list[float]:
-    """Geometric from 0.01 to 1000, plus a dense band around the advised ratio."""
-    grid = list(np.geomspace(0.01, 1000, 161))
+    """The brute force's search space: every value the flag accepts, sampled three ways: geometric
+    from 0.01 to the bound, uniform in the mamba share r / (1 + r) (dense where the slot count
+    changes fast), both ends of the range, and a dense band around the advised ratio."""
+    grid = list(np.geomspace(0.01, RATIO_MAX, 161))
+    share = np.arange(1, 400) / 400
+    grid += list(share / (1 - share)) + [1e-3, RATIO_MAX]
     if advised:
         grid += list(np.linspace(advised * 0.9, advised * 1.1, 81))
-    return [float(r) for r in grid if r <= 1000]
+    return sorted({float(r) for r in grid if 0 < r <= RATIO_MAX})
 
 
 def flag_value(flags, name):
@@ -117,7 +124,8 @@ def check(profile_arg: str, workload, capsys) -> None:
             other = load_plan(prof, {**base, **o}).to_dict()
         except ProfileError:
             continue
-        assert served(other, T, P) <= best, (profile_arg, o, served(other, T, P), best)
+        assert served(other, T, P) <= best, (f"seed {SEED}: advise is not optimal", profile_arg, o,
+                                             served(other, T, P), best)
 
 
 WORKLOADS = {

@@ -23,130 +23,132 @@ from __future__ import annotations
 
 import gc
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from fractions import Fraction
+from typing import TYPE_CHECKING, Optional
 
-from ..ledgers.host import host_size
-from ..ledgers.plan import Plan
-from ..units import DTYPE_BYTES, fmt_bytes, index_page_count
+from ..errors import ProfileError
+from ..units import fmt_bytes, index_page_count
 from .budget import check_budget, free_memory_bytes, storage_bytes, storage_key
-from .memory_pool import DevicePools, default_device, geometry_from_plan, plan_requests_per_worker, torch_dtype
-from .memory_pool_host import build_host_pool_group, not_on_host
+from .memory_pool import DevicePools, default_device, pool_geometry, torch_dtype
+from .memory_pool_host import build_host_pool_group, host_pool_size, not_on_host
+
+if TYPE_CHECKING:  # the plan is only read here, never built: no ledger formula is imported
+    from ..ledgers.plan import Plan
 
 CUDA_BLOCK = 512  # the CUDA caching allocator rounds every block up to a multiple of 512 B
-INT32_BYTES = DTYPE_BYTES["int32"]  # req_to_token is int32
 
 
 # --------------------------------------------------------------------------- the ledger side
-# Each function turns the plan's scalar ledger figures into the bytes one buffer should hold.
+# Each function turns the plan's ledger figures into the bytes one buffer should hold. They read
+# the ledgers' fields only (never a tensor or a shape derived in memory_pool), and only SGLang's
+# *counting* rules enter them (size + page_size rows for the padding page,
+# (size + page_size + 1) // page_size index pages, slots + 1 for the padding slot). A split that
+# does not come out whole stays a fraction, so it can never equal a measured byte count.
 
 
-def ledger_kv_buffer_bytes(plan: Plan, size: int) -> int:
-    """One full layer's kv_buffer: (size + page_size) token rows x (kv_bytes_per_token / full layers)."""
-    tok, n_full = plan.token, plan.model.num_full_layers
-    per_layer, rem = divmod(tok.kv_bytes_per_token, n_full)
-    if rem:
-        raise ValueError(f"kv_bytes_per_token {tok.kv_bytes_per_token} does not split over {n_full} full layers")
-    return (size + tok.page_size) * per_layer
+def _whole(x: Fraction) -> int | float:
+    """A ledger figure for the report: an int when whole, else the (non-matching) float."""
+    return int(x) if x.denominator == 1 else float(x)
 
 
-def ledger_index_buffer_bytes(plan: Plan, size: int) -> int:
-    """One full layer's IndexKeyCache buffer: (size + page_size + 1) // page_size pages x indexer_page_bytes."""
+def ledger_kv_buffer_bytes(plan: Plan, size: int) -> Fraction:
+    """One full layer's kv_buffer: (size + page_size) token rows x (token.kv_bytes_per_token / full layers)."""
     tok = plan.token
-    return index_page_count(size, tok.indexer_tokens_per_page) * tok.indexer_page_bytes
+    return (size + tok.page_size) * Fraction(tok.kv_bytes_per_token, tok.num_full_layers)
 
 
-def ledger_compress_tail_bytes(plan: Plan, rows: Optional[int] = None) -> int:
-    """One of _compress_tail_k / _compress_tail_score for one layer: tail.bytes / (2 x tail layers).
+def ledger_index_buffer_bytes(plan: Plan, size: int) -> Fraction:
+    """One full layer's IndexKeyCache buffer: (size + page_size + 1) // page_size pages x token.indexer_page_bytes."""
+    tok = plan.token
+    return Fraction(index_page_count(size, tok.indexer_tokens_per_page) * tok.indexer_page_bytes)
 
-    ``rows`` rescales it when the pools are built for another request count.
-    """
+
+def ledger_compress_tail_bytes(plan: Plan) -> Fraction:
+    """One of _compress_tail_k / _compress_tail_score for one layer: tail.bytes / (2 tensors x tail layers)."""
     tail = plan.tail
-    per, rem = divmod(tail.bytes, 2 * tail.num_layers)
-    if rem:
-        raise ValueError("tail.bytes does not split into 2 tensors per layer")
-    if rows is None or rows == tail.rows:
-        return per
-    per_row, rem = divmod(per, tail.rows)
-    if rem:
-        raise ValueError("tail bytes do not split over tail.rows")
-    return per_row * rows
+    if not tail.num_layers:
+        return Fraction(0)
+    return Fraction(tail.bytes, 2 * tail.num_layers)
 
 
-def ledger_conv_state_bytes(plan: Plan, mamba_size: int) -> int:
-    """MambaPool conv: (slots + 1) x KDA layers x conv_state_bytes."""
+def ledger_conv_state_bytes(plan: Plan, mamba_size: int) -> Fraction:
+    """MambaPool conv: (slots + 1) x KDA layers x request.conv_state_bytes."""
     req = plan.request
-    return (mamba_size + 1) * req.num_linear_layers * req.conv_state_bytes
+    return Fraction((mamba_size + 1) * req.num_linear_layers * req.conv_state_bytes)
 
 
-def ledger_temporal_state_bytes(plan: Plan, mamba_size: int) -> int:
-    """MambaPool temporal: (slots + 1) x KDA layers x temporal_state_bytes."""
+def ledger_temporal_state_bytes(plan: Plan, mamba_size: int) -> Fraction:
+    """MambaPool temporal: (slots + 1) x KDA layers x request.temporal_state_bytes."""
     req = plan.request
-    return (mamba_size + 1) * req.num_linear_layers * req.temporal_state_bytes
+    return Fraction((mamba_size + 1) * req.num_linear_layers * req.temporal_state_bytes)
 
 
-def ledger_intermediate_ssm_bytes(plan: Plan, spec_state_size: int) -> int:
-    """EAGLE verify scratch: (requests + 1) x draft tokens x KDA layers x temporal_state_bytes."""
+def ledger_intermediate_ssm_bytes(plan: Plan, spec_state_size: int) -> Fraction:
+    """EAGLE verify scratch: (requests + 1) x draft tokens x KDA layers x request.temporal_state_bytes."""
     req = plan.request
-    return (spec_state_size + 1) * plan.draft_tokens * req.num_linear_layers * req.temporal_state_bytes
+    return Fraction((spec_state_size + 1) * plan.draft_tokens * req.num_linear_layers * req.temporal_state_bytes)
 
 
-def ledger_intermediate_conv_window_bytes(plan: Plan, spec_state_size: int) -> int:
-    """EAGLE verify scratch: (requests + 1) x draft tokens x KDA layers x conv_state_bytes."""
+def ledger_intermediate_conv_window_bytes(plan: Plan, spec_state_size: int) -> Fraction:
+    """EAGLE verify scratch: (requests + 1) x draft tokens x KDA layers x request.conv_state_bytes."""
     req = plan.request
-    return (spec_state_size + 1) * plan.draft_tokens * req.num_linear_layers * req.conv_state_bytes
+    return Fraction((spec_state_size + 1) * plan.draft_tokens * req.num_linear_layers * req.conv_state_bytes)
 
 
-def ledger_req_to_token_bytes(plan: Plan, max_reqs: int) -> int:
-    """ReqToTokenPool: (max_reqs + 1) rows x context_length x 4 B (int32)."""
-    return (max_reqs + 1) * plan.args.context_length * INT32_BYTES
-
-
-def ledger_host_kv_bytes(plan: Plan, host_tokens: int) -> int:
+def ledger_host_kv_bytes(plan: Plan, host_tokens: int) -> Fraction:
     """MLATokenToKVPoolHost: host tokens x host.kv_bytes_per_token."""
-    return host_tokens * plan.host.kv_bytes_per_token
+    return Fraction(host_tokens * plan.host.kv_bytes_per_token)
 
 
-def ledger_host_indexer_bytes(plan: Plan, host_tokens: int) -> int:
+def ledger_host_indexer_bytes(plan: Plan, host_tokens: int) -> Fraction:
     """DSAIndexerPoolHost: (host_tokens + page + 1) // page pages x page x host.indexer_bytes_per_token."""
     ps = plan.host.kv_page_size
-    return index_page_count(host_tokens, ps) * ps * plan.host.indexer_bytes_per_token
+    return Fraction(index_page_count(host_tokens, ps) * ps * plan.host.indexer_bytes_per_token)
 
 
-def ledger_host_mamba_bytes(plan: Plan, host_slots: int) -> int:
+def ledger_host_mamba_bytes(plan: Plan, host_slots: int) -> Fraction:
     """MambaPoolHost: host slots x host.mamba_slot_bytes."""
-    return host_slots * plan.host.mamba_slot_bytes
+    return Fraction(host_slots * plan.host.mamba_slot_bytes)
 
 
-def ledger_bytes_for(name: str, plan: Plan, geometry, host=None) -> Optional[int]:
-    """The ledger's bytes for the buffer called ``name`` at the geometry's sizes (None: not ledgered)."""
+NOT_LEDGERED = {
+    "req_to_token_pool.req_to_token": "no glm_kv ledger counts it (SGLang sizes it before the pools: "
+                                      "(max_reqs + 1) x (context_len + extra) int32)",
+}
+
+
+def ledger_bytes_for(name: str, plan: Plan, geometry, host=None) -> Optional[tuple[Fraction, str]]:
+    """The ledger's bytes for the buffer called ``name`` at the geometry's sizes, and which ledger
+    fields they come from (None: no ledger counts this buffer)."""
     g = geometry
-    if name == "req_to_token_pool.req_to_token":
-        return ledger_req_to_token_bytes(plan, g.max_running_requests_per_worker)
     if name.startswith("full_kv_pool.kv_buffer["):
-        return ledger_kv_buffer_bytes(plan, g.size)
+        return ledger_kv_buffer_bytes(plan, g.size), "token.kv_bytes_per_token"
     if name.startswith("full_kv_pool.index_key_cache.buffer["):
         i = int(name.rsplit("[", 1)[1].rstrip("]"))
-        return 0 if g.skip_topk_layers[i] else ledger_index_buffer_bytes(plan, g.size)
+        return ((Fraction(0) if g.skip_topk_layers[i] else ledger_index_buffer_bytes(plan, g.size)),
+                "token.indexer_page_bytes")
     if name.startswith(("full_kv_pool._compress_tail_k[", "full_kv_pool._compress_tail_score[")):
         i = int(name.rsplit("[", 1)[1].rstrip("]"))
-        return 0 if g.skip_topk_layers[i] else ledger_compress_tail_bytes(plan, g.tail_rows)
+        return (Fraction(0) if g.skip_topk_layers[i] else ledger_compress_tail_bytes(plan)), "tail.bytes"
     if name.startswith("mamba_pool.conv["):
-        return ledger_conv_state_bytes(plan, g.mamba_size)
+        return ledger_conv_state_bytes(plan, g.mamba_size), "request.conv_state_bytes"
     if name == "mamba_pool.temporal":
-        return ledger_temporal_state_bytes(plan, g.mamba_size)
+        return ledger_temporal_state_bytes(plan, g.mamba_size), "request.temporal_state_bytes"
     if name == "mamba_pool.intermediate_ssm":
-        return ledger_intermediate_ssm_bytes(plan, g.spec_state_size)
+        return ledger_intermediate_ssm_bytes(plan, g.spec_state_size), "request.temporal_state_bytes"
     if name.startswith("mamba_pool.intermediate_conv_window["):
-        return ledger_intermediate_conv_window_bytes(plan, g.spec_state_size)
+        return ledger_intermediate_conv_window_bytes(plan, g.spec_state_size), "request.conv_state_bytes"
     if host is not None:
         if name.startswith("MLATokenToKVPoolHost"):
-            return ledger_host_kv_bytes(plan, host.kv.size)
+            return ledger_host_kv_bytes(plan, host.kv.size), "host.kv_bytes_per_token"
         if name.startswith("DSAIndexerPoolHost"):
-            return ledger_host_indexer_bytes(plan, host.kv.size)
+            return ledger_host_indexer_bytes(plan, host.kv.size), "host.indexer_bytes_per_token"
+        req = plan.request
         if name.startswith("MambaPoolHost[mamba].conv_buffer["):
-            return host.mamba.size * plan.request.num_linear_layers * plan.request.conv_state_bytes
+            return Fraction(host.mamba.size * req.num_linear_layers * req.conv_state_bytes), "request.conv_state_bytes"
         if name.startswith("MambaPoolHost[mamba].temporal_buffer"):
-            return host.mamba.size * plan.request.num_linear_layers * plan.request.temporal_state_bytes
+            return (Fraction(host.mamba.size * req.num_linear_layers * req.temporal_state_bytes),
+                    "request.temporal_state_bytes")
     return None
 
 
@@ -159,10 +161,11 @@ class BufferRow:
     shape: list[int]
     dtype: str
     measured_bytes: int
-    ledger_bytes: Optional[int]
+    ledger_bytes: Optional[int | float]    # a float only when the ledger's split is not whole (a mismatch)
     match: Optional[bool]
     where: str = "device"
     shares_storage_with: Optional[str] = None
+    ledger_source: Optional[str] = None    # the ledger field(s) the expected bytes come from, or why none
 
 
 @dataclass
@@ -230,17 +233,29 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
             shared = owner.get(key)
             owner.setdefault(key, name)
             measured = t.untyped_storage().nbytes() if shared is None else 0
-            ledger = ledger_bytes_for(name, plan, geometry, host)
+            found = ledger_bytes_for(name, plan, geometry, host)
+            if found is None:
+                ledger, match, source = None, None, NOT_LEDGERED.get(name, "not in a ledger")
+            else:
+                want, source = found
+                # a buffer sharing another's storage holds no bytes of its own
+                ledger, match = _whole(want), (measured == want) if shared is None else True
             rows.append(BufferRow(name, list(t.shape), str(t.dtype).removeprefix("torch."), measured,
-                                  ledger, None if ledger is None else measured == ledger, where, shared))
+                                  ledger, match, where, shared, source))
         dev_bytes = storage_bytes(b for n, b in pools.named_buffers())
         host_bytes = storage_bytes(b for n, b in host.named_buffers()) if host is not None else 0
         checks = []
+        kv0 = next((t for n, t in pools.named_buffers() if n == "full_kv_pool.kv_buffer[0]"), None)
+        if kv0 is not None:
+            row = Fraction(kv0.untyped_storage().nbytes(), kv0.shape[0])
+            want = plan.token.kv_row_bytes
+            checks.append(dict(check="full_kv_pool.kv_buffer: bytes of one token row, one layer vs token.kv_row_bytes",
+                               measured=_whole(row), ledger=want, match=row == want))
         if host is not None:
             m = sum(r.measured_bytes for r in rows if r.name.startswith("MambaPoolHost"))
             want = ledger_host_mamba_bytes(plan, host.mamba.size)
             checks.append(dict(check=f"MambaPoolHost: {host.mamba.size} slots x host.mamba_slot_bytes",
-                               measured=m, ledger=want, match=m == want))
+                               measured=m, ledger=_whole(want), match=m == want))
         cuda_expected = None
         if cuda:
             seen = {}
@@ -268,13 +283,13 @@ def _host_shape_bytes(g, ratio: float) -> int:
     import math
 
     ps = g.page_size
-    host_tokens = host_size(g.size, ps, ratio, 0, 1)
+    host_tokens = host_pool_size(g.size, ps, ratio)
     kv = host_tokens * g.num_full_layers * g.host_kv_row_bytes
     idx = 0
     if g.layout == "0.5.23":
         live = sum(1 for s in g.skip_topk_layers if not s)
         idx = index_page_count(host_tokens, ps) * live * g.index_page_bytes
-    slots = host_size(g.mamba_size, 1, ratio, 0, 1)
+    slots = host_pool_size(g.mamba_size, 1, ratio)
     per_slot = g.num_linear_layers * (
         sum(math.prod(c) for c in g.conv_state_shapes) * torch_dtype(g.conv_dtype).itemsize
         + math.prod(g.temporal_state_shape) * torch_dtype(g.temporal_dtype).itemsize)
@@ -302,9 +317,28 @@ class MeasureReport:
     def ok(self) -> bool:
         return all(a.ok for a in self.allocations) and all(c["match"] for c in self.linear)
 
+    @property
+    def mismatches(self) -> list[str]:
+        """One line per buffer (or check) whose measured bytes differ from the ledger, naming it."""
+        out: list[str] = []
+        for a in self.allocations:
+            for r in a.rows:
+                if r.match is False:
+                    out.append(f"MISMATCH {r.name} at {a.sizes}: measured {r.measured_bytes:,} B "
+                               f"(shape {tuple(r.shape)} {r.dtype}), ledger {r.ledger_bytes:,} B from {r.ledger_source}")
+            for c in a.checks:
+                if not c["match"]:
+                    out.append(f"MISMATCH {c['check']} at {a.sizes}: measured {c['measured']:,}, ledger {c['ledger']:,}")
+        for c in self.linear:
+            if not c["match"]:
+                out.append(f"MISMATCH {c['group']} per {c['unit']}: measured {c['measured_per_unit']:,} B, "
+                           f"ledger {c['ledger_per_unit']:,} B ({c['ledger_source']})")
+        return out
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["ok"] = self.ok
+        d["mismatches"] = self.mismatches
         for a, ad in zip(self.allocations, d["allocations"]):
             ad["ok"] = a.ok
         return d
@@ -312,6 +346,15 @@ class MeasureReport:
 
 def _sum(alloc: Allocation, group: str) -> int:
     return sum(r.measured_bytes for r in alloc.rows if _group_of(r.name) == group)
+
+
+def plan_requests_per_worker(plan: Plan) -> int:
+    """Requests the pools are sized for on one worker (a count, not a byte figure); refused when unknown."""
+    value = plan.requests_per_worker
+    if value is None:
+        raise ProfileError("max_running_requests", "the pools need a request count: set "
+                                                   "max_running_requests or available_bytes in the profile")
+    return int(value)
 
 
 def _counts(plan: Plan) -> tuple[int, int, int, str]:
@@ -349,7 +392,8 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     tok, req, cap = plan.token, plan.request, plan.capacity
     ps = tok.page_size
     spec = bool(plan.draft_tokens)
-    base = geometry_from_plan(plan)
+    # shapes from the model config + resolved arguments only; the plan gives counts, never bytes
+    base = pool_geometry(plan.args, max_running_requests_per_worker=reqs, profile_name=prof.label)
     g_full = base.with_sizes(size=tokens_full, mamba_size=mamba_full,
                              spec_state_size=reqs if spec else 0)
     cuda_note = (f"CUDA: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available()
@@ -385,7 +429,7 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
         ]
         if spec:
             if cap is not None and cap.spec_scratch_bytes:
-                per_req = cap.spec_scratch_bytes // (cap.max_running_requests_per_worker + 1)
+                per_req = _whole(Fraction(cap.spec_scratch_bytes, cap.max_running_requests_per_worker + 1))
                 units.append(("spec", "spec_state_size", per_req,
                               "capacity.spec_scratch_bytes / (max_running_requests + 1)"))
             else:
@@ -454,5 +498,7 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
             what=f"MTP draft KV pool ({tok.draft_layers} layer, {tok.draft_bytes_per_token:,} B/token in cell_size)",
             why="built by SGLang's draft worker; its pool class for a kpool-4 DSA draft is not modelled here"))
     missing = [dict(what=x.what, why=x.why) for x in not_on_host(base)] if host else []
-    return MeasureReport(prof.label, prof.sglang_layout, device, mode,
-                         allocations, linear, full_rows, not_allocated, missing, cuda_note, notes)
+    report = MeasureReport(prof.label, prof.sglang_layout, device, mode,
+                           allocations, linear, full_rows, not_allocated, missing, cuda_note, notes)
+    report.notes.extend(report.mismatches)  # printed by ``glm-kv measure``: each names its buffer
+    return report

@@ -4,7 +4,7 @@ The object tree and the names follow SGLang (``sglang/srt/mem_cache/memory_pool.
 ``index_key_cache.py``, ``allocator/``), so a reader can hold each buffer against theirs::
 
     DevicePools                                   (our container; SGLang keeps these on the ModelRunner)
-      req_to_token_pool: ReqToTokenPool           req_to_token (max_reqs + 1, context_len) int32
+      req_to_token_pool: ReqToTokenPool           req_to_token (max_reqs + 1, context_len + extra) int32
       token_to_kv_pool: HybridLinearKVPool
         full_kv_pool: DSATokenToKVPool            the full-attention (DSA) layers only
           kv_buffer[i]                            (size + page_size, 1, kv_cache_dim) bf16 | uint8 (fp8)
@@ -17,10 +17,15 @@ The object tree and the names follow SGLang (``sglang/srt/mem_cache/memory_pool.
       token_to_kv_pool_allocator: PagedTokenToKVPoolAllocator   free pages 1 .. size / page_size
       mamba_allocator: MambaSlotAllocator                       free slots 1 .. mamba_size
 
-Shapes are derived here from the model config plus the *resolved* deployment knobs the plan
-reports (layout, page size, kv_cache_dim, storage dtype, linear-attention TP, SSM dtype, tail
-width, requests per worker). They are never derived from the plan's byte totals: those are what
-``glm_kv.measure`` compares the allocations against.
+Shapes are derived here, by ``pool_geometry``, from the model config (``glm_kv.inputs.model``)
+and the *resolved* server arguments (``glm_kv.inputs.resolve.ServerArgs``), restating the rules of
+SGLang 0.5.23's constructors (``calculate_mla_kv_cache_dim``, ``KimiLinearStateShape``,
+``DSATokenToKVPool``, ``IndexKeyCache``, ``MambaPool``, ``HybridReqToTokenPool``,
+``get_req_to_token_extra_context_len``). The only ledger module imported is ``parallel`` (which
+TP size splits the KDA heads: a resolution step, no bytes). No byte formula of the token,
+request, tail or host ledgers is imported and no plan byte field is read: those are what
+``glm_kv.tensors.measure`` compares the allocations against, so the two sides cannot agree by
+sharing a formula (``tests/tensors/test_measure.py`` plants an error in each ledger formula).
 
 Per layout (``sglang_layout``):
 
@@ -45,8 +50,8 @@ import torch
 
 from ..errors import ProfileError
 from ..inputs.model import ModelConfig
-from ..ledgers.plan import Plan
-from ..ledgers.tail import TAIL_EXTRA_ROWS
+from ..inputs.resolve import ServerArgs
+from ..ledgers.parallel import parallel_ledger
 from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP, index_page_count
 from .budget import check_budget
 
@@ -105,6 +110,7 @@ class PoolGeometry:
     host_kv_row_width: int                      # host KV row, in elements of the store dtype
     kv_lora_rank: int = 512
     qk_rope_head_dim: int = 0
+    extra_context_len: int = 0                  # req_to_token columns beyond context_len
     speculative_num_draft_tokens: int = 0       # EAGLE/MTP verify: per-draft-token KDA scratch
     spec_state_size: int = 0                    # requests the verify scratch is sized for
     profile_name: str = ""
@@ -155,8 +161,19 @@ class PoolGeometry:
 
     @property
     def tail_rows(self) -> int:
-        """Compress-tail rows: req_to_token rows + 1 = max_running_requests + 2."""
-        return self.max_running_requests_per_worker + TAIL_EXTRA_ROWS
+        """Compress-tail rows: ``req_to_token.shape[0] + 1`` (the pool gets the req_to_token rows as
+        max_running_requests and adds one sentinel row) = max_running_requests + 2."""
+        return self.req_to_token_rows + 1
+
+    @property
+    def req_to_token_rows(self) -> int:
+        """``ReqToTokenPool``: max_reqs + 1 rows (row 0 is the padding row)."""
+        return self.max_running_requests_per_worker + 1
+
+    @property
+    def max_context_len(self) -> int:
+        """req_to_token columns: context_len + the extra headroom (HybridReqToTokenPool's max_context_len)."""
+        return self.context_len + self.extra_context_len
 
     @property
     def kv_row_bytes(self) -> int:
@@ -187,7 +204,7 @@ class PoolGeometry:
         """(buffer name, shape, dtype) of every device tensor, in allocation order."""
         out: list[tuple[str, tuple[int, ...], str]] = []
         out.append(("req_to_token_pool.req_to_token",
-                    (self.max_running_requests_per_worker + 1, self.context_len), "int32"))
+                    (self.req_to_token_rows, self.max_context_len), "int32"))
         for conv_i, conv_shape in enumerate(self.conv_state_shapes):
             out.append((f"mamba_pool.conv[{conv_i}]",
                         (self.num_linear_layers, self.mamba_size + 1, *conv_shape), self.conv_dtype))
@@ -224,75 +241,137 @@ class PoolGeometry:
         return sum(math.prod(shape) * torch_dtype(dt).itemsize for _, shape, dt in self.shape_table())
 
 
-def plan_requests_per_worker(plan: Plan) -> int:
-    """Requests the pools are sized for on one worker; refused when the plan cannot say."""
-    value = plan.requests_per_worker
-    if value is None:
+# --------------------------------------------------------------------------- SGLang's shape rules
+# Each function below restates one rule of SGLang 0.5.23's pool constructors, from the model
+# config and the resolved server arguments. None of them reads a ledger: the ledgers compute the
+# same quantities on their own, and ``glm_kv.tensors.measure`` compares the two.
+
+DSA_QUANT_BLOCK_SIZE = 128      # DSATokenToKVPool.quant_block_size
+DSA_ROPE_STORAGE_BYTES = 2      # DSATokenToKVPool.rope_storage_dtype = torch.bfloat16
+FP8_SCALE_ITEM_BYTES = 4        # "kv_lora_rank // quant_block_size * 4" (fp32 scales)
+CONV_STATE_DTYPE = "bfloat16"   # mamba2_state_dtype(): conv follows the model dtype (bf16)
+REQ_TO_TOKEN_BASE_EXTRA = 4     # allocation_sizing.get_req_to_token_extra_context_len: "4 + draft"
+
+
+def mla_kv_cache_dim(model: ModelConfig, kv_cache_dtype: str, prefill_backend: str, decode_backend: str,
+                     disaggregation_mode: str = "null") -> int:
+    """``calculate_mla_kv_cache_dim`` (kv_cache_configurator.py) for a DSA model on CUDA.
+
+    Raw ``kv_lora_rank + qk_rope_head_dim`` when the local role's backend is trtllm, or both are
+    tilelang, or the KV is not fp8; else the scaled fp8 row: nope bytes + one fp32 scale per 128
+    + the rope part in bf16.
+    """
+    raw = model.kv_lora_rank + model.qk_rope_head_dim
+    if disaggregation_mode == "decode":
+        trtllm = decode_backend == "trtllm"
+    elif disaggregation_mode == "prefill":
+        trtllm = prefill_backend == "trtllm"
+    else:
+        trtllm = "trtllm" in (prefill_backend, decode_backend)
+    if trtllm or (prefill_backend == "tilelang" and decode_backend == "tilelang"):
+        return raw
+    if kv_cache_dtype != "fp8_e4m3":
+        return raw
+    if model.kv_lora_rank % DSA_QUANT_BLOCK_SIZE:
+        raise ValueError(f"kv_lora_rank {model.kv_lora_rank} must be a multiple of {DSA_QUANT_BLOCK_SIZE}")
+    return (model.kv_lora_rank + model.kv_lora_rank // DSA_QUANT_BLOCK_SIZE * FP8_SCALE_ITEM_BYTES
+            + model.qk_rope_head_dim * DSA_ROPE_STORAGE_BYTES)
+
+
+def kv_store_dtype(kv_cache_dtype: str) -> str:
+    """``KVCache.store_dtype``: float8 KV is stored as uint8 (index_put does not take fp8)."""
+    return "uint8" if kv_cache_dtype.startswith("fp8") else kv_cache_dtype
+
+
+def kimi_linear_state_shapes(model: ModelConfig, linear_tp: int) -> tuple[tuple[int, int], tuple[int, int, int]]:
+    """``KimiLinearStateShape.create``: conv (K - 1, (proj + 2 x proj_k) / tp), temporal (heads / tp, d, d)."""
+    heads, hd = model.kda_num_heads, model.kda_head_dim
+    proj = heads * hd
+    proj_k = proj  # num_k_heads defaults to num_heads
+    conv_dim = proj + 2 * proj_k
+    if conv_dim % linear_tp or heads % linear_tp:
+        raise ValueError(f"linear-attention TP {linear_tp} does not divide the KDA projection ({proj})")
+    return (model.short_conv_kernel_size - 1, conv_dim // linear_tp), (heads // linear_tp, hd, hd)
+
+
+def req_to_token_extra_context_len(args: ServerArgs) -> int:
+    """``get_req_to_token_extra_context_len``: req_to_token columns beyond context_len.
+
+    4 + the draft tokens; under speculative decoding with pages > 1 at least the per-decode
+    reserve (2 x ``get_alloc_len_per_decode``) + page_size - 1.
+    """
+    p, draft = args.profile, args.draft_tokens
+    extra = REQ_TO_TOKEN_BASE_EXTRA + draft
+    if p.speculative_algorithm is not None and args.page_size > 1:
+        steps = p.speculative_num_steps or 1
+        topk = p.speculative_eagle_topk or 1
+        if topk == 1:
+            per_decode = max(steps * topk, draft)
+        else:
+            pages = (args.page_size - 1 + steps + args.page_size - 1) // args.page_size
+            per_decode = max(pages * args.page_size * topk, draft)
+        extra = max(extra, 2 * per_decode + args.page_size - 1)
+    return extra
+
+
+def pool_geometry(args: ServerArgs, *, size: Optional[int] = None, mamba_size: Optional[int] = None,
+                  max_running_requests_per_worker: Optional[int] = None,
+                  context_len: Optional[int] = None, spec_state_size: Optional[int] = None,
+                  profile_name: Optional[str] = None) -> PoolGeometry:
+    """The shapes SGLang's constructors give every buffer, for resolved arguments and pool sizes.
+
+    From the model config: layer ids, kv_lora_rank, index_head_dim, index_kpool, KDA heads; from
+    the resolved arguments: layout, page size, KV dtype and DSA backends (row width), SSM dtype,
+    linear-attention TP, draft tokens, context length. Nothing here reads a ledger's bytes.
+
+    ``size`` (tokens) defaults to 4 pages and ``mamba_size`` to 1 slot: a small real allocation.
+    ``max_running_requests_per_worker`` defaults to the resolved per-worker count (refused when
+    it is automatic: then the capacity decides it, and the caller must pass it).
+    """
+    model, p = args.model, args.profile
+    layout = p.sglang_layout
+    page_size = args.page_size
+    linear_tp = parallel_ledger(args).linear_attn_tp_size
+    conv_shape, temporal_shape = kimi_linear_state_shapes(model, linear_tp)
+    kv_dim = mla_kv_cache_dim(model, args.kv_cache_dtype, args.dsa_prefill_backend, args.dsa_decode_backend,
+                              getattr(p, "disaggregation_mode", "null"))
+    reqs = max_running_requests_per_worker if max_running_requests_per_worker is not None else args.requests_per_worker
+    if reqs is None:
         raise ProfileError("max_running_requests", "the pools need a request count: set "
                                                    "max_running_requests or available_bytes in the profile")
-    return int(value)
-
-
-def geometry_from_plan(plan: Plan, *, size: Optional[int] = None, mamba_size: Optional[int] = None,
-                       max_running_requests_per_worker: Optional[int] = None,
-                       context_len: Optional[int] = None, model: Optional[ModelConfig] = None) -> PoolGeometry:
-    """PoolGeometry for a typed plan at the given pool sizes.
-
-    Per-slot shapes come from the model config and the plan's resolved knobs, never from its byte
-    totals. ``size`` defaults to 4 pages, ``mamba_size`` to one request's slots: a small real
-    allocation; pass the capacity figures to build the full profile.
-    """
-    layout = plan.profile.sglang_layout
-    model = model or plan.model
-    tok, req = plan.token, plan.request
-    page_size = tok.page_size
-    tp = plan.parallel.linear_attn_tp_size
-    heads, hd, kernel = model.kda_num_heads, model.kda_head_dim, model.short_conv_kernel_size
-    proj = heads * hd
-    proj_k = proj  # KimiLinearStateShape: k heads default to the same as heads
-    if (proj + 2 * proj_k) % tp or heads % tp:
-        raise ValueError(f"linear-attention TP {tp} does not divide the KDA projection ({proj})")
-    conv_shape = (kernel - 1, (proj + 2 * proj_k) // tp)
-    temporal_shape = (heads // tp, hd, hd)
-    full = tuple(model.full_attention_layers)
     indexed = set(model.dsa_indexed_layers)
-    skip = tuple(i not in indexed for i in full)
-    reqs = (max_running_requests_per_worker if max_running_requests_per_worker is not None
-            else plan_requests_per_worker(plan))
-    latent = model.kv_lora_rank + model.qk_rope_head_dim
-    # Host KV row: the article's build_kv_host_pool passes no override_kv_cache_dim, so the host
-    # row is kv_lora_rank + qk_rope_head_dim (512) even when the device row is 528; 0.5.23's
-    # host row equals the device row.
-    host_width = latent if layout == "article" else tok.kv_cache_dim
-    spec_tokens = plan.draft_tokens
+    full = tuple(model.full_attention_layers)
+    draft = args.draft_tokens
+    # Host KV row: the article's build_kv_host_pool passes no override_kv_cache_dim (512 wide even
+    # for a 528 device row); 0.5.23's MLATokenToKVPoolHost takes the device pool's kv_cache_dim.
+    host_width = model.kv_lora_rank + model.qk_rope_head_dim if layout == "article" else kv_dim
     return PoolGeometry(
         layout=layout,
         size=int(size) if size is not None else 4 * page_size,
         page_size=page_size,
         full_attention_layer_ids=full,
         linear_attention_layer_ids=tuple(model.linear_attention_layers),
-        kv_cache_dim=tok.kv_cache_dim,
-        store_dtype=tok.store_dtype,
+        kv_cache_dim=kv_dim,
+        store_dtype=kv_store_dtype(args.kv_cache_dtype),
         index_head_dim=model.index_head_dim,
         index_kpool=model.index_kpool,
-        skip_topk_layers=skip,
+        skip_topk_layers=tuple(i not in indexed for i in full),
         index_kpool_compress=model.index_kpool_compress,
-        tail_width=plan.tail.width,
+        tail_width=model.index_kpool + draft,      # index_kpool + max_speculative_num_draft_tokens
         max_running_requests_per_worker=int(reqs),
-        context_len=int(context_len if context_len is not None else plan.args.context_length),
-        mamba_size=int(mamba_size) if mamba_size is not None else req.slots_per_request,
+        context_len=int(context_len if context_len is not None else args.context_length),
+        extra_context_len=req_to_token_extra_context_len(args),
+        mamba_size=int(mamba_size) if mamba_size is not None else 1,
         conv_state_shapes=(conv_shape,),
         temporal_state_shape=temporal_shape,
-        conv_dtype=req.conv_dtype,
-        temporal_dtype=req.temporal_dtype,
+        conv_dtype=CONV_STATE_DTYPE,
+        temporal_dtype=p.mamba_ssm_dtype,
         host_kv_row_width=host_width,
-        speculative_num_draft_tokens=spec_tokens,
-        # Small by default like size and mamba_size: one request's verify scratch (the full
-        # profile's is per-worker requests, which measure passes explicitly).
-        spec_state_size=1 if spec_tokens else 0,
+        speculative_num_draft_tokens=draft,
+        spec_state_size=(int(spec_state_size) if spec_state_size is not None else (1 if draft else 0)),
         kv_lora_rank=model.kv_lora_rank,
         qk_rope_head_dim=model.qk_rope_head_dim,
-        profile_name=plan.profile.label,
+        profile_name=profile_name if profile_name is not None else p.label,
     )
 
 
@@ -537,7 +616,7 @@ class DevicePools:
         # Refuse before allocating anything: one line with what was asked and what is free.
         check_budget(g.shape_bytes(), self.device, budget,
                      what=f"the pools of profile {g.profile_name or '?'}")
-        self.req_to_token_pool = ReqToTokenPool(g.max_running_requests_per_worker, g.context_len, self.device, fill)
+        self.req_to_token_pool = ReqToTokenPool(g.max_running_requests_per_worker, g.max_context_len, self.device, fill)
         mamba_pool = MambaPool(size=g.mamba_size, conv_state_shapes=g.conv_state_shapes,
                                temporal_state_shape=g.temporal_state_shape, conv_dtype=g.conv_dtype,
                                temporal_dtype=g.temporal_dtype,

@@ -29,10 +29,15 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from ..ledgers.host import host_size
 from ..units import index_page_count
 from .memory_pool import (DevicePools, DSATokenToKVPool, MambaPool, PagedTokenToKVPoolAllocator, PoolGeometry,
                     torch_dtype)
+
+
+def host_pool_size(device_capacity: int, page_size: int, host_to_device_ratio: float) -> int:
+    """``HostKVCache.__init__`` (pool_host/base.py) without ``--hicache-size``: the device capacity
+    x ratio, in whole pages, plus one padding page: ``(int(capacity x ratio) // page + 1) x page``."""
+    return (int(device_capacity * host_to_device_ratio) // page_size + 1) * page_size
 
 
 class PoolName(str, enum.Enum):
@@ -66,7 +71,7 @@ class MLATokenToKVPoolHost:
         self.layer_num = device_pool.layer_num
         self.dtype = device_pool.store_dtype
         self.kv_cache_dim = row_width
-        self.size = host_size(device_pool.size, self.page_size, host_to_device_ratio, 0, 1)
+        self.size = host_pool_size(device_pool.size, self.page_size, host_to_device_ratio)
         self.page_num = self.size // self.page_size
         self.kv_buffer = _host_alloc((self.size, self.layer_num, 1, row_width), self.dtype, pin_memory, fill)
         self.allocator = _PagedHostFreeList(self.size, self.page_size)
@@ -150,7 +155,7 @@ class MambaPoolHost:
                  fill: str = "zeros"):
         self.device_pool = device_pool
         self.num_mamba_layers = len(device_pool.mamba_layer_ids)
-        self.size = host_size(device_pool.size, 1, host_to_device_ratio, 0, 1)
+        self.size = host_pool_size(device_pool.size, 1, host_to_device_ratio)
         n = self.num_mamba_layers
         self.conv_buffer = [_host_alloc((self.size, n, 1, *c.shape[2:]), c.dtype, pin_memory, fill)
                             for c in device_pool.conv]

@@ -76,10 +76,10 @@ def test_pitfall_three_is_checked_on_the_allocated_row(profile, monkeypatch):
     pytest.importorskip("torch")
     from glm_kv import load_plan
     from glm_kv.book.pitfalls import PitfallError, check
-    from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan
+    from glm_kv.tensors.memory_pool import DevicePools, pool_geometry
 
     plan = load_plan(profile)
-    pools = DevicePools(geometry_from_plan(plan), device="cpu")
+    pools = DevicePools(pool_geometry(plan.args, max_running_requests_per_worker=plan.requests_per_worker), device="cpu")
     row = pools.full_kv_pool.index_key_cache.buffer[0].shape[-1]
     keys = row // plan.token.indexer_unpooled_bytes_per_token_per_layer
     check(3, profile, (pools.full_kv_pool.page_size, keys))

@@ -1,5 +1,8 @@
 """Write ``plans_before_layering.json``: the plan JSON of every shipped profile x VARIANTS.
 
+The snapshot is made by glm-kv itself: it is a regression guard (test_plan_unchanged.py), never a
+source of expected values; those come from the article, SGLang 0.5.23 and public boot logs.
+
 The file was first written by the engine as it stood before the layering move (issue 9). A later
 change that alters numbers on purpose re-captures it with ``python tests/ledgers/capture_plans.py``,
 which prints every entry that changed; the commit says why each changed.

@@ -1,4 +1,9 @@
-"""HiCache host pools: entries per layout, host row widths, real byte copies, and what has no host copy."""
+"""HiCache host pools: entries per layout, host row widths, real byte copies, and what has no host copy.
+
+The pools come from ``pool_geometry`` (config + resolved arguments); ``plan.host`` is the ledger,
+computed independently. Expected numbers name their source: "article #N" is row N of
+/work/shared/reference/article-figures.md, "sglang-0.5.23.md item N" the 0.5.23 reference.
+"""
 from __future__ import annotations
 
 import pytest
@@ -7,13 +12,14 @@ torch = pytest.importorskip("torch")
 
 from glm_kv.tensors.memory_pool_host import PoolName, build_host_pool_group  # noqa: E402
 from glm_kv.ledgers.plan import load_plan  # noqa: E402
-from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan  # noqa: E402
+from glm_kv.tensors.memory_pool import DevicePools, pool_geometry  # noqa: E402
 
 
 def _setup(profile: str, model: str | None = None, pages: int = 4, mamba: int = 2, ratio: float = 1.0):
     plan = load_plan(profile, {"model": model} if model else None)
     # a few requests and a short context keep req_to_token small: it has no host copy anyway
-    g = geometry_from_plan(plan, size=pages * plan.token.page_size, mamba_size=mamba,
+    # shapes from the config + resolved arguments only; the plan is the (independent) ledger side
+    g = pool_geometry(plan.args, size=pages * plan.args.page_size, mamba_size=mamba,
                            max_running_requests_per_worker=4, context_len=4096)
     pools = DevicePools(g, device="cpu", fill="zeros")
     return plan, pools, build_host_pool_group(pools, hicache_ratio=ratio)
@@ -45,11 +51,11 @@ def test_entries_per_layout_match_the_plan(profile, entries, classes, reduced_co
 
 
 @pytest.mark.parametrize("profile,row_bytes", [
-    ("article", 512),             # 528-byte device row, 512-byte host row (no override_kv_cache_dim)
-    ("article-bf16", 1024),
-    ("article-trtllm-raw", 512),
-    ("worked-example-0.5.23", 528),  # 0.5.23: host row = device row
-    ("h200-0.5.23", 1024),
+    ("article", 512),             # article #28: row 512 even when the device row is 528
+    ("article-bf16", 1024),       # article #2: 512 x 2 B (512 elements, as article #28)
+    ("article-trtllm-raw", 512),  # article #5 / #28
+    ("worked-example-0.5.23", 528),  # sglang-0.5.23.md item 5: host row = device row (fp8 scaled)
+    ("h200-0.5.23", 1024),        # sglang-0.5.23.md item 5: bf16
 ])
 def test_host_kv_row_per_layout(profile, row_bytes, reduced_config):
     plan, pools, host = _setup(profile, reduced_config)
@@ -57,6 +63,7 @@ def test_host_kv_row_per_layout(profile, row_bytes, reduced_config):
     assert kv.row_bytes == row_bytes == plan.host.kv_row_bytes
     ps = pools.geometry.page_size
     # page_first (size, layers, 1, row); size = (int(device tokens x ratio) // page + 1) x page
+    # (SGLang pool_host/base.py HostKVCache.__init__)
     assert kv.kv_buffer.shape == (kv.size, pools.geometry.num_full_layers, 1, kv.kv_cache_dim)
     assert kv.size == (pools.geometry.size // ps + 1) * ps and kv.page_size == ps
 
@@ -71,6 +78,7 @@ def test_host_buffers_are_cpu_and_pinned_only_with_cuda(reduced_config):
 def test_mamba_host_is_one_slot_per_page(reduced_config):
     _, pools, host = _setup("article", reduced_config, mamba=3, ratio=2.0)
     m = host.mamba
+    # article #28: MambaPoolHost page_size 1; size int(slots x ratio) // 1 + 1 (SGLang HostKVCache)
     assert m.page_size == 1 and m.size == int(3 * 2.0) + 1
     assert m.temporal_buffer.shape == (m.size, pools.geometry.num_linear_layers, 1,
                                        *pools.geometry.temporal_state_shape)

@@ -1,4 +1,13 @@
-"""Measurement: allocated bytes equal the ledger for every buffer, and a wrong ledger is caught."""
+"""Measurement: allocated bytes equal the ledger for every buffer, and a wrong ledger is caught.
+
+The two sides are independent: ``glm_kv.tensors`` shapes every buffer from the model config and the
+resolved server arguments (SGLang's constructor rules), the ledgers compute bytes on their own.
+``test_a_planted_ledger_formula_error_fails_glm_kv_measure`` changes one ledger formula at a time
+(source text, via monkeypatch) and requires ``glm-kv measure`` to exit 1 naming the buffer.
+
+Sources of the expected numbers: "article #N" is row N of /work/shared/reference/article-figures.md
+(the source article's figures); "SGLang" names the 0.5.23 class or function whose rule gives it.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -29,7 +38,11 @@ def test_every_shipped_profile_measures_equal_to_its_ledger_on_cpu(profile):
     assert report.ok, [r for a in report.allocations for r in a.rows if r.match is False]
     assert report.mode == "reduced" and len(report.allocations) == 2
     rows = report.allocations[-1].rows
-    assert all(r.ledger_bytes is not None and r.match for r in rows)
+    # every buffer a ledger counts matches; req_to_token is counted by no ledger (SGLang sizes it
+    # before the pools) and is reported as such, never as a match
+    assert all(r.match for r in rows if r.name != "req_to_token_pool.req_to_token")
+    rtt = next(r for r in rows if r.name == "req_to_token_pool.req_to_token")
+    assert rtt.ledger_bytes is None and rtt.match is None and "no glm_kv ledger" in rtt.ledger_source
     # linear growth between the two sizes, with the ledger's per-unit figure as the slope
     token = next(c for c in report.linear if c["group"] == "token")
     plan = load_plan(profile)
@@ -48,8 +61,10 @@ def test_full_profile_figures_against_the_plan_capacity():
     by = {r["group"]: r for r in report.full_profile}
     cap = plan.capacity
     assert by["mamba"]["bytes"] == cap.mamba_pool_bytes  # (K + 1) x slot exactly
-    # SGLang allocates a padding page (page_size rows of KV + one index page per layer) its
-    # token budget does not count: 256 x 1,024 x 11 + 11 x 8,448
+    # SGLang allocates a padding page its token budget does not count: DSATokenToKVPool's kv_buffer
+    # has size + page_size rows (256 more rows of 1,024 B bf16, sglang-0.5.23.md "Where it agrees":
+    # 1,024 B host/device row), IndexKeyCache (size + page + 1) // page pages, one more 8,448 B page
+    # (sglang-0.5.23.md item 2) per layer, 11 full layers (article #1)
     assert by["token"]["difference"] == 256 * 1024 * 11 + 11 * 8448
 
 
@@ -140,10 +155,14 @@ def test_cli_json_lists_every_buffer(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["ok"] is True
     rows = d["allocations"][-1]["rows"]
+    # req_to_token + 11 full layers (article #1) x (kv_buffer, IndexKeyCache, tail k, tail score)
+    # + MambaPool conv and temporal (article #26)
     assert len(rows) == 1 + 11 * 4 + 2
-    assert {"name", "shape", "dtype", "measured_bytes", "ledger_bytes", "match"} <= set(rows[0])
+    assert {"name", "shape", "dtype", "measured_bytes", "ledger_bytes", "match", "ledger_source"} <= set(rows[0])
     kv = next(r for r in rows if r["name"] == "full_kv_pool.kv_buffer[0]")
+    # 4 pages of 64 tokens + the padding page (SGLang MLATokenToKVPool), row 528 uint8 (article #3)
     assert kv["shape"] == [256 + 64, 1, 528] and kv["dtype"] == "uint8"
+    assert d["mismatches"] == []
 
 
 def test_cli_exits_non_zero_on_a_mismatch(capsys, monkeypatch):
@@ -193,4 +212,166 @@ def test_full_profile_is_allocated_when_it_fits(tmp_path):
     by = {r["group"]: r for r in report.full_profile}
     assert by["token"]["label"].startswith("allocated")
     assert by["mamba"]["difference"] == 0
-    assert by["token"]["difference"] == 64 * 1056 + 2 * 8448  # the padding page
+    # the padding page: 64 rows x 528 B x 2 layers (article #3; the reduced model has 2 DSA layers)
+    # + one 8,448 B index page per layer (article #10)
+    assert by["token"]["difference"] == 64 * 1056 + 2 * 8448
+
+
+# --------------------------------------------------------------------------- independence
+
+
+def _runtime_imports(path, module):
+    """glm_kv modules ``path`` imports at run time (anywhere, TYPE_CHECKING blocks excepted)."""
+    import ast
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for b in node.body for n in ast.walk(b)}
+    base = module.split(".")
+    if path.name != "__init__.py":
+        base = base[:-1]
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("glm_kv")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                target = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("glm_kv"):
+                out.add(target)
+                out |= {f"{target}.{a.name}" for a in node.names}
+    return out
+
+
+BYTE_FORMULA_LEDGERS = {f"glm_kv.ledgers.{m}" for m in
+                        ("token", "request", "tail", "host", "capacity", "memory", "plan", "sweep", "advise",
+                         "derivations", "structure", "workload", "verify")}
+
+
+def test_tensors_import_no_ledger_byte_formula():
+    """tests/test_layering.py's idea, narrowed: glm_kv.tensors (every module, any depth, imports
+    inside functions included) reaches no ledger that computes bytes, directly or through another
+    glm_kv module. Only ``ledgers.parallel`` (which TP splits the KDA heads) is allowed."""
+    from pathlib import Path
+
+    import glm_kv
+
+    root = Path(glm_kv.__file__).parent
+    modules = {}
+    for p in root.rglob("*.py"):
+        parts = list(p.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = p
+
+    def resolve(name):
+        while name not in modules and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name if name in modules else None
+
+    bad = []
+    for start in [m for m in modules if m.startswith("glm_kv.tensors")]:
+        seen, todo = set(), [start]
+        while todo:
+            m = todo.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            for t in _runtime_imports(modules[m], m):
+                r = resolve(t)
+                if r and r not in seen:
+                    todo.append(r)
+        bad += [f"{start} reaches {m}" for m in sorted(seen & BYTE_FORMULA_LEDGERS)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_import_check_sees_a_planted_ledger_import(tmp_path, monkeypatch):
+    """The check above fails when a tensors module imports the token ledger (inside a function)."""
+    import shutil
+    from pathlib import Path
+
+    import glm_kv
+
+    copy = tmp_path / "glm_kv"
+    shutil.copytree(Path(glm_kv.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "tensors" / "memory_pool.py"
+    target.write_text(target.read_text() + "\n\ndef _sneaky():\n    from ..ledgers.token import kv_cache_dim\n")
+    monkeypatch.setattr(glm_kv, "__file__", str(copy / "__init__.py"))
+    with pytest.raises(AssertionError, match="memory_pool reaches glm_kv.ledgers.token"):
+        test_tensors_import_no_ledger_byte_formula()
+
+
+def _plant(monkeypatch, module_name: str, func: str, old: str, new: str) -> None:
+    """Plant an error in one ledger formula: ``old`` -> ``new`` in the source of ``module.func``,
+    installed (monkeypatch) wherever a glm_kv module holds the original function."""
+    import importlib
+    import inspect
+    import sys
+    import textwrap
+
+    module = importlib.import_module(module_name)
+    orig = getattr(module, func)
+    src = textwrap.dedent(inspect.getsource(orig))
+    assert src.count(old) == 1, f"{module_name}.{func}: the formula text {old!r} is not there once"
+    ns = dict(module.__dict__)
+    exec(compile("from __future__ import annotations\n" + src.replace(old, new), module.__file__, "exec"), ns)
+    for m in list(sys.modules.values()):
+        if getattr(m, "__name__", "").startswith("glm_kv") and getattr(m, func, None) is orig:
+            monkeypatch.setattr(m, func, ns[func])
+
+
+# (ledger formula, profile + flags, the buffer glm-kv measure must name)
+PLANTED = {
+    "token row: fp8 scaled KV row + 4 B": (
+        ("glm_kv.ledgers.token", "kv_cache_dim", "+ model.qk_rope_head_dim * 2)", "+ model.qk_rope_head_dim * 2 + 4)"),
+        ["--profile", "article"], "full_kv_pool.kv_buffer[0]"),
+    "indexer row: 132 -> 136 B per token": (
+        ("glm_kv.ledgers.token", "indexer_unpooled_bytes", "// FP8_SCALE_GROUP * FP8_SCALE_BYTES",
+         "// FP8_SCALE_GROUP * FP8_SCALE_BYTES + 4"),
+        ["--profile", "h200-0.5.23"], "full_kv_pool.index_key_cache.buffer[0]"),
+    "state slot: conv state counted in fp32": (
+        ("glm_kv.ledgers.request", "request_ledger", "conv_b = conv_shape[0] * conv_shape[1] * DTYPE_BYTES[CONV_DTYPE]",
+         "conv_b = conv_shape[0] * conv_shape[1] * DTYPE_BYTES[CONV_DTYPE] * 2"),
+        ["--profile", "article"], "mamba_pool.conv[0]"),
+    "state slot: temporal state + 4 B": (
+        ("glm_kv.ledgers.request", "request_ledger", "* DTYPE_BYTES[p.mamba_ssm_dtype]",
+         "* DTYPE_BYTES[p.mamba_ssm_dtype] + 4"),
+        ["--profile", "article"], "mamba_pool.temporal"),
+    "tail: one row too few": (
+        ("glm_kv.ledgers.tail", "tail_ledger", "rows = requests_per_worker + TAIL_EXTRA_ROWS",
+         "rows = requests_per_worker + TAIL_EXTRA_ROWS - 1"),
+        ["--profile", "article"], "full_kv_pool._compress_tail_k[0]"),
+    "tail: width without the draft tokens": (
+        ("glm_kv.ledgers.tail", "tail_bytes_per_row", "width = model.index_kpool + draft_tokens",
+         "width = model.index_kpool"),
+        ["--profile", "mtp"], "full_kv_pool._compress_tail_k[0]"),
+    "host row (0.5.23): + 4 B": (
+        ("glm_kv.ledgers.host", "host_ledger", "row = token.kv_row_bytes", "row = token.kv_row_bytes + 4"),
+        ["--profile", "h200-0.5.23", "--host"], "MLATokenToKVPoolHost[kv].kv_buffer"),
+    "host row (article): the device's 528 B instead of 512": (
+        ("glm_kv.ledgers.host", "host_ledger", "* token.kv_item_bytes", "* token.kv_item_bytes + 16"),
+        ["--profile", "article", "--host"], "MLATokenToKVPoolHost[kv].kv_buffer"),
+    "host indexer: the unpooled 132 B per token": (
+        ("glm_kv.ledgers.host", "host_ledger", "indexer = token.indexer_bytes_per_token",
+         "indexer = token.indexer_bytes_per_token * 4"),
+        ["--profile", "h200-0.5.23", "--host"], "DSAIndexerPoolHost[indexer].index_k_with_scale_buffer"),
+}
+
+
+@pytest.mark.parametrize("what", list(PLANTED))
+def test_a_planted_ledger_formula_error_fails_glm_kv_measure(what, monkeypatch, capsys):
+    """``glm-kv measure`` exits 1 and names the buffer whose ledger formula was made wrong."""
+    (module, func, old, new), argv, buffer = PLANTED[what]
+    assert cli_main(["measure", *argv, "--device", "cpu"]) == 0, "the unplanted ledger must match first"
+    capsys.readouterr()
+    _plant(monkeypatch, module, func, old, new)
+    rc = cli_main(["measure", *argv, "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert rc == 1, f"{what}: glm-kv measure exited {rc}"
+    assert f"MISMATCH {buffer}" in out, f"{what}: {buffer} not named in\n{out[-3000:]}"

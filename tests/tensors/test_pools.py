@@ -1,27 +1,39 @@
-"""Device pools: every tensor has SGLang's name, shape and dtype for each layout and profile."""
+"""Device pools: every tensor has SGLang's name, shape and dtype for each layout and profile.
+
+The pools are built from the model config and the resolved server arguments only
+(``pool_geometry(resolve(profile))``): no plan and no ledger is involved, so the expected values
+below come from outside glm-kv. "article #N" is row N of /work/shared/reference/article-figures.md;
+"0.5.23 item N" is /work/shared/reference/sglang-0.5.23.md; "SGLang" names the 0.5.23 class or
+function whose rule gives the number. The opt-in test at the end holds every buffer against
+SGLang 0.5.23's own classes.
+"""
 from __future__ import annotations
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from glm_kv.ledgers.plan import load_plan  # noqa: E402
+from glm_kv.inputs.profile import load_profile, shipped_profiles  # noqa: E402
+from glm_kv.inputs.resolve import resolve  # noqa: E402
 from glm_kv.tensors.memory_pool import (  # noqa: E402
     DevicePools,
     MambaSlotAllocator,
     PagedTokenToKVPoolAllocator,
-    geometry_from_plan,
+    pool_geometry,
     write_reduced_model_config,
 )
-from glm_kv.inputs.profile import shipped_profiles  # noqa: E402
 
 FULL_LAYERS = [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43]
 
 
+def _geometry(profile: str, overrides: dict | None = None, **sizes):
+    """Shapes from the config + resolved arguments (no plan, no ledger)."""
+    return pool_geometry(resolve(load_profile(profile, overrides)), **sizes)
+
+
 def _pools(profile: str, **sizes) -> DevicePools:
-    plan = load_plan(profile)
     # fill="empty": same storage as SGLang's torch.zeros without touching 100s of MB of KDA state
-    return DevicePools(geometry_from_plan(plan, **sizes), device="cpu", fill="empty")
+    return DevicePools(_geometry(profile, **sizes), device="cpu", fill="empty")
 
 
 def _buffers(pools: DevicePools) -> dict:
@@ -37,25 +49,30 @@ def test_article_pools_have_sglang_names_shapes_and_dtypes():
     assert type(hybrid.full_kv_pool.index_key_cache).__name__ == "IndexKeyCache"
     assert type(hybrid.mamba_pool).__name__ == "MambaPool"
     assert type(pools.req_to_token_pool).__name__ == "ReqToTokenPool"
-    assert list(hybrid.full_attention_layer_id_mapping) == FULL_LAYERS
-    # one kv_buffer per full layer: (size + page_size, 1, kv_cache_dim), fp8 stored as uint8
+    assert list(hybrid.full_attention_layer_id_mapping) == FULL_LAYERS  # article #1
+    # one kv_buffer per full layer: (size + page_size, 1, kv_cache_dim) (SGLang MLATokenToKVPool),
+    # fp8 stored as uint8 (SGLang KVCache.store_dtype), scaled row 528 (article #3)
     kv = [b[f"full_kv_pool.kv_buffer[{i}]"] for i in range(11)]
     assert all(t.shape == (128 + 64, 1, 528) and t.dtype == torch.uint8 for t in kv)
-    # IndexKeyCache: (num_pages, 64 x 132) uint8, num_pages = (size + page_size + 1) // page_size
+    # IndexKeyCache: (num_pages, 64 x 132) uint8 (article #10), num_pages = (size + page_size + 1)
+    # // page_size (SGLang IndexKeyCache.__init__)
     idx = [b[f"full_kv_pool.index_key_cache.buffer[{i}]"] for i in range(11)]
     assert all(t.shape == ((128 + 64 + 1) // 64, 8448) and t.dtype == torch.uint8 for t in idx)
-    # the compress tail pair: (max_reqs + 2, index_kpool, 128) bf16 per full layer
+    # the compress tail pair: 64 requests + 2 rows, width index_kpool 4, 128 bf16 (article #21)
     for name in ("_compress_tail_k", "_compress_tail_score"):
         tails = [b[f"full_kv_pool.{name}[{i}]"] for i in range(11)]
         assert all(t.shape == (66, 4, 128) and t.dtype == torch.bfloat16 for t in tails)
-    # MambaPool: 34 KDA layers, slots + 1 rows
+    # MambaPool: 34 KDA layers (article #1), slots + 1 rows (SGLang MambaPool); conv (3, 24,576)
+    # bf16 (article #13), temporal (64, 128, 128) fp32 (article #14)
     assert b["mamba_pool.conv[0]"].shape == (34, 2, 3, 24576)
     assert b["mamba_pool.conv[0]"].dtype == torch.bfloat16
     assert b["mamba_pool.temporal"].shape == (34, 2, 64, 128, 128)
     assert b["mamba_pool.temporal"].dtype == torch.float32
-    assert pools.mamba_pool.slot_bytes() == 147_619_840
-    # ReqToTokenPool: (max_reqs + 1, context_len) int32
-    assert b["req_to_token_pool.req_to_token"].shape == (65, 131072)
+    assert pools.mamba_pool.slot_bytes() == 147_619_840  # article #16
+    # ReqToTokenPool: (max_reqs + 1, context_len + 4) int32: 64 requests (the article's profile) +
+    # the padding row (SGLang ReqToTokenPool), 4 columns of headroom without speculative decoding
+    # (SGLang allocation_sizing.get_req_to_token_extra_context_len: "4 + draft tokens")
+    assert b["req_to_token_pool.req_to_token"].shape == (65, 131072 + 4)
     assert b["req_to_token_pool.req_to_token"].dtype == torch.int32
     assert len(b) == 1 + 11 * 4 + 2
 
@@ -63,54 +80,64 @@ def test_article_pools_have_sglang_names_shapes_and_dtypes():
 def test_0523_pools_use_256_token_pages_with_the_same_8448_byte_index_row():
     pools = _pools("h200-0.5.23", size=2 * 256, mamba_size=1)
     b = _buffers(pools)
+    # 256-token pages (0.5.23 item 1); bf16 row of 512 elements = 1,024 B (0.5.23 item 5)
     assert b["full_kv_pool.kv_buffer[0]"].shape == (512 + 256, 1, 512)
     assert b["full_kv_pool.kv_buffer[0]"].dtype == torch.bfloat16
-    # page_size // index_kpool x 132 = 64 x 132: 33 B per token per layer
+    # page_size // index_kpool x 132 = 64 x 132 = 8,448 B per 256-token page (0.5.23 item 2)
     assert b["full_kv_pool.index_key_cache.buffer[0]"].shape == ((512 + 256 + 1) // 256, 8448)
-    # DP8: 8 requests per worker -> 10 tail rows, 9 req_to_token rows
+    # DP8: 8 requests per worker -> 10 tail rows (0.5.23 item 6; article #22), 9 req_to_token rows
     assert b["full_kv_pool._compress_tail_k[0]"].shape == (10, 4, 128)
-    assert b["req_to_token_pool.req_to_token"].shape == (9, 131072)
-
-
-@pytest.mark.parametrize("profile", shipped_profiles())
-def test_state_shapes_agree_with_the_plan_for_every_profile(profile):
-    """Shapes are derived from the model config + TP here, independently of the plan's ledger."""
-    plan = load_plan(profile)
-    g = geometry_from_plan(plan)
-    assert list(g.conv_state_shapes[0]) == list(plan.request.conv_state_shape)
-    assert list(g.temporal_state_shape) == list(plan.request.temporal_state_shape)
-    assert g.kv_row_bytes == plan.token.kv_row_bytes
-    assert g.tail_width == plan.tail.width
+    assert b["req_to_token_pool.req_to_token"].shape == (9, 131072 + 4)
 
 
 def test_tp8_divides_the_kda_state_and_dp_attention_keeps_it():
-    tp8 = geometry_from_plan(load_plan("tp8"))
+    # conv (3, 24,576 / tp), temporal (64 / tp, 128, 128) with tp the linear-attention TP = attn_tp
+    # (glm-5.3-flash-config.md, KimiLinearStateShape; article #20: TP8/DP4 -> 2, TP8 -> 8)
+    tp8 = _geometry("tp8")
     assert tp8.conv_state_shapes == ((3, 3072),) and tp8.temporal_state_shape == (8, 128, 128)
-    dp4 = geometry_from_plan(load_plan("tp8-dp4-dpattn"))
+    dp4 = _geometry("tp8-dp4-dpattn")
     assert dp4.conv_state_shapes == ((3, 12288),) and dp4.temporal_state_shape == (32, 128, 128)
-    dp8 = geometry_from_plan(load_plan("tp8-dp8-dpattn"))
+    dp8 = _geometry("tp8-dp8-dpattn")  # 0.5.23 "Details": TP8 DP8 keeps the full slot per rank
     assert dp8.temporal_state_shape == (64, 128, 128)
 
 
 def test_kv_row_per_profile():
-    assert geometry_from_plan(load_plan("article")).kv_row_bytes == 528
-    assert geometry_from_plan(load_plan("article-trtllm-raw")).kv_row_bytes == 512
-    bf16 = geometry_from_plan(load_plan("article-bf16"))
+    assert _geometry("article").kv_row_bytes == 528                 # article #3: 512 + 512/128 x 4
+    assert _geometry("article-trtllm-raw").kv_row_bytes == 512      # article #5: 5,632 / 11
+    bf16 = _geometry("article-bf16")                                # article #2: 11,264 / 11 = 512 x 2 B
     assert (bf16.kv_cache_dim, bf16.store_dtype, bf16.kv_row_bytes) == (512, "bfloat16", 1024)
-    assert geometry_from_plan(load_plan("ssm-bf16")).temporal_dtype == "bfloat16"
+    assert _geometry("ssm-bf16").temporal_dtype == "bfloat16"      # article #17: --mamba-ssm-dtype bfloat16
+    # SM100 auto -> fp8 + trtllm -> raw 512 B rows (0.5.23 "Where it agrees")
+    assert _geometry("b200-0.5.23").kv_row_bytes == 512
+
+
+def test_kv_row_follows_the_local_role_under_disaggregation():
+    """SGLang calculate_mla_kv_cache_dim: a decode server's row follows the decode backend only."""
+    over = {"kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "trtllm", "dsa_decode_backend": "flashmla_kv"}
+    assert _geometry("article", over).kv_cache_dim == 512   # trtllm on either side: raw
+    g = _geometry("article", {**over, "disaggregation_mode": "decode", "disable_radix_cache": True})
+    assert g.kv_cache_dim == 528
 
 
 def test_mtp_adds_the_verify_scratch_to_the_mamba_pool():
-    small = geometry_from_plan(load_plan("mtp"), size=256, mamba_size=1)
+    small = _geometry("mtp", size=256, mamba_size=1)
     assert small.spec_state_size == 1  # the default geometry stays small, scratch included
     # SGLang sizes the scratch for the resolved max_running_requests (+1 row); 3 keeps it small here
     g = small.with_sizes(spec_state_size=3)
     pools = DevicePools(g, device="cpu", fill="empty")
+    # 4 draft tokens by default (0.5.23 "Details": 3 steps, topk 1); tail width 4 + 4 = 8 (0.5.23 item 6)
     assert g.speculative_num_draft_tokens == 4 and g.tail_width == 8
+    # req_to_token headroom under MTP with 256-token pages: max(4 + 4, 2 x max(3 x 1, 4) + 255)
+    # (SGLang get_req_to_token_extra_context_len / get_alloc_reserve_per_decode)
+    assert g.extra_context_len == 263
     b = _buffers(pools)
     assert b["mamba_pool.intermediate_ssm"].shape == (34, 4, 4, 64, 128, 128)
     assert b["mamba_pool.intermediate_conv_window[0]"].shape == (34, 4, 4, 3, 24576)
-    assert b["full_kv_pool._compress_tail_k[0]"].shape == (39, 8, 128)
+    # tail rows = requests + 2 (article #21 rule) for the profile's 64 requests per worker (the
+    # capacity may cap them lower; measure then passes the capped count), width 8
+    assert b["full_kv_pool._compress_tail_k[0]"].shape == (66, 8, 128)
+    capped = pool_geometry(resolve(load_profile("mtp")), size=256, max_running_requests_per_worker=37)
+    assert capped.tail_rows == 39 and capped.req_to_token_rows == 38
 
 
 def test_skipped_topk_layers_get_zero_row_placeholders(tmp_path):
@@ -119,8 +146,7 @@ def test_skipped_topk_layers_get_zero_row_placeholders(tmp_path):
     cfg = json.loads(open(path).read())
     cfg["text_config"]["indexer_types"][7] = "shared"  # the second DSA layer reuses top-k
     open(path, "w").write(json.dumps(cfg))
-    pools = DevicePools(geometry_from_plan(load_plan("article", {"model": path}), size=128),
-                        device="cpu", fill="empty")
+    pools = DevicePools(_geometry("article", {"model": path}, size=128), device="cpu", fill="empty")
     idx = pools.full_kv_pool.index_key_cache.buffer
     assert idx[0].shape[0] > 0 and idx[1].shape == (0, 8448)
     assert pools.full_kv_pool._compress_tail_k[1].shape[0] == 0
@@ -141,8 +167,7 @@ def test_paged_allocator_never_hands_out_the_padding_page():
 
 
 def test_byte_helpers_round_trip_real_rows():
-    pools = DevicePools(geometry_from_plan(load_plan("article"), size=128, mamba_size=1),
-                        device="cpu", fill="zeros")
+    pools = DevicePools(_geometry("article", size=128, mamba_size=1), device="cpu", fill="zeros")
     idx = pools.token_to_kv_pool_allocator.alloc(64)
     rows = [torch.randint(0, 256, (64, 528), dtype=torch.uint8) for _ in range(11)]
     pools.write_token_rows(idx, rows)
@@ -220,16 +245,18 @@ def test_every_buffer_is_identical_to_sglang_0523_own_classes():
 
     ours, cfgs = {}, {}
     for prof in shipped_profiles():
-        plan = load_plan(prof)
-        ps = plan.token.page_size
-        g = geometry_from_plan(plan, size=2 * ps, mamba_size=2, max_running_requests_per_worker=3, context_len=64)
+        args = resolve(load_profile(prof))
+        ps = args.page_size
+        g = pool_geometry(args, size=2 * ps, mamba_size=2, max_running_requests_per_worker=3, context_len=64)
         if g.speculative_num_draft_tokens:
             g = g.with_sizes(spec_state_size=3)
         pools = DevicePools(g, device="cpu", fill="empty")
         ours[prof] = {k: [list(v.shape), str(v.dtype).removeprefix("torch."), v.untyped_storage().nbytes()]
                       for k, v in pools.named_buffers()}
+        # max_context_len: SGLang's configurator adds get_req_to_token_extra_context_len to context_len
         cfgs[prof] = dict(size=g.size, page=ps, kv_store=g.store_dtype, kv_dim=g.kv_cache_dim, reqs=3,
-                          ctx=64, tp=plan.parallel.linear_attn_tp_size, temporal=g.temporal_dtype,
+                          ctx=g.max_context_len, tp=g.num_linear_layers and 64 // g.temporal_state_shape[0],
+                          temporal=g.temporal_dtype,
                           mamba=2, spec=g.speculative_num_draft_tokens, layout=g.layout,
                           layers=g.num_full_layers, kda=g.num_linear_layers)
     res = subprocess.run([_sglang_python(), "-c", _SGLANG_SIDE], input=json.dumps(cfgs),

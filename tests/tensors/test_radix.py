@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from glm_kv.tensors.memory_pool_host import build_host_pool_group  # noqa: E402
 from glm_kv.ledgers.plan import load_plan  # noqa: E402
-from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan  # noqa: E402
+from glm_kv.tensors.memory_pool import DevicePools, pool_geometry  # noqa: E402
 from glm_kv.tensors.radix_cache import (  # noqa: E402
     FULL, MAMBA, RadixTree, SyntheticContent, decode, finish_request, prefill, replay_requests,
     start_request,
@@ -28,8 +28,8 @@ SEED = int(os.environ.get("GLM_KV_SEED", "20251129"))
 
 def _tree(profile, model, pages=16, mamba=8, ratio=1.5, host=True):
     plan = load_plan(profile, {"model": model} if model else None)
-    g = geometry_from_plan(plan, size=pages * plan.token.page_size, mamba_size=mamba,
-                           max_running_requests_per_worker=4, context_len=4096)
+    g = pool_geometry(plan.args, size=pages * plan.token.page_size, mamba_size=mamba,
+                      max_running_requests_per_worker=4, context_len=4096)
     pools = DevicePools(g, device="cpu", fill="zeros")
     hg = build_host_pool_group(pools, hicache_ratio=ratio) if host else None
     return pools, hg, RadixTree(pools, hg)
@@ -57,7 +57,7 @@ def test_article_128_token_prefix_figure():
     """Figure 27: FULL.value 128 token slots, FULL.host_value 128 host slots (two 64-token pages),
     MAMBA.value one mamba slot; with the article profile's real geometry."""
     plan = load_plan("article")
-    g = geometry_from_plan(plan, size=4 * 64, mamba_size=1, max_running_requests_per_worker=1, context_len=256)
+    g = pool_geometry(plan.args, size=4 * 64, mamba_size=1, max_running_requests_per_worker=1, context_len=256)
     pools = DevicePools(g, device="cpu", fill="empty")
     host = build_host_pool_group(pools, hicache_ratio=1.0)
     tree = RadixTree(pools, host)
@@ -238,8 +238,8 @@ def test_path_cap_and_int8_checkpoints_are_modelled(reduced_config):
 
 def _tree_kw(model, **kw):
     plan = load_plan("article", {"model": model})
-    g = geometry_from_plan(plan, size=16 * plan.token.page_size, mamba_size=8,
-                           max_running_requests_per_worker=4, context_len=4096)
+    g = pool_geometry(plan.args, size=16 * plan.token.page_size, mamba_size=8,
+                      max_running_requests_per_worker=4, context_len=4096)
     pools = DevicePools(g, device="cpu", fill="zeros")
     return pools, RadixTree(pools, **kw)
 

@@ -102,14 +102,14 @@ class GlmKvSide:
     def __init__(self, config_path: str, hicache: bool = False, **tree_kw):
         from glm_kv.ledgers.plan import load_plan
         from glm_kv.tensors import radix_cache as rc
-        from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan
+        from glm_kv.tensors.memory_pool import DevicePools, pool_geometry
         from glm_kv.tensors.memory_pool_host import build_host_pool_group
 
         self.rc = rc
         plan = load_plan("h200-0.5.23", {"model": config_path})
         assert plan.token.page_size == PAGE
-        g = geometry_from_plan(plan, size=TOKEN_PAGES * PAGE, mamba_size=MAMBA_SLOTS,
-                               max_running_requests_per_worker=4, context_len=8192)
+        g = pool_geometry(plan.args, size=TOKEN_PAGES * PAGE, mamba_size=MAMBA_SLOTS,
+                          max_running_requests_per_worker=4, context_len=8192)
         self.pools = DevicePools(g, device="cpu", fill="empty")
         self.host = build_host_pool_group(self.pools, hicache_ratio=HICACHE_RATIO, fill="empty") if hicache else None
         if hicache:

@@ -23,11 +23,9 @@ def _profile_from_args(args):
     if args.sglang_args is not None:  # "" is refused, not taken as "no command"
         fields, ignored = parse_launch_command(args.sglang_args)
         if not args.profile:
-            # A launch command describes a real server: start from what SGLang 0.5.23 does.
-            overrides.update({"name": "launch-command", "sglang_layout": "0.5.23",
-                              "max_running_requests": None, "kv_cache_dtype": "auto",
-                              "context_length": None,
-                              "dsa_prefill_backend": None, "dsa_decode_backend": None})
+            # A launch command describes a real server: every field it omits is SGLang 0.5.23's
+            # default (the profile fields' defaults are SGLang's), not the article's example.
+            overrides["name"] = "launch-command"
         overrides.update(fields)
     for item in args.set or []:
         key, value = parse_override(item)

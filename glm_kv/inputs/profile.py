@@ -64,6 +64,7 @@ NOT_MODELLED = {
     "mamba_ssm_dtype": ("float16",),
     "hicache_mem_layout": ("page_head",),
     "hicache_io_backend": ("kernel_ascend",),
+    "speculative_algorithm": ("DFLASH", "UNO", "DSPARK", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM"),
 }
 
 # Field aliases SGLang itself accepts (old and new flag names) -> our canonical field.
@@ -147,33 +148,34 @@ FIELDS: dict[str, Field] = {
     "name": Text(None, optional=True, min_length=1, max_length=120),
     "description": Text("", max_length=2000),
     "model": Text("glm-5.3-flash", min_length=1, max_length=4096),
-    "sglang_layout": Choice("article", LAYOUTS, before=_layout_text),
+    "sglang_layout": Choice("0.5.23", LAYOUTS, before=_layout_text),   # the release glm-kv models
 
     "tp_size": Int(1, ge=1, le=4096),
     "dp_size": Int(1, ge=1, le=4096),
     "enable_dp_attention": Bool(),
     "attn_cp_size": Int(1, ge=1, le=4096),
 
-    "kv_cache_dtype": Choice("auto", KV_CACHE_DTYPE_CHOICES, before=_alias({"bf16": "bfloat16", "fp8": "fp8_e4m3"})),
+    "kv_cache_dtype": Choice("auto", KV_CACHE_DTYPE_CHOICES, before=_alias({"bf16": "bfloat16"})),   # SGLang: bf16 = bfloat16
     "dsa_prefill_backend": Choice(None, DSA_PREFILL_CHOICES, optional=True),
     "dsa_decode_backend": Choice(None, DSA_DECODE_CHOICES, optional=True),
     "gpu": Choice("H200", GPU_NAMES, optional=True),
     "memory_bytes": Int(None, optional=True, ge=1 << 30, le=PIB),   # at least 1 GiB: sanity, not SGLang
     "sm": Int(None, optional=True, ge=70, le=1000),
 
-    "mamba_ssm_dtype": Choice("float32", MAMBA_SSM_DTYPE_CHOICES,
-                              before=_alias({"bf16": "bfloat16", "fp32": "float32"})),
+    # SGLang: None -> the model config's mamba_ssm_dtype, else float32 (mamba2_state_dtype); the
+    # shipped config has none. TODO: a user's config.json with mamba_ssm_dtype is not read yet.
+    "mamba_ssm_dtype": Choice("float32", MAMBA_SSM_DTYPE_CHOICES),
     "linear_attn_backend": Choice("triton", LINEAR_ATTN_BACKEND_CHOICES),
     "mamba_scheduler_strategy": Choice("auto", MAMBA_STRATEGY_CHOICES),
     "mamba_skip_decode_lock": Bool(),    # env SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1
     "disable_overlap_schedule": Bool(),
     "disable_radix_cache": Bool(),
 
-    "max_running_requests": Int(64, optional=True, ge=1, le=COUNT_MAX),
+    "max_running_requests": Int(None, optional=True, ge=1, le=COUNT_MAX),   # None: SGLang's automatic value
     "max_total_tokens": Int(None, optional=True, ge=1, le=1 << 40),
     "max_mamba_cache_size": Int(None, optional=True, ge=1, le=1 << 24),
-    "mamba_full_memory_ratio": Float(0.9, gt=0, le=1000),
-    "context_length": Int(131072, optional=True, ge=1, le=COUNT_MAX),   # None: the model's maximum
+    "mamba_full_memory_ratio": Float(0.9, gt=0, le=1000),   # SGLang: None, fallback 0.9
+    "context_length": Int(None, optional=True, ge=1, le=COUNT_MAX),   # None: the model's maximum
     "page_size": Int(None, optional=True, ge=1, le=1 << 20),
     # env SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1: context_length may exceed the model's maximum
     "allow_overwrite_longer_context_len": Bool(),
@@ -201,7 +203,7 @@ FIELDS: dict[str, Field] = {
     "cp_strategy": Choice(None, CP_STRATEGY_CHOICES, optional=True),
 
     "enable_hierarchical_cache": Bool(),
-    "hicache_ratio": Float(2.0, gt=0, le=1000),
+    "hicache_ratio": Float(2.0, gt=0, le=1000),   # SGLang: None -> 2.0 (handle_hicache_ratio_default)
     "hicache_size": Int(0, ge=0, le=1 << 30),
     "hicache_mem_layout": Choice("page_first", HICACHE_MEM_LAYOUT_CHOICES),
     "hicache_io_backend": Choice("kernel", HICACHE_IO_BACKEND_CHOICES),

@@ -104,6 +104,7 @@ class Field:
     min_length: Optional[int] = None
     max_length: Optional[int] = None
     before: Optional[Callable[[Any], Any]] = None
+    aliases: tuple = ()              # (spelling, choice) pairs SGLang itself accepts (bf16 = bfloat16)
     printable: bool = False          # text fields: one printable line
 
     @property
@@ -128,12 +129,9 @@ def Text(default, *, optional=False, min_length=None, max_length=None) -> Field:
     return Field("str", default, optional, min_length=min_length, max_length=max_length, printable=True)
 
 
-def Choice(default, choices, *, optional=False, before=None) -> Field:  # noqa: N802
-    return Field("choice", default, optional, choices=tuple(choices), before=before)
-
-
-def _alias(table: dict) -> Callable[[Any], Any]:
-    return lambda v: table.get(v, v) if isinstance(v, str) else v
+def Choice(default, choices, *, optional=False, before=None, aliases=None) -> Field:  # noqa: N802
+    return Field("choice", default, optional, choices=tuple(choices), before=before,
+                 aliases=tuple((aliases or {}).items()))
 
 
 def _upper(v: Any) -> Any:
@@ -155,7 +153,7 @@ FIELDS: dict[str, Field] = {
     "enable_dp_attention": Bool(),
     "attn_cp_size": Int(1, ge=1, le=4096),
 
-    "kv_cache_dtype": Choice("auto", KV_CACHE_DTYPE_CHOICES, before=_alias({"bf16": "bfloat16"})),   # SGLang: bf16 = bfloat16
+    "kv_cache_dtype": Choice("auto", KV_CACHE_DTYPE_CHOICES, aliases={"bf16": "bfloat16"}),   # SGLang: bf16 = bfloat16
     "dsa_prefill_backend": Choice(None, DSA_PREFILL_CHOICES, optional=True),
     "dsa_decode_backend": Choice(None, DSA_DECODE_CHOICES, optional=True),
     "gpu": Choice("H200", GPU_NAMES, optional=True),
@@ -234,6 +232,8 @@ def _check_field(spec: Field, value: Any) -> Any:
     """``value`` checked against ``spec``: the stored value, or _FieldRule (pydantic's wording)."""
     if spec.before is not None:
         value = spec.before(value)
+    if spec.aliases and isinstance(value, str):
+        value = dict(spec.aliases).get(value, value)
     if value is None and spec.optional:
         return None
     kind = spec.kind

@@ -128,11 +128,10 @@ def test_a_planted_article_default_is_caught(sglang_ready, monkeypatch):
 
 # --- choices (19.7): exactly SGLang's, modelled or refused as "not modelled" ----------------------
 
-ALIASES = {"kv_cache_dtype": {"bf16"}}   # SGLang's own spellings glm-kv maps onto its names
-
-
 def glm_kv_choices(field: str) -> set:
-    return set(FIELDS[field].choices) | set(NOT_MODELLED.get(field, ())) | ALIASES.get(field, set())
+    """Every spelling the profile takes (its choices and aliases) or refuses as not modelled."""
+    spec = FIELDS[field]
+    return set(spec.choices) | {a for a, _ in spec.aliases} | set(NOT_MODELLED.get(field, ()))
 
 
 def sglang_choices(field: str, actions: dict) -> set | None:
@@ -165,13 +164,18 @@ def test_choice_fields_take_exactly_sglang_0523_choices(sglang_ready):
 
 
 def test_a_planted_extra_choice_is_caught(sglang_ready, monkeypatch):
+    """An extra choice, and the old ``fp8`` alias (SGLang's argparse refuses ``fp8``): both named."""
     import dataclasses
 
     spec = FIELDS["linear_attn_backend"]
     monkeypatch.setitem(profile_module.FIELDS, "linear_attn_backend",
                         dataclasses.replace(spec, choices=spec.choices + ("fla",)))
+    spec = FIELDS["kv_cache_dtype"]
+    monkeypatch.setitem(profile_module.FIELDS, "kv_cache_dtype",
+                        dataclasses.replace(spec, aliases=spec.aliases + (("fp8", "fp8_e4m3"),)))
     bad = choice_mismatches(sglang_argparse())
     assert any(b.startswith("linear_attn_backend:") and "fla" in b for b in bad), bad
+    assert any(b.startswith("kv_cache_dtype:") and "fp8'" in b for b in bad), bad
 
 
 @pytest.mark.parametrize("field", [f for f, s in FIELDS.items() if s.kind == "choice" and f not in GLM_KV_ONLY])

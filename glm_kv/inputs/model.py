@@ -162,6 +162,9 @@ def _list_of(value: Any, field: str, kind: type, max_len: int = 4096) -> list:
     for i, v in enumerate(value):
         if isinstance(v, bool) or not isinstance(v, kind):
             raise ProfileError(f"{field}[{i}]", f"must be {'an integer' if kind is int else 'text'}, got {shown(v)}")
+        if kind is str and (not v or len(v) > 200 or not v.isprintable()):
+            raise ProfileError(f"{field}[{i}]", f"must be a printable name on one line (no control characters), "
+                                                f"got {shown(v)}")
     return value
 
 

@@ -251,7 +251,7 @@ def _check_field(spec: Field, value: Any) -> Any:
             raise _FieldRule("bool_type", "Input should be a valid boolean", value)
         return value
     elif kind == "str":
-        if not isinstance(value, str):
+        if not isinstance(value, str) or isinstance(value, YamlDate):
             raise _FieldRule("string_type", "Input should be a valid string", value)
         if spec.min_length is not None and len(value) < spec.min_length:
             s = "" if spec.min_length == 1 else "s"
@@ -334,15 +334,17 @@ def _got(value: Any) -> str:
 def _format_validation_error(loc: str, err: _FieldRule) -> ProfileError:
     """One field's broken rule -> the one line the CLI prints (field, rule, what was given)."""
     kind, msg, got = err.kind, err.msg, err.got
-    if kind in ("int_type", "float_type", "bool_type", "string_type") and isinstance(got, bool):
+    if kind in ("int_type", "float_type") and isinstance(got, bool):
         msg += " (true/false is not a number)" if kind != "bool_type" else ""
     elif kind == "int_type" and isinstance(got, float):
         msg += " (no decimal point: SGLang parses integers with int())"
     elif kind == "literal_error" and isinstance(got, str):
         if got in NOT_MODELLED.get(loc, ()):
             msg = f"{msg}; SGLang accepts {got!r} but glm-kv does not model it"
-    if kind == "string_type" and isinstance(got, (int, float, YamlDate)) and not isinstance(got, bool):
-        msg += f"; quote it in YAML ({loc}: \"{got}\") to keep it text"
+    if kind == "string_type" and isinstance(got, (bool, int, float, YamlDate)):
+        what = "a date" if isinstance(got, YamlDate) else "true/false" if isinstance(got, bool) else "a number"
+        text = str(got).lower() if isinstance(got, bool) else str(got)
+        msg += f"; YAML reads this as {what}: quote it ({loc}: \"{text}\") to keep it text"
     return ProfileError(loc, f"{msg} ({_got(got)})")
 
 
@@ -464,6 +466,7 @@ def _check_nodes(root: Any, what: str, field: str) -> None:
     let a few lines expand into billions of values, and bound the nesting and the node count."""
     seen: set[int] = set()
     stack = [(root, 0)]
+    too_deep = False
     while stack:
         node, level = stack.pop()
         if id(node) in seen:
@@ -473,12 +476,15 @@ def _check_nodes(root: Any, what: str, field: str) -> None:
         if len(seen) > PROFILE_MAX_NODES:
             raise ProfileError(field, f"{what} holds more than {PROFILE_MAX_NODES:,} values")
         if level > PROFILE_MAX_DEPTH:
-            raise ProfileError(field, f"{what} is nested more than {PROFILE_MAX_DEPTH} levels deep")
+            too_deep = True   # reported after the walk: an alias (the likelier attack) is named first
+            continue
         if isinstance(node, yaml.MappingNode):
             for k, v in node.value:
                 stack += ((k, level + 1), (v, level + 1))
         elif isinstance(node, yaml.SequenceNode):
             stack += ((v, level + 1) for v in node.value)
+    if too_deep:
+        raise ProfileError(field, f"{what} is nested more than {PROFILE_MAX_DEPTH} levels deep")
 
 
 def load_yaml_text(text: str, what: str, field: str = "profile") -> Any:

@@ -1,7 +1,9 @@
 """``glm-kv``: plan, measure and book from the command line.
 
 The top of the layering: all argument parsing and terminal rendering live here; the layers below
-return typed objects. Bad input prints one line naming the field and the rule on stderr and
+return typed objects. Each command imports only what it needs, inside its function (issue 23):
+``plan``/``verify`` with ``--json`` load no numpy, torch, pandas, pydantic or rich
+(``tests/test_imports.py``); ``advise`` needs numpy (its candidate grid is vectorised). Bad input prints one line naming the field and the rule on stderr and
 exits 2, never a traceback.
 """
 from __future__ import annotations
@@ -15,19 +17,18 @@ from .units import fmt_bytes
 
 
 def _profile_from_args(args):
-    from .inputs.launch import parse_launch_command
     from .inputs.profile import load_profile, parse_override
 
     overrides: dict = {}
     ignored: list[str] = []
     if args.sglang_args is not None:  # "" is refused, not taken as "no command"
+        from .inputs.launch import parse_launch_command
+
         fields, ignored = parse_launch_command(args.sglang_args)
         if not args.profile:
-            # A launch command describes a real server: start from what SGLang 0.5.23 does.
-            overrides.update({"name": "launch-command", "sglang_layout": "0.5.23",
-                              "max_running_requests": None, "kv_cache_dtype": "auto",
-                              "context_length": None,
-                              "dsa_prefill_backend": None, "dsa_decode_backend": None})
+            # A launch command describes a real server: every field it omits is SGLang 0.5.23's
+            # default (the profile fields' defaults are SGLang's), not the article's example.
+            overrides["name"] = "launch-command"
         overrides.update(fields)
     for item in args.set or []:
         key, value = parse_override(item)

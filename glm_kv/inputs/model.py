@@ -136,11 +136,13 @@ DIM_MAX = 1 << 20
 REQUIRED_INTS = {"num_hidden_layers": (1, 4096), "kv_lora_rank": (1, DIM_MAX), "qk_rope_head_dim": (0, DIM_MAX),
                  "num_attention_heads": (1, DIM_MAX), "index_head_dim": (128, DIM_MAX),
                  "index_topk": (1, 1 << 31), "max_position_embeddings": (1, 1 << 31)}
-OPTIONAL_INTS = {"index_n_heads": (0, DIM_MAX), "index_kpool": (1, 1024), "num_nextn_predict_layers": (0, 64),
-                 "hidden_size": (0, DIM_MAX), "vocab_size": (0, 1 << 26), "intermediate_size": (0, 1 << 24),
-                 "moe_intermediate_size": (0, 1 << 24), "first_k_dense_replace": (0, 4096),
+# Optional ones: absent means 0 (or 1); given, a dimension (heads, widths, sizes) is at least 1: a
+# zero there is a degenerate model, refused by name. Counts (layers, experts) may be 0.
+OPTIONAL_INTS = {"index_n_heads": (1, DIM_MAX), "index_kpool": (1, 1024), "num_nextn_predict_layers": (0, 64),
+                 "hidden_size": (1, DIM_MAX), "vocab_size": (1, 1 << 26), "intermediate_size": (1, 1 << 24),
+                 "moe_intermediate_size": (1, 1 << 24), "first_k_dense_replace": (0, 4096),
                  "n_routed_experts": (0, 1 << 16), "n_shared_experts": (0, 1 << 16),
-                 "qk_nope_head_dim": (0, DIM_MAX), "v_head_dim": (0, DIM_MAX)}
+                 "qk_nope_head_dim": (1, DIM_MAX), "v_head_dim": (1, DIM_MAX)}
 LAC_INTS = {"num_heads": (1, 1 << 12), "head_dim": (1, 1 << 12), "short_conv_kernel_size": (2, 1024)}
 
 
@@ -160,6 +162,9 @@ def _list_of(value: Any, field: str, kind: type, max_len: int = 4096) -> list:
     for i, v in enumerate(value):
         if isinstance(v, bool) or not isinstance(v, kind):
             raise ProfileError(f"{field}[{i}]", f"must be {'an integer' if kind is int else 'text'}, got {shown(v)}")
+        if kind is str and (not v or len(v) > 200 or not v.isprintable()):
+            raise ProfileError(f"{field}[{i}]", f"must be a printable name on one line (no control characters), "
+                                                f"got {shown(v)}")
     return value
 
 
@@ -188,7 +193,7 @@ def validate_config(cfg: Any) -> tuple[dict, str]:
         if key in text:  # absent means 0 (or 1); null is not a number
             _int_in(text[key], f"{where}.{key}", lo, hi)
     if "q_lora_rank" in text and text["q_lora_rank"] is not None:
-        _int_in(text["q_lora_rank"], f"{where}.q_lora_rank", 0, DIM_MAX)
+        _int_in(text["q_lora_rank"], f"{where}.q_lora_rank", 1, DIM_MAX)   # null: no query LoRA
     if text.get("first_k_dense_replace", 0) > n:
         raise ProfileError(f"{where}.first_k_dense_replace", f"exceeds num_hidden_layers ({n})")
     if "index_kpool_compress" in text and not isinstance(text["index_kpool_compress"], bool):

@@ -1,24 +1,31 @@
 """Deployment profiles: SGLang server arguments (underscored) validated into one typed object.
 
 Field names follow ``python -m sglang.launch_server`` so users can copy them from a launch
-command. Defaults are what SGLang 0.5.23 resolves when a flag is absent, except where the
-source article fixes an example value (``max_running_requests: 64``, ``context_length: 131072``).
+command. A field the user leaves out takes the value SGLang 0.5.23 resolves when the flag is
+absent (``tests/sglang/test_defaults.py`` reads them off the wheel); the source article's example
+values live in the shipped ``article`` profiles, stated explicitly.
 
 This is the validation boundary for profiles: YAML files and ``--set`` values are read with
-YAML 1.2's core types (no ``010`` -> 8, ``1:30`` -> 90, ``on`` -> true), duplicate keys are
-refused, and every field is typed strictly (no bool or float taken as an integer), finite and
-bounded before any arithmetic sees it. Choice lists are SGLang 0.5.23's own argparse choices.
+YAML 1.2's core types (no ``010`` -> 8, ``1:30`` -> 90, ``on`` -> true), duplicate keys and
+aliases are refused, and every field is typed strictly (no bool or float taken as an integer),
+finite and bounded before any arithmetic sees it. Choice lists are SGLang 0.5.23's own argparse
+choices.
+
+Why no pydantic: ``glm-kv plan`` is called in loops, and building a pydantic model cost 161 ms of
+a 353 ms start. The fields are one declarative table (``FIELDS``: type, default, bounds, choices),
+checked by ``_check_field`` with pydantic's own message wording, so messages did not change.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Callable, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ProfileError, shown
 from .model import read_input_file
@@ -26,10 +33,11 @@ from .model import read_input_file
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 DEFAULT_PROFILE = "article"
-Layout = Literal["article", "0.5.23"]
-GpuName = Literal["H100", "H200", "B200", "B300"]
+LAYOUTS = ("article", "0.5.23")
+GPU_NAMES = ("H100", "H200", "B200", "B300")
 PROFILE_MAX_BYTES = 256 << 10     # a profile is a few hundred bytes; 256 KiB is generous
 PROFILE_MAX_DEPTH = 8            # nesting allowed while reading (no field takes more than a scalar)
+PROFILE_MAX_NODES = 4096         # YAML nodes in one profile (a profile has about 60 scalars)
 INT_MAX_BITS = 62                # every integer field fits int64 with room for products
 
 # SGLang 0.5.23's argparse choices (sglang/srt/server_args.py, ServerArgs.add_cli_args), read off the wheel.
@@ -45,12 +53,18 @@ MOE_A2A_BACKEND_CHOICES = ("none", "deepep", "mooncake", "nixl", "mori", "ascend
                            "megamoe", "deepep_v2", "pplx", "ascend_tp", "flashinfer_megamoe")
 DISAGGREGATION_MODE_CHOICES = ("null", "prefill", "decode")
 CP_STRATEGY_CHOICES = ("zigzag", "interleave")
+KV_CACHE_DTYPE_CHOICES = ("auto", "bfloat16", "fp8_e4m3")          # of SGLang's, the ones glm-kv models
+MAMBA_SSM_DTYPE_CHOICES = ("float32", "bfloat16")
+SPECULATIVE_ALGORITHM_CHOICES = ("EAGLE", "NEXTN")
+HICACHE_MEM_LAYOUT_CHOICES = ("layer_first", "page_first", "page_first_direct", "page_first_kv_split")
+HICACHE_IO_BACKEND_CHOICES = ("kernel", "direct")
 # SGLang accepts these but glm-kv does not model them: refused with that reason, not as unknown.
 NOT_MODELLED = {
     "kv_cache_dtype": ("fp8_e5m2", "mxfp8", "nvfp4", "fp4_mx_block16"),
     "mamba_ssm_dtype": ("float16",),
     "hicache_mem_layout": ("page_head",),
     "hicache_io_backend": ("kernel_ascend",),
+    "speculative_algorithm": ("DFLASH", "UNO", "DSPARK", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM"),
 }
 
 # Field aliases SGLang itself accepts (old and new flag names) -> our canonical field.
@@ -66,110 +80,249 @@ PIB = 1 << 50
 COUNT_MAX = 1 << 31
 
 
-class Profile(BaseModel):
-    """One deployment: the launch flags that decide KV-cache memory on a rank."""
+# ------------------------------------------------------------------------------------------------
+# The field table: one line per field (type, default, bounds, choices); Profile is built from it
+# ------------------------------------------------------------------------------------------------
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+@dataclass(frozen=True)
+class Field:
+    """One profile field: its type, default and the rule a value must meet.
 
-    name: Optional[str] = Field(None, min_length=1, max_length=120)
-    description: str = Field("", max_length=2000)
-    model: str = Field("glm-5.3-flash", min_length=1, max_length=4096)
-    sglang_layout: Layout = "article"
+    ``kind`` is ``int``, ``float``, ``bool``, ``str`` or ``choice``; ``optional`` accepts null
+    (SGLang's "not given"). Bounds are inclusive (``ge``/``le``) or strict (``gt``/``lt``).
+    ``before`` rewrites a value before it is checked (SGLang's own spellings, e.g. ``bf16``).
+    """
 
-    tp_size: int = Field(1, ge=1, le=4096)
-    dp_size: int = Field(1, ge=1, le=4096)
-    enable_dp_attention: bool = False
-    attn_cp_size: int = Field(1, ge=1, le=4096)
+    kind: str
+    default: Any = None
+    optional: bool = False
+    ge: Optional[float] = None
+    gt: Optional[float] = None
+    le: Optional[float] = None
+    lt: Optional[float] = None
+    choices: tuple = ()
+    min_length: Optional[int] = None
+    max_length: Optional[int] = None
+    before: Optional[Callable[[Any], Any]] = None
+    aliases: tuple = ()              # (spelling, choice) pairs SGLang itself accepts (bf16 = bfloat16)
+    printable: bool = False          # text fields: one printable line
 
-    kv_cache_dtype: Literal["auto", "bfloat16", "fp8_e4m3"] = "auto"
-    dsa_prefill_backend: Optional[Literal[DSA_PREFILL_CHOICES]] = None
-    dsa_decode_backend: Optional[Literal[DSA_DECODE_CHOICES]] = None
-    gpu: Optional[GpuName] = "H200"
-    memory_bytes: Optional[int] = Field(None, ge=1 << 30, le=PIB)  # at least 1 GiB: sanity, not SGLang
-    sm: Optional[int] = Field(None, ge=70, le=1000)
+    @property
+    def metadata(self) -> list:
+        """pydantic's ``FieldInfo.metadata`` shape (objects with ``ge``/``le``), for old callers."""
+        return [self]
 
-    mamba_ssm_dtype: Literal["float32", "bfloat16"] = "float32"
-    linear_attn_backend: Literal[LINEAR_ATTN_BACKEND_CHOICES] = "triton"
-    mamba_scheduler_strategy: Literal[MAMBA_STRATEGY_CHOICES] = "auto"
-    mamba_skip_decode_lock: bool = False  # env SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1
-    disable_overlap_schedule: bool = False
-    disable_radix_cache: bool = False
 
-    max_running_requests: Optional[int] = Field(64, ge=1, le=COUNT_MAX)
-    max_total_tokens: Optional[int] = Field(None, ge=1, le=1 << 40)
-    max_mamba_cache_size: Optional[int] = Field(None, ge=1, le=1 << 24)
-    mamba_full_memory_ratio: float = Field(0.9, gt=0, le=1000)
-    context_length: Optional[int] = Field(131072, ge=1, le=COUNT_MAX)  # None: the model's maximum
-    page_size: Optional[int] = Field(None, ge=1, le=1 << 20)
+def Int(default, *, optional=False, ge=None, le=None) -> Field:  # noqa: N802 - a table constructor
+    return Field("int", default, optional, ge=ge, le=le)
+
+
+def Float(default, *, optional=False, gt=None, le=None, lt=None) -> Field:  # noqa: N802
+    return Field("float", default, optional, gt=gt, le=le, lt=lt)
+
+
+def Bool(default=False) -> Field:  # noqa: N802
+    return Field("bool", default)
+
+
+def Text(default, *, optional=False, min_length=None, max_length=None) -> Field:  # noqa: N802
+    return Field("str", default, optional, min_length=min_length, max_length=max_length, printable=True)
+
+
+def Choice(default, choices, *, optional=False, before=None, aliases=None) -> Field:  # noqa: N802
+    return Field("choice", default, optional, choices=tuple(choices), before=before,
+                 aliases=tuple((aliases or {}).items()))
+
+
+def _upper(v: Any) -> Any:
+    return v.upper() if isinstance(v, str) else v
+
+
+def _layout_text(v: Any) -> Any:
+    return str(v) if isinstance(v, float) else v   # YAML reads 0.5.23 as a string, 0.5 as a float
+
+
+FIELDS: dict[str, Field] = {
+    "name": Text(None, optional=True, min_length=1, max_length=120),
+    "description": Text("", max_length=2000),
+    "model": Text("glm-5.3-flash", min_length=1, max_length=4096),
+    "sglang_layout": Choice("0.5.23", LAYOUTS, before=_layout_text),   # the release glm-kv models
+
+    "tp_size": Int(1, ge=1, le=4096),
+    "dp_size": Int(1, ge=1, le=4096),
+    "enable_dp_attention": Bool(),
+    "attn_cp_size": Int(1, ge=1, le=4096),
+
+    "kv_cache_dtype": Choice("auto", KV_CACHE_DTYPE_CHOICES, aliases={"bf16": "bfloat16"}),   # SGLang: bf16 = bfloat16
+    "dsa_prefill_backend": Choice(None, DSA_PREFILL_CHOICES, optional=True),
+    "dsa_decode_backend": Choice(None, DSA_DECODE_CHOICES, optional=True),
+    "gpu": Choice("H200", GPU_NAMES, optional=True),
+    "memory_bytes": Int(None, optional=True, ge=1 << 30, le=PIB),   # at least 1 GiB: sanity, not SGLang
+    "sm": Int(None, optional=True, ge=70, le=1000),
+
+    # SGLang: None -> the model config's mamba_ssm_dtype, else float32 (mamba2_state_dtype); the
+    # shipped config has none. TODO: a user's config.json with mamba_ssm_dtype is not read yet.
+    "mamba_ssm_dtype": Choice("float32", MAMBA_SSM_DTYPE_CHOICES),
+    "linear_attn_backend": Choice("triton", LINEAR_ATTN_BACKEND_CHOICES),
+    "mamba_scheduler_strategy": Choice("auto", MAMBA_STRATEGY_CHOICES),
+    "mamba_skip_decode_lock": Bool(),    # env SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1
+    "disable_overlap_schedule": Bool(),
+    "disable_radix_cache": Bool(),
+
+    "max_running_requests": Int(None, optional=True, ge=1, le=COUNT_MAX),   # None: SGLang's automatic value
+    "max_total_tokens": Int(None, optional=True, ge=1, le=1 << 40),
+    "max_mamba_cache_size": Int(None, optional=True, ge=1, le=1 << 24),
+    "mamba_full_memory_ratio": Float(0.9, gt=0, le=1000),   # SGLang: None, fallback 0.9
+    "context_length": Int(None, optional=True, ge=1, le=COUNT_MAX),   # None: the model's maximum
+    "page_size": Int(None, optional=True, ge=1, le=1 << 20),
     # env SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1: context_length may exceed the model's maximum
-    allow_overwrite_longer_context_len: bool = False
+    "allow_overwrite_longer_context_len": Bool(),
 
-    speculative_algorithm: Optional[Literal["EAGLE", "NEXTN"]] = None
-    speculative_num_draft_tokens: Optional[int] = Field(None, ge=1, le=1024)
-    speculative_num_steps: Optional[int] = Field(None, ge=1, le=1024)
-    speculative_eagle_topk: Optional[int] = Field(None, ge=1, le=1024)
+    "speculative_algorithm": Choice(None, SPECULATIVE_ALGORITHM_CHOICES, optional=True, before=_upper),
+    "speculative_num_draft_tokens": Int(None, optional=True, ge=1, le=1024),
+    "speculative_num_steps": Int(None, optional=True, ge=1, le=1024),
+    "speculative_eagle_topk": Int(None, optional=True, ge=1, le=1024),
 
-    available_bytes: Optional[int] = Field(None, ge=1, le=PIB)
-    mem_fraction_static: Optional[float] = Field(None, gt=0, lt=1)
-    weights_bytes: Optional[int] = Field(None, ge=0, le=PIB)
+    "available_bytes": Int(None, optional=True, ge=1, le=PIB),
+    "mem_fraction_static": Float(None, optional=True, gt=0, lt=1),
+    "weights_bytes": Int(None, optional=True, ge=0, le=PIB),
     # --language-model-only: SGLang 0.5.23 refuses it for this architecture (see resolve.py)
-    language_model_only: bool = False
-    language_only: bool = False            # --language-only (encoder disaggregation: the LM side)
-    pre_model_load_bytes: Optional[int] = Field(None, ge=1, le=PIB)   # free memory before weights
+    "language_model_only": Bool(),
+    "language_only": Bool(),             # --language-only (encoder disaggregation: the LM side)
+    "pre_model_load_bytes": Int(None, optional=True, ge=1, le=PIB),   # free memory before weights
 
     # flags that change SGLang's default mem_fraction_static (None: SGLang's own default)
-    chunked_prefill_size: Optional[int] = Field(None, ge=-1, le=COUNT_MAX)  # -1 disables chunking
-    cuda_graph_max_bs_decode: Optional[int] = Field(None, ge=1, le=1 << 20)
-    moe_a2a_backend: Literal[MOE_A2A_BACKEND_CHOICES] = "none"
-    max_prefill_tokens: int = Field(16384, ge=1, le=COUNT_MAX)
-    disaggregation_mode: Literal[DISAGGREGATION_MODE_CHOICES] = "null"
-    enable_prefill_cp: bool = False
-    cp_strategy: Optional[Literal[CP_STRATEGY_CHOICES]] = None
+    "chunked_prefill_size": Int(None, optional=True, ge=-1, le=COUNT_MAX),   # -1 disables chunking
+    "cuda_graph_max_bs_decode": Int(None, optional=True, ge=1, le=1 << 20),
+    "moe_a2a_backend": Choice("none", MOE_A2A_BACKEND_CHOICES),
+    "max_prefill_tokens": Int(16384, ge=1, le=COUNT_MAX),
+    "disaggregation_mode": Choice("null", DISAGGREGATION_MODE_CHOICES),
+    "enable_prefill_cp": Bool(),
+    "cp_strategy": Choice(None, CP_STRATEGY_CHOICES, optional=True),
 
-    enable_hierarchical_cache: bool = False
-    hicache_ratio: float = Field(2.0, gt=0, le=1000)
-    hicache_size: int = Field(0, ge=0, le=1 << 30)
-    hicache_mem_layout: Literal["layer_first", "page_first", "page_first_direct", "page_first_kv_split"] = "page_first"
-    hicache_io_backend: Literal["kernel", "direct"] = "kernel"
-    host_memory_bytes: Optional[int] = Field(None, ge=1, le=PIB)   # DRAM of one machine
-    ranks_per_host: Optional[int] = Field(None, ge=1, le=4096)     # GPU ranks on one machine
+    "enable_hierarchical_cache": Bool(),
+    "hicache_ratio": Float(2.0, gt=0, le=1000),   # SGLang: None -> 2.0 (handle_hicache_ratio_default)
+    "hicache_size": Int(0, ge=0, le=1 << 30),
+    "hicache_mem_layout": Choice("page_first", HICACHE_MEM_LAYOUT_CHOICES),
+    "hicache_io_backend": Choice("kernel", HICACHE_IO_BACKEND_CHOICES),
+    "host_memory_bytes": Int(None, optional=True, ge=1, le=PIB),      # DRAM of one machine
+    "ranks_per_host": Int(None, optional=True, ge=1, le=4096),        # GPU ranks on one machine
+}
 
-    @field_validator("kv_cache_dtype", mode="before")
-    @classmethod
-    def _dtype_alias(cls, v: Any) -> Any:
-        return {"bf16": "bfloat16", "fp8": "fp8_e4m3"}.get(v, v) if isinstance(v, str) else v
 
-    @field_validator("mamba_ssm_dtype", mode="before")
-    @classmethod
-    def _ssm_alias(cls, v: Any) -> Any:
-        return {"bf16": "bfloat16", "fp32": "float32"}.get(v, v) if isinstance(v, str) else v
+class _FieldRule(ValueError):
+    """A value breaks its field's rule: ``kind`` as pydantic names it, ``msg`` in its words."""
 
-    @field_validator("speculative_algorithm", mode="before")
-    @classmethod
-    def _spec_upper(cls, v: Any) -> Any:
-        return v.upper() if isinstance(v, str) else v
+    def __init__(self, kind: str, msg: str, got: Any):
+        self.kind, self.msg, self.got = kind, msg, got
+        super().__init__(msg)
 
-    @field_validator("sglang_layout", mode="before")
-    @classmethod
-    def _layout_str(cls, v: Any) -> Any:
-        return str(v) if isinstance(v, float) else v  # YAML reads 0.5.23 as a string, 0.5 as float
 
-    @field_validator("name", "description", "model")
-    @classmethod
-    def _printable(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and any(not c.isprintable() for c in v):
-            raise ValueError("must be printable text on one line (no control characters)")
-        return v
+def _num(x: float) -> str:
+    """A bound as pydantic prints it (1000, 0.5)."""
+    return str(x)
 
-    @model_validator(mode="after")
-    def _needs_gpu(self) -> "Profile":
-        if self.gpu is None and (self.memory_bytes is None or self.sm is None):
-            raise ValueError("gpu: give a GPU name (H100, H200, B200, B300) or both memory_bytes and sm")
-        return self
+
+def _literal_msg(choices: tuple) -> str:
+    quoted = [repr(c) for c in choices]
+    return "Input should be " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1])
+
+
+def _check_field(spec: Field, value: Any) -> Any:
+    """``value`` checked against ``spec``: the stored value, or _FieldRule (pydantic's wording)."""
+    if spec.before is not None:
+        value = spec.before(value)
+    if spec.aliases and isinstance(value, str):
+        value = dict(spec.aliases).get(value, value)
+    if value is None and spec.optional:
+        return None
+    kind = spec.kind
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _FieldRule("int_type", "Input should be a valid integer", value)
+    elif kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _FieldRule("float_type", "Input should be a valid number", value)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _FieldRule("finite_number", "Input should be a finite number", value)
+        got, value = value, float(value)
+    elif kind == "bool":
+        if not isinstance(value, bool):
+            raise _FieldRule("bool_type", "Input should be a valid boolean", value)
+        return value
+    elif kind == "str":
+        if not isinstance(value, str) or isinstance(value, YamlDate):
+            raise _FieldRule("string_type", "Input should be a valid string", value)
+        if spec.min_length is not None and len(value) < spec.min_length:
+            s = "" if spec.min_length == 1 else "s"
+            raise _FieldRule("string_too_short", f"String should have at least {spec.min_length} character{s}", value)
+        if spec.max_length is not None and len(value) > spec.max_length:
+            raise _FieldRule("string_too_long", f"String should have at most {spec.max_length} characters", value)
+        if spec.printable and any(not c.isprintable() for c in value):
+            raise _FieldRule("value_error", "must be printable text on one line (no control characters)", value)
+        return value
+    else:  # choice
+        if not isinstance(value, str) or value not in spec.choices:
+            raise _FieldRule("literal_error", _literal_msg(spec.choices), value)
+        return value
+    shown_as = value if kind == "int" else got
+    if spec.ge is not None and not value >= spec.ge:
+        raise _FieldRule("greater_than_equal", f"Input should be greater than or equal to {_num(spec.ge)}", shown_as)
+    if spec.gt is not None and not value > spec.gt:
+        raise _FieldRule("greater_than", f"Input should be greater than {_num(spec.gt)}", shown_as)
+    if spec.le is not None and not value <= spec.le:
+        raise _FieldRule("less_than_equal", f"Input should be less than or equal to {_num(spec.le)}", shown_as)
+    if spec.lt is not None and not value < spec.lt:
+        raise _FieldRule("less_than", f"Input should be less than {_num(spec.lt)}", shown_as)
+    return value
+
+
+class _ProfileBase:
+    """What every Profile has beside its fields: the label and pydantic's names for dump/copy."""
+
+    __slots__ = ()
+    model_fields = FIELDS
 
     @property
     def label(self) -> str:
         return self.name or "custom"
+
+    @property
+    def model_fields_set(self) -> frozenset:
+        """The fields the user gave (SGLang's "flag present"), as pydantic named it."""
+        return self._given
+
+    def model_dump(self, *, exclude=None) -> dict:
+        skip = set(exclude or ())
+        return {k: getattr(self, k) for k in FIELDS if k not in skip}
+
+    def model_copy(self, *, update: Optional[dict] = None):
+        """A copy with ``update`` applied, unchecked (as pydantic's model_copy): callers pass
+        values they derived from a valid profile; the updated fields count as given."""
+        update = update or {}
+        for key in update:
+            if key not in FIELDS:
+                raise _unknown_field(key)
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(update)
+        new.__dict__["_given"] = self._given | frozenset(update)
+        return new
+
+    @classmethod
+    def model_validate(cls, data: dict):
+        return make_profile(data)
+
+
+def _build_profile_class() -> type:
+    fields = [(k, Any, dataclasses.field(default=spec.default)) for k, spec in FIELDS.items()]
+    cls = dataclasses.make_dataclass("Profile", fields, bases=(_ProfileBase,), frozen=True, init=False)
+    cls.__module__ = __name__   # pickles as glm_kv.inputs.profile.Profile
+    cls.__doc__ = "One deployment: the launch flags that decide KV-cache memory on a rank (fields: FIELDS)."
+    return cls
+
+
+Profile = _build_profile_class()
 
 
 def _got(value: Any) -> str:
@@ -178,33 +331,53 @@ def _got(value: Any) -> str:
     return f"got {shown(value)}"
 
 
-def _format_validation_error(err: ValidationError) -> ProfileError:
-    e = err.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in e.get("loc", ())) or "profile"
-    kind = e.get("type", "")
-    got = e.get("input")
-    if kind == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc), list(Profile.model_fields), n=1)
-        hint = (f"; did you mean {close[0]!r}?" if close
-                else " (glm-kv plan --json lists every field under 'profile')")
-        return ProfileError(loc, f"unknown field{hint}")
-    msg = e.get("msg", "invalid value")
-    if kind == "value_error":
-        msg = msg.removeprefix("Value error, ")
-        if ":" in msg and not e.get("loc"):
-            field, _, rule = msg.partition(":")
-            return ProfileError(field.strip(), rule.strip())
-    if kind in ("int_type", "float_type", "bool_type", "string_type") and isinstance(got, bool):
+def _format_validation_error(loc: str, err: _FieldRule) -> ProfileError:
+    """One field's broken rule -> the one line the CLI prints (field, rule, what was given)."""
+    kind, msg, got = err.kind, err.msg, err.got
+    if kind in ("int_type", "float_type") and isinstance(got, bool):
         msg += " (true/false is not a number)" if kind != "bool_type" else ""
     elif kind == "int_type" and isinstance(got, float):
         msg += " (no decimal point: SGLang parses integers with int())"
     elif kind == "literal_error" and isinstance(got, str):
-        for field, values in NOT_MODELLED.items():
-            if loc == field and got in values:
-                msg = f"{msg}; SGLang accepts {got!r} but glm-kv does not model it"
-    if kind != "missing":
-        msg = f"{msg} ({_got(got)})"
-    return ProfileError(loc, msg)
+        if got in NOT_MODELLED.get(loc, ()):
+            msg = f"{msg}; SGLang accepts {got!r} but glm-kv does not model it"
+    if kind == "string_type" and isinstance(got, (bool, int, float, YamlDate)):
+        what = "a date" if isinstance(got, YamlDate) else "true/false" if isinstance(got, bool) else "a number"
+        text = str(got).lower() if isinstance(got, bool) else str(got)
+        msg += f"; YAML reads this as {what}: quote it ({loc}: \"{text}\") to keep it text"
+    return ProfileError(loc, f"{msg} ({_got(got)})")
+
+
+def _unknown_field(key: str) -> ProfileError:
+    close = difflib.get_close_matches(key, list(FIELDS), n=1)
+    hint = (f"; did you mean {close[0]!r}?" if close
+            else " (glm-kv plan --json lists every field under 'profile')")
+    return ProfileError(key, f"unknown field{hint}")
+
+
+def _profile_init(self, **data: Any) -> None:
+    """Check every field in table order (the first broken rule is the one reported), then the
+    rules between fields; store the values and which fields were given."""
+    values = {}
+    for key, spec in FIELDS.items():
+        if key in data:
+            try:
+                values[key] = _check_field(spec, data[key])
+            except _FieldRule as e:
+                raise _format_validation_error(key, e) from None
+        else:
+            values[key] = spec.default
+    for key in data:   # after the fields, as pydantic reported them
+        if key not in FIELDS:
+            raise _unknown_field(key)
+    if values["gpu"] is None and (values["memory_bytes"] is None or values["sm"] is None):
+        raise ProfileError("gpu", "give a GPU name (H100, H200, B200, B300) or both memory_bytes and sm")
+    for key, value in values.items():
+        object.__setattr__(self, key, value)
+    object.__setattr__(self, "_given", frozenset(data))
+
+
+Profile.__init__ = _profile_init
 
 
 def shipped_profiles() -> list[str]:
@@ -223,6 +396,13 @@ _INT_RE = re.compile(r"[-+]?[0-9]+\Z")
 _FLOAT_RE = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?\Z|[-+]?\.(inf|Inf|INF)\Z|\.(nan|NaN|NAN)\Z")
 _BOOL_RE = re.compile(r"(?:true|True|TRUE|false|False|FALSE)\Z")
 _NULL_RE = re.compile(r"(?:~|null|Null|NULL|)\Z")
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?"
+                      r"(?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?)?\Z")
+
+
+class YamlDate(str):
+    """A plain scalar YAML 1.1 reads as a date (``2026-01-01``): kept as its text so a text field
+    can refuse it with a tip to quote it, and a number field names itself."""
 
 
 class OutOfRange(str):
@@ -275,26 +455,49 @@ StrictLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL_RE, list("tTf
 StrictLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INT_RE, list("-+0123456789"))
 StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789."))
 StrictLoader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL_RE, ["~", "n", "N", ""])
+StrictLoader.add_implicit_resolver("tag:yaml.org,2002:timestamp", _DATE_RE, list("0123456789"))
+StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: YamlDate(node.value))
 StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
 StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_yaml_float)
 
 
-def _depth(value: Any, limit: int, level: int = 0) -> int:
-    if level > limit:
-        return level
-    if isinstance(value, dict):
-        return max([_depth(v, limit, level + 1) for v in value.values()] + [level])
-    if isinstance(value, list):
-        return max([_depth(v, limit, level + 1) for v in value] + [level])
-    return level
+def _check_nodes(root: Any, what: str, field: str) -> None:
+    """Walk the composed YAML nodes once (no Python objects built yet): refuse aliases, which
+    let a few lines expand into billions of values, and bound the nesting and the node count."""
+    seen: set[int] = set()
+    stack = [(root, 0)]
+    too_deep = False
+    while stack:
+        node, level = stack.pop()
+        if id(node) in seen:
+            raise ProfileError(field, f"{what}: YAML aliases (*name) are not accepted (line "
+                                      f"{node.start_mark.line + 1}); write the value out")
+        seen.add(id(node))
+        if len(seen) > PROFILE_MAX_NODES:
+            raise ProfileError(field, f"{what} holds more than {PROFILE_MAX_NODES:,} values")
+        if level > PROFILE_MAX_DEPTH:
+            too_deep = True   # reported after the walk: an alias (the likelier attack) is named first
+            continue
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                stack += ((k, level + 1), (v, level + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            stack += ((v, level + 1) for v in node.value)
+    if too_deep:
+        raise ProfileError(field, f"{what} is nested more than {PROFILE_MAX_DEPTH} levels deep")
 
 
 def load_yaml_text(text: str, what: str, field: str = "profile") -> Any:
     """YAML text -> Python values, every failure a ProfileError naming ``field``."""
     if "\x00" in text:
         raise ProfileError(field, f"{what} contains a NUL byte (not a text file)")
+    loader = StrictLoader(text)
     try:
-        data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_nodes(node, what, field)
+        return loader.construct_document(node)
     except DuplicateKey as e:
         raise ProfileError(field, f"{what}: key {shown(e.key)} is given twice (line {e.line})") from None
     except yaml.YAMLError as e:
@@ -305,10 +508,11 @@ def load_yaml_text(text: str, what: str, field: str = "profile") -> Any:
     except (RecursionError, MemoryError):
         raise ProfileError(field, f"{what} is nested too deeply") from None
     except (ValueError, OverflowError) as e:
+        if isinstance(e, ProfileError):
+            raise
         raise ProfileError(field, f"{what} holds a value that cannot be read ({type(e).__name__})") from None
-    if _depth(data, PROFILE_MAX_DEPTH) > PROFILE_MAX_DEPTH:
-        raise ProfileError(field, f"{what} is nested more than {PROFILE_MAX_DEPTH} levels deep")
-    return data
+    finally:
+        loader.dispose()
 
 
 @lru_cache(maxsize=64)
@@ -409,10 +613,7 @@ def make_profile(data: dict, default_name: Optional[str] = None) -> Profile:
             raise ProfileError(k, f"integer out of range ({digits} digits)")
     if default_name and not data.get("name"):
         data["name"] = default_name
-    try:
-        return Profile.model_validate(data)
-    except ValidationError as err:
-        raise _format_validation_error(err) from None
+    return Profile(**data)
 
 
 def load_profile(source: Optional[str] = None, overrides: Optional[dict] = None) -> Profile:

@@ -1,16 +1,17 @@
 """Capacity: from the bytes left for pools on a rank to mamba slots, tokens and requests.
 
-One kernel, ``pool_sizes``, does the arithmetic for a single deployment (0-d values) and for the
-sweep (n-d arrays) alike. It follows SGLang 0.5.23's sizing order
+One kernel, ``pool_sizes``, does the arithmetic for a single deployment and for the sweep (n-d
+arrays) alike. A single plan takes its scalar branch (``scalar=True``: plain Python numbers, no
+numpy import, so ``glm-kv plan`` starts fast); ``tests/ledgers/test_capacity_scalar.py`` proves
+both branches equal on random points. It follows SGLang 0.5.23's sizing order
 (``KVCacheConfigurator._handle_max_mamba_cache``, then ``DefaultPoolConfigurator.calculate_pool_sizes``,
 then ``resolve_max_num_reqs``), including its float arithmetic in GiB, so results agree with
 SGLang to the token. A refusal is an error code per point; ``REFUSALS`` holds its one text.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-
-import numpy as np
 
 from ..errors import ProfileError
 from ..units import GiB
@@ -68,19 +69,107 @@ JSON_NAMES = {"requested_max_running_requests_per_worker": "requested_max_runnin
 
 
 def _is_nan_scalar(x) -> bool:
+    import numpy as np
+
     return np.ndim(x) == 0 and bool(np.isnan(x))
 
 
 def pool_sizes(rest_gib, *, slot, slots_per_request, cell_size, page_size, draft_tokens, attn_dp,
                mamba_full_memory_ratio, max_mamba_cache_size, max_total_tokens, radix_off,
-               requests_per_worker, has_requests, context_length) -> dict[str, np.ndarray]:
+               requests_per_worker, has_requests, context_length, scalar: bool = False) -> dict:
     """SGLang 0.5.23's pool sizing over numpy values (0-d or n-d, broadcast together).
 
     Optional inputs (``max_mamba_cache_size``, ``max_total_tokens``) are NaN when unset;
     ``requests_per_worker`` is ignored where ``has_requests`` is False (SGLang's automatic value).
     Returns the sizes, a binding code (index into BINDING_LABELS), a source code (SOURCE_LABELS)
-    and ``error`` (0, or a key of REFUSALS: the first check that failed).
+    and ``error`` (0, or a key of REFUSALS: the first check that failed). With ``scalar=True``
+    every input is one Python number and so is every output (the same arithmetic, no numpy).
     """
+    kw = dict(slot=slot, slots_per_request=slots_per_request, cell_size=cell_size, page_size=page_size,
+              draft_tokens=draft_tokens, attn_dp=attn_dp, mamba_full_memory_ratio=mamba_full_memory_ratio,
+              max_mamba_cache_size=max_mamba_cache_size, max_total_tokens=max_total_tokens, radix_off=radix_off,
+              requests_per_worker=requests_per_worker, has_requests=has_requests, context_length=context_length)
+    return _pool_sizes_scalar(rest_gib, **kw) if scalar else _pool_sizes_array(rest_gib, **kw)
+
+
+def _finite_int(x: float) -> int:
+    """numpy's ``where(isfinite(x), x, 0).astype(int64)`` for one float: truncates, inf/NaN -> 0."""
+    return int(x) if math.isfinite(x) else 0
+
+
+def _floor_div(a: float, b: float) -> float:
+    """``np.floor_divide`` on float64 for one pair (Python's float ``//`` is the same algorithm);
+    a zero divisor gives inf/NaN there, which the callers turn into 0."""
+    if b == 0:
+        return math.nan
+    return float(a) // float(b)
+
+
+def _pool_sizes_scalar(rest_gib, *, slot, slots_per_request, cell_size, page_size, draft_tokens, attn_dp,
+                       mamba_full_memory_ratio, max_mamba_cache_size, max_total_tokens, radix_off,
+                       requests_per_worker, has_requests, context_length) -> dict[str, int]:
+    """``_pool_sizes_array`` for one point, line for line, in plain Python numbers."""
+    rest_gib = float(rest_gib)
+    ratio, cell, page, draft, r = slots_per_request, cell_size, page_size, draft_tokens, mamba_full_memory_ratio
+    mmc, mtt, per_worker = float(max_mamba_cache_size), float(max_total_tokens), requests_per_worker
+    err = 0
+
+    def fail(where: bool, code: int) -> None:
+        nonlocal err
+        if where and err == 0:
+            err = code
+
+    budget = rest_gib * r / (1 + r) * GiB
+    spec = draft > 0
+    if spec:
+        k_budget = _floor_div(budget - slot * (1 + draft), slot * (1 + draft / ratio))
+    else:
+        k_budget = _floor_div(budget - slot, slot)
+    k_budget = _finite_int(k_budget)
+    src_mmc = not math.isnan(mmc)
+    src_radix = not src_mmc and bool(radix_off) and bool(has_requests)
+    K = int(mmc) // attn_dp if src_mmc else per_worker if src_radix else k_budget
+    capped = min(per_worker, K // ratio)
+    scratch = slot * ((K if src_radix else capped) + 1) * draft if spec else 0
+    fail(K <= 0 and src_mmc, 1)
+    fail(K <= 0, 2)
+    rest_gib = rest_gib - float(scratch) / GiB - float((K + 1) * slot) / GiB
+    rest_bytes = _finite_int(math.trunc(rest_gib * GiB) if math.isfinite(rest_gib * GiB) else math.nan)
+    fail(rest_bytes <= 0 and src_mmc, 3)
+    fail(rest_bytes <= 0, 4)
+    tokens = rest_bytes // cell // page * page
+    if not math.isnan(mtt):
+        mtt_i = int(mtt)
+        trimmed = mtt_i < tokens
+        if trimmed:
+            tokens = mtt_i // page * page
+        fail(trimmed and tokens <= 0, 5)
+    fail(tokens <= 0, 6)
+    est = int(float(tokens) / float(max(context_length, 1)) * AUTO_REQS_PER_CONTEXT)
+    auto = max(min(est, AUTO_REQS_MAX), AUTO_REQS_MIN)
+    requested = per_worker if has_requests else auto
+    nreq = min(requested, tokens // 2)
+    binding = 2 if nreq < requested else 0 if has_requests else 1
+    cap = K // ratio
+    if cap < nreq:
+        binding = 3
+    nreq = min(nreq, cap)
+    fail(nreq <= 0 and src_mmc, 7)
+    fail(nreq <= 0, 8)
+    source = 1 if src_mmc else 2 if src_radix else 0
+    budget_bytes = _finite_int(budget) if source == 0 else 0
+    return {"max_mamba_cache_size": K, "mamba_budget_bytes": budget_bytes, "spec_scratch_bytes": scratch,
+            "token_pool_budget_bytes": rest_bytes, "max_total_num_tokens": tokens,
+            "requested_max_running_requests": requested, "max_running_requests": nreq,
+            "binding": binding, "source": source, "error": err}
+
+
+def _pool_sizes_array(rest_gib, *, slot, slots_per_request, cell_size, page_size, draft_tokens, attn_dp,
+                      mamba_full_memory_ratio, max_mamba_cache_size, max_total_tokens, radix_off,
+                      requests_per_worker, has_requests, context_length) -> dict:
+    """The kernel over numpy values (0-d or n-d, broadcast together): the sweep's branch."""
+    import numpy as np
+
     rest_gib = np.asarray(rest_gib, dtype=np.float64)
     slot, ratio, cell, page = slot, slots_per_request, cell_size, page_size
     draft, r = draft_tokens, mamba_full_memory_ratio
@@ -164,7 +253,7 @@ def capacity_ledger(p, *, rest_gib: float, available_bytes: int, available_sourc
         max_mamba_cache_size=nan if p.max_mamba_cache_size is None else float(p.max_mamba_cache_size),
         max_total_tokens=nan if p.max_total_tokens is None else float(p.max_total_tokens),
         radix_off=bool(p.disable_radix_cache), requests_per_worker=requests_per_worker or 1,
-        has_requests=requests_per_worker is not None, context_length=context_len)
+        has_requests=requests_per_worker is not None, context_length=context_len, scalar=True)
     v = {k: int(x) for k, x in out.items()}
     if v["error"]:
         raise refusal(v["error"])

@@ -15,9 +15,8 @@ Where an input is not given it is estimated here, and the estimate is labelled a
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
-
-import numpy as np
 
 from ..inputs.gpus import Gpu
 from ..inputs.model import ModelConfig
@@ -263,10 +262,15 @@ def estimate_draft_bytes(model: ModelConfig, tp_size: int, attn_tp_size: int,
 # pre-load memory and the rest
 
 
+def float32(x: float) -> float:
+    """``float(np.float32(x))`` without numpy: the nearest float32 (round half to even, as the cast)."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
 def free_reading_gib(free_bytes: int, distributed: bool) -> float:
     """``get_available_gpu_memory``: bytes -> GiB, through float32 when all-reduced over ranks."""
     if distributed:
-        return float(np.float32(free_bytes)) / GiB
+        return float32(free_bytes) / GiB
     return free_bytes / GiB
 
 

@@ -6,10 +6,18 @@ no traceback, nothing on stdout, nothing written. ``test_generated_bad_inputs`` 
 SGLang's own choices, combinations SGLang refuses at start-up, malformed YAML, missing and special
 files, broken model configs, bad ``--set``, bad ``--sglang-args``, bad CLI options and environment
 variables, long and escape-laden keys) and runs them through ``glm_kv.cli.main`` in-process; a
-handful go through the real ``glm-kv`` process. Seeded from ``GLM_KV_SEED``; the expected field of
+handful go through the real ``glm-kv`` process. Seeded from ``GLM_KV_SEED`` (a fresh seed per run
+when unset; every failure message prints it); the expected field of
 each case is written here, from SGLang 0.5.23's argparse and hooks as read off the wheel, never
 taken from the code under test. ``test_the_harness_catches_*`` corrupt the engine on purpose
 and show the harness reports it.
+
+Issue 19.7's leftovers (``gen_leftovers``): zero and negative model dimensions, a ``description``
+that YAML reads as a date or a number (refused with the tip to quote it), control characters in
+every route (each message names the field, escaped), YAML aliases and alias bombs (refused, not
+expanded), and values SGLang 0.5.23's argparse refuses (``fp8``, ``fp32``). Every input must be
+answered in under a second of CPU time (CPU, not wall: the box is shared; the 35 s alias bomb was
+CPU-bound).
 """
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ import random
 import string
 import subprocess
 import sys
+import time
 import traceback
 import warnings
 from collections import Counter
@@ -35,7 +44,8 @@ from glm_kv.cli import main
 from glm_kv.inputs.launch import parse_launch_command
 from glm_kv.inputs.profile import load_profile, parse_override
 
-SEED = int(os.environ.get("GLM_KV_SEED", "20261130"))
+SEED = int(os.environ.get("GLM_KV_SEED") or random.SystemRandom().randrange(2**32))
+ANSWER_CPU_S = 1.0   # every input answered within this much CPU time
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = json.loads((ROOT / "glm_kv" / "inputs" / "data" / "glm-5.3-flash.json").read_text())
 MAX_POSITION = 1_048_576   # GLM-5.3-Flash's max_position_embeddings (tests/reference/glm-5.3-flash-config.md)
@@ -55,7 +65,7 @@ FLOATS = {"mamba_full_memory_ratio": False, "mem_fraction_static": True, "hicach
 BOOLS = ("enable_dp_attention", "mamba_skip_decode_lock", "disable_overlap_schedule", "disable_radix_cache",
          "language_model_only", "language_only", "enable_prefill_cp", "enable_hierarchical_cache")
 CHOICES = {  # the valid values (anything else must be refused)
-    "kv_cache_dtype": ("auto", "bfloat16", "fp8_e4m3", "bf16", "fp8"),
+    "kv_cache_dtype": ("auto", "bfloat16", "fp8_e4m3", "bf16"),   # bf16: SGLang's own alias
     "dsa_prefill_backend": ("flashmla_sparse", "flashmla_sparse_q8", "flashmla_kv", "flashmla_auto",
                             "flashinfer_sparse_mla", "triton_sparse_mla", "fa3", "tilelang", "triton", "aiter",
                             "trtllm", "intel_xpu"),
@@ -64,7 +74,7 @@ CHOICES = {  # the valid values (anything else must be refused)
     "linear_attn_backend": ("triton", "cutedsl", "flashinfer", "flashkda", "nvidia_kda", "ptx_kda", "helion",
                             "intel_xpu"),
     "gpu": ("H100", "H200", "B200", "B300"),
-    "mamba_ssm_dtype": ("float32", "bfloat16", "bf16", "fp32"),
+    "mamba_ssm_dtype": ("float32", "bfloat16"),
     "mamba_scheduler_strategy": ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"),
     "moe_a2a_backend": ("none", "deepep", "mooncake", "nixl", "mori", "ascend_fuseep", "flashinfer", "megamoe",
                         "deepep_v2", "pplx", "ascend_tp", "flashinfer_megamoe"),
@@ -87,6 +97,7 @@ class Case:
     argv: list
     field: str | None          # text the error line must contain (the field it names)
     env: dict = field(default_factory=dict)
+    says: str | None = None    # more text the line must contain (the rule, a tip)
 
 
 @dataclass
@@ -96,6 +107,7 @@ class Outcome:
     err: str
     exc: str | None
     warned: list
+    cpu_s: float = 0.0
 
 
 def run_main(argv: list, env: dict | None = None) -> Outcome:
@@ -104,6 +116,7 @@ def run_main(argv: list, env: dict | None = None) -> Outcome:
     saved = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
     exc, rc = None, None
+    cpu0 = time.thread_time()
     try:
         with warnings.catch_warnings(record=True) as caught, redirect_stdout(out), redirect_stderr(err):
             warnings.simplefilter("always")
@@ -119,13 +132,16 @@ def run_main(argv: list, env: dict | None = None) -> Outcome:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return Outcome(rc, out.getvalue(), err.getvalue(), exc, [str(w.message) for w in caught])
+    cpu = time.thread_time() - cpu0
+    return Outcome(rc, out.getvalue(), err.getvalue(), exc, [str(w.message) for w in caught], cpu)
 
 
 def verdict(case: Case, o: Outcome) -> str | None:
     """None when the case was refused as promised, else what went wrong."""
     if o.exc:
         return "traceback: " + o.exc.strip().splitlines()[-1][:200]
+    if o.cpu_s > ANSWER_CPU_S:
+        return f"took {o.cpu_s:.2f} s of CPU (at most {ANSWER_CPU_S} s)"
     if o.warned:
         return f"stray warning: {o.warned[0][:200]}"
     if o.rc != 2:
@@ -145,6 +161,8 @@ def verdict(case: Case, o: Outcome) -> str | None:
         return f"no 'error' in {line[:200]!r}"
     if case.field is not None and case.field not in line:
         return f"does not name {case.field!r}: {line[:300]!r}"
+    if case.says is not None and case.says not in line:
+        return f"does not say {case.says!r}: {line[:300]!r}"
     return None
 
 
@@ -585,8 +603,93 @@ def gen_cli_options(rng, tmp: Path) -> list[Case]:
     return cases
 
 
+DIMENSIONS = ("num_attention_heads", "kv_lora_rank", "index_topk", "index_n_heads", "hidden_size", "vocab_size",
+              "intermediate_size", "moe_intermediate_size", "qk_nope_head_dim", "v_head_dim", "q_lora_rank")
+CONTROL = ("\x00", "\x07", "\x1b[31m", "\t", "\n", "\r", "\x7f", "\x85", "\x9b", "\u2028", "\u202e", "\ufeff", "\u200b")
+
+
+def _alias_bomb(levels: int, width: int) -> str:
+    """The billion laughs: each level lists the previous one ``width`` times (width**levels leaves)."""
+    lines = ['a0: &a0 "lol"']
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def gen_leftovers(rng, tmp: Path) -> list[Case]:
+    """Issue 19.7: each leftover the last hostile-input round found, in every route that reaches it."""
+    cases = []
+    # zero and negative model dimensions, refused naming the config key
+    for key in DIMENSIONS:
+        for v in (0, -rng.randint(1, 10**6)):
+            c = copy.deepcopy(SHIPPED_CONFIG)
+            c["text_config"][key] = v
+            d = tmp / f"dim-{key}-{v}"
+            d.mkdir()
+            (d / "config.json").write_text(json.dumps(c))
+            cases.append(Case("leftover-dims", ["plan", "--set", f"model={d}"], key))
+    for key in ("num_heads", "head_dim"):
+        c = copy.deepcopy(SHIPPED_CONFIG)
+        c["text_config"]["linear_attn_config"][key] = 0
+        d = tmp / f"dim-lac-{key}"
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(c))
+        cases.append(Case("leftover-dims", ["plan", "--set", f"model={d}"], key))
+    # text fields that YAML reads as a date, a number or a boolean: refused with the tip to quote them
+    y, mo, da = rng.randint(1970, 2099), rng.randint(1, 12), rng.randint(1, 28)
+    for name in ("description", "name", "model"):
+        for raw in (f"{y}-{mo:02d}-{da:02d}", f"{y}-{mo}-{da}", f"{y}-{mo:02d}-{da:02d}T10:20:30Z",
+                    f"{y}-{mo:02d}-{da:02d} 10:20:30.5 +02:00", str(rng.randint(0, 10**9)), "1.5", "-7e3", "true"):
+            f = tmp / f"text-{name}-{len(cases)}.yaml"
+            f.write_text(f"{name}: {raw}\n")
+            cases.append(Case("leftover-text", ["plan", "--profile", str(f)], name, says="quote it ("))
+    # control characters in every route: the line names the field (the verdict refuses raw ones)
+    for ch in CONTROL:
+        for name in rng.sample(sorted(list(INTS) + list(FLOATS) + list(BOOLS) + list(CHOICES) +
+                                      ["description", "name", "model"]), 4):
+            value = f"ab{ch}cd"
+            if ch != "\x00":
+                f = tmp / f"ctrl-{name}-{ord(ch[0])}.yaml"
+                f.write_text(f"{name}: {json.dumps(value)}\n", encoding="utf-8")   # JSON escapes are YAML's
+                cases.append(Case("leftover-control", ["plan", "--profile", str(f)], name))
+            cases.append(Case("leftover-control", ["plan", "--set", f"{name}={value}"], name))
+        for key in ("layer_types", "indexer_types", "architectures"):
+            c = copy.deepcopy(SHIPPED_CONFIG)
+            owner = c if key == "architectures" else c["text_config"]
+            owner[key] = [f"full{ch}"] * (len(owner[key]) if key != "architectures" else 1)
+            d = tmp / f"ctrl-cfg-{key}-{ord(ch[0])}"
+            d.mkdir()
+            (d / "config.json").write_text(json.dumps(c))
+            cases.append(Case("leftover-control", ["plan", "--set", f"model={d}"], key))
+    # YAML aliases: refused before anything is expanded (an alias bomb used to take 35 s)
+    for levels, width in ((9, 9), (12, 12), (30, 2), (3, 3),
+                          *((rng.randint(2, 40), rng.randint(2, 16)) for _ in range(4))):
+        f = tmp / f"bomb-{levels}x{width}-{rng.randint(0, 10**9)}.yaml"
+        f.write_text(_alias_bomb(levels, width) + "tp_size: 1\n")
+        cases.append(Case("leftover-alias", ["plan", "--profile", str(f)], "profile", says="alias"))
+    for i, text in enumerate(("tp_size: &n 8\ndp_size: *n\n", "x: &d {tp_size: 8}\ndescription: *d\n",
+                              "description: &t text\nname: *t\n", "a: &l [1, 2]\nb: *l\nc: *l\n",
+                              _alias_bomb(20, 3).replace("a20:", "description:"))):
+        f = tmp / f"alias{i}.yaml"
+        f.write_text(text)
+        cases.append(Case("leftover-alias", ["plan", "--profile", str(f)], "profile", says="alias"))
+    # values outside SGLang 0.5.23's argparse choices (glm-kv used to take fp8, fp32, bf16 for the SSM)
+    for name, value in (("kv_cache_dtype", "fp8"), ("mamba_ssm_dtype", "fp32"), ("mamba_ssm_dtype", "bf16"),
+                        ("linear_attn_backend", "fla"), ("speculative_algorithm", "MTP"),
+                        ("hicache_io_backend", "nvme"), ("mamba_scheduler_strategy", "lazy")):
+        cases.append(Case("leftover-choices", ["plan", "--set", f"{name}={value}"], name))
+        f = tmp / f"choice-{name}-{value}.yaml"
+        f.write_text(f"{name}: {value}\n")
+        cases.append(Case("leftover-choices", ["plan", "--profile", str(f)], name))
+    for name, value in (("kv_cache_dtype", "fp8_e5m2"), ("kv_cache_dtype", "nvfp4"), ("mamba_ssm_dtype", "float16"),
+                        ("hicache_mem_layout", "page_head"), ("hicache_io_backend", "kernel_ascend"),
+                        ("speculative_algorithm", "EAGLE3"), ("speculative_algorithm", "ngram")):
+        cases.append(Case("leftover-choices", ["plan", "--set", f"{name}={value}"], name, says="does not model"))
+    return cases
+
+
 GENERATORS = (gen_unknown_fields, gen_wrong_types, gen_absurd_values, gen_combinations, gen_malformed_yaml,
-              gen_files, gen_model_configs, gen_bad_set, gen_long_keys, gen_launch, gen_cli_options)
+              gen_files, gen_model_configs, gen_bad_set, gen_long_keys, gen_launch, gen_cli_options, gen_leftovers)
 
 
 def all_cases(tmp: Path, seed: int = SEED) -> list[Case]:
@@ -613,6 +716,10 @@ def run_cases(cases: list[Case]) -> list[tuple[Case, str]]:
 # --------------------------------------------------------------------------------------------------
 
 def test_generated_bad_inputs(tmp_path):
+    try:  # measure's one-time torch import is loading code, not answering an input: done before the clock
+        import torch  # noqa: F401
+    except ImportError:
+        pass
     cases = all_cases(tmp_path)
     per = Counter(c.category for c in cases)
     assert len(cases) >= 1000, per
@@ -812,3 +919,66 @@ def test_well_typed_random_profiles_plan_or_refuse_cleanly():
             assert o.err.count("\n") == 1 and not o.out, (argv, o.err)
             seen["refused"] += 1
     assert min(seen["capacity"], seen["planned"], seen["refused"]) >= 20, seen
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 19.7: the leftovers, and the harness catching each kind of regression
+# --------------------------------------------------------------------------------------------------
+
+def test_the_harness_catches_a_slow_answer(tmp_path, monkeypatch):
+    """Plant a CPU-bound second and a half in profile loading: every case is reported as slow."""
+    from glm_kv.inputs import profile as profile_module
+
+    real = profile_module.canonical_fields
+
+    def slow(data):
+        end = time.thread_time() + 1.5
+        while time.thread_time() < end:
+            pass
+        return real(data)
+
+    monkeypatch.setattr(profile_module, "canonical_fields", slow)
+    failures = run_cases([Case("x", ["plan", "--set", "tp_size=0"], "tp_size")])
+    assert failures and failures[0][1].startswith("took"), (SEED, failures)
+
+
+def test_the_harness_catches_an_expanded_alias(tmp_path, monkeypatch):
+    """Switch the alias check off: the alias cases are no longer refused for their aliases."""
+    from glm_kv.inputs import profile as profile_module
+
+    monkeypatch.setattr(profile_module, "_check_nodes", lambda *a: None)
+    cases = [c for c in gen_leftovers(random.Random(SEED), tmp_path) if c.category == "leftover-alias"]
+    failures = run_cases(cases)
+    assert len(failures) == len(cases), (SEED, [c.argv for c in cases if c not in {f[0] for f in failures}])
+
+
+def test_the_harness_catches_a_zero_dimension_accepted(tmp_path, monkeypatch):
+    """Put index_n_heads' old lower bound (0) back: its zero case is a silent acceptance."""
+    from glm_kv.inputs import model as model_module
+
+    monkeypatch.setitem(model_module.OPTIONAL_INTS, "index_n_heads", (0, model_module.DIM_MAX))
+    model_module.load_model.cache_clear()
+    cases = [c for c in gen_leftovers(random.Random(SEED), tmp_path)
+             if c.category == "leftover-dims" and c.field == "index_n_heads" and c.argv[-1].endswith("-0")]
+    failures = run_cases(cases)
+    model_module.load_model.cache_clear()
+    assert cases and len(failures) == len(cases), SEED
+    assert all("silent acceptance" in why for _, why in failures), (SEED, failures)
+
+
+def test_every_sglang_choice_passes_validation():
+    """The other side of "exactly SGLang's choices": each value its argparse takes (CHOICES above,
+    from the wheel) passes the profile's validation; combination rules may still refuse it later."""
+    from glm_kv.inputs.profile import make_profile
+
+    for name, values in CHOICES.items():
+        for v in values:
+            make_profile({name: v})
+
+
+def test_quoted_dates_and_numbers_stay_text(tmp_path):
+    """The tip works: quoted, a date or a number is the description it says."""
+    f = tmp_path / "p.yaml"
+    f.write_text('description: "2026-01-01"\nname: "42"\n')
+    p = load_profile(str(f))
+    assert (p.description, p.name) == ("2026-01-01", "42")

@@ -27,7 +27,11 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 DEFAULT_PROFILE = "article"
 Layout = Literal["article", "0.5.23"]
-GpuName = Literal["H100", "H200", "B200", "B300"]
+# --- issue 20 (helper h-flags): GPU names come from the GPU table (inputs/data/gpus.json) ---
+from .gpus import GPU_NAMES  # noqa: E402
+
+GpuName = Literal[GPU_NAMES]  # type: ignore[valid-type]
+# --- end issue 20 block ---
 PROFILE_MAX_BYTES = 256 << 10     # a profile is a few hundred bytes; 256 KiB is generous
 PROFILE_MAX_DEPTH = 8            # nesting allowed while reading (no field takes more than a scalar)
 INT_MAX_BITS = 62                # every integer field fits int64 with room for products
@@ -109,6 +113,10 @@ class Profile(BaseModel):
     speculative_num_steps: Optional[int] = Field(None, ge=1, le=1024)
     speculative_eagle_topk: Optional[int] = Field(None, ge=1, le=1024)
 
+    # --- issue 20 (helper h-flags): weights from the model, the draft's weights ---
+    weights_estimate: bool = False   # no weights_bytes: take them from the model (set by a launch command)
+    draft_weights_bytes: Optional[int] = Field(None, ge=0, le=PIB)  # the draft's; 0 = inside weights_bytes
+    # --- end issue 20 block ---
     available_bytes: Optional[int] = Field(None, ge=1, le=PIB)
     mem_fraction_static: Optional[float] = Field(None, gt=0, lt=1)
     weights_bytes: Optional[int] = Field(None, ge=0, le=PIB)
@@ -164,7 +172,7 @@ class Profile(BaseModel):
     @model_validator(mode="after")
     def _needs_gpu(self) -> "Profile":
         if self.gpu is None and (self.memory_bytes is None or self.sm is None):
-            raise ValueError("gpu: give a GPU name (H100, H200, B200, B300) or both memory_bytes and sm")
+            raise ValueError(f"gpu: give a GPU name ({', '.join(GPU_NAMES)}) or both memory_bytes and sm")  # issue 20
         return self
 
     @property

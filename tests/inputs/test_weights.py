@@ -64,7 +64,7 @@ def _plan(capsys, *extra):
 
 
 def test_launch_command_gives_a_capacity_with_its_weights_source(capsys):
-    d = _plan(capsys, "--set", "gpu=GB10")
+    d = _plan(capsys, "--set", "gpu=B200", "--set", "tp_size=8")
     assert d["capacity"] is not None and d["capacity"]["max_total_num_tokens"] > 0
     text = json.dumps(d)
     assert '"estimate"' in text
@@ -86,3 +86,19 @@ def test_local_checkpoint_is_read_exactly(capsys, tmp_path):
     cmd = f"python -m sglang.launch_server --model-path {tmp_path} --tp-size 2"
     assert main(["plan", "--sglang-args", cmd, "--set", "gpu=H200", "--json"]) == 0
     assert '"safetensors"' in capsys.readouterr().out
+
+
+def test_nvfp4_checkpoint_on_gb10_fits_where_fp8_does_not(capsys, tmp_path):
+    """2 x GB10, TP 2 (sglang #36889's hardware): the NVFP4 checkpoint gives a capacity, the FP8 one cannot."""
+    from glm_kv.cli import main
+    from glm_kv.inputs.model import PACKAGE_DIR
+
+    cfg = json.loads((PACKAGE_DIR / "data" / "glm-5.3-flash.json").read_text())
+    cfg = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    cmd = f"python -m sglang.launch_server --model-path {tmp_path} --tp-size 2"
+    assert main(["plan", "--sglang-args", cmd, "--set", "gpu=GB10", "--json"]) == 0
+    assert '"estimate"' in capsys.readouterr().out
+    assert main(["plan", "--sglang-args", LAUNCH, "--set", "gpu=GB10", "--json"]) == 2
+    assert "weights_bytes" in capsys.readouterr().err

@@ -316,17 +316,28 @@ def render_verify(res) -> None:
         con.print(escape(f"input: {k} = {v}"), highlight=False)
     for n in res.notes:
         con.print(escape(f"note: {n}"), highlight=False)
+    for r in res.rows:
+        if r.ok is False and r.note:
+            con.print(escape(f"line {r.log_line} {r.quantity}: {r.note}"), highlight=False)
     con.print("OK: every checked line agrees" if res.ok else "DISAGREES: see the rows marked DISAGREES")
 
 
 def cmd_verify(args) -> int:
-    """``glm-kv verify``: 0 when every checked line agrees, 1 on a disagreement, 2 on bad input."""
+    """``glm-kv verify``: 0 when every checked line agrees, 1 on a disagreement, 2 on bad input,
+    3 when the log states no pool ("nothing to verify": the lines looked for and those found)."""
     from .inputs.boot_log import read_boot_log
-    from .ledgers.verify import verify_boot_log
+    from .ledgers.verify import NothingToVerify, verify_boot_log
 
     log = read_boot_log(args.boot_log)
     profile, _ = _profile_from_args(args)
-    res = verify_boot_log(profile, log)
+    try:
+        res = verify_boot_log(profile, log)
+    except NothingToVerify as e:
+        if args.json:
+            print(json.dumps({"ok": None, "nothing_to_verify": True, "looked_for": e.looked_for,
+                              "found": e.found}, indent=1))
+        print(f"glm-kv verify: {one_line(str(e), 4000)}", file=sys.stderr)
+        return 3
     if args.json:
         print(json.dumps(res.to_dict(), indent=1, allow_nan=False))
     else:

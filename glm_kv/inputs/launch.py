@@ -6,7 +6,13 @@ a single-dash or en-dash flag (``-tp 8``, ``–tp 8``), a stray word, a flag 0.5
 (``--mamba-scheduler-strategy``, plain ``--cuda-graph-max-bs``), a value of the wrong type or
 outside SGLang's choices. With ``layout="0.5.23"`` every flag is checked against the 0.5.23
 parser's full list (``data/sglang-0.5.23-flags.json``), including argparse's unique-prefix
-abbreviations (``--tp`` is ``--tp-size``); flags that do not change memory are returned as ignored.
+abbreviations (``--tp`` is ``--tp-size``).
+
+Every flag SGLang takes is then looked up in the flag table (``data/sglang-0.5.23-flag-table.json``,
+generated from the wheel's ``ServerArgs`` by tests/sglang/flag_table.py): *modelled* flags become
+profile fields, *inert* ones (SGLang's own sizing proven unchanged by tests/sglang/test_flags_table.py)
+are returned as such, and every other one is refused by name as not modelled (``NotModelled``,
+exit 2): a planner that silently drops a flag gives a wrong number with a straight face.
 """
 from __future__ import annotations
 
@@ -71,6 +77,47 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--hicache-mem-layout": ("hicache_mem_layout", "str"),
     "--hicache-io-backend": ("hicache_io_backend", "str"),
 }
+# ServerArgs field -> what it moves in glm-kv (the flag table's "modelled" rows; issue 20).
+MODELLED: dict[str, str] = {
+    "model_path": "model: the config every ledger reads (and the weights estimate)",
+    "tp_size": "parallel: attn_tp / linear-attention TP (KDA slot split), weights per rank, default fraction",
+    "dp_size": "parallel: attn_dp (requests per worker), with DP attention",
+    "enable_dp_attention": "parallel: attn_dp = dp_size, attn_tp = tp / dp",
+    "attn_cp_size": "parallel: attn_tp = tp / attn_dp / attn_cp; default fraction (prefill graph off)",
+    "kv_cache_dtype": "token: kv_cache_dim and row dtype (cell_size)",
+    "dsa_prefill_backend": "token: fp8 row 512 vs 528 (calculate_mla_kv_cache_dim)",
+    "dsa_decode_backend": "token: fp8 row 512 vs 528 (calculate_mla_kv_cache_dim)",
+    "mamba_ssm_dtype": "request: temporal state dtype (state slot bytes)",
+    "linear_attn_backend": "request: slots per request (non-triton backends)",
+    "mamba_radix_cache_strategy": "request: slots per request (extra_buffer / lazy / no_buffer)",
+    "disable_overlap_schedule": "request: slots per request; default fraction",
+    "disable_radix_cache": "request: one slot per request; host: HiCache refused",
+    "max_running_requests": "capacity: request cap, compress tail rows, req_to_token rows, default fraction",
+    "max_total_tokens": "capacity: token pool cap",
+    "max_mamba_cache_size": "capacity: mamba pool slots (global, divided by attn_dp)",
+    "mamba_full_memory_ratio": "capacity: mamba / token split of the rest",
+    "context_length": "capacity: automatic max_running_requests; req_to_token row length",
+    "page_size": "token: page rounding (0.5.23 forces 256 for this model)",
+    "speculative_algorithm": "token: draft layer in cell_size; request: verify scratch; memory: draft weights",
+    "speculative_num_draft_tokens": "request: verify scratch; tail width; default fraction (decode)",
+    "speculative_num_steps": "request: draft token count as SGLang resolves it",
+    "speculative_eagle_topk": "request: draft token count as SGLang resolves it",
+    "mem_fraction_static": "memory: the rest for the pools",
+    "language_model_only": "memory: refused for this architecture, as SGLang refuses it",
+    "language_only": "memory: no VLM factor in the default fraction",
+    "chunked_prefill_size": "memory: default fraction (activation reservation)",
+    "cuda_graph_max_bs_decode": "memory: default fraction (decode graph reservation)",
+    "moe_a2a_backend": "memory: default fraction (DeepEP buffers, prefill graph)",
+    "max_prefill_tokens": "memory: default fraction (activation reservation without chunking)",
+    "disaggregation_mode": "memory: default fraction; host: HiCache refused on decode",
+    "enable_prefill_cp": "memory: default fraction",
+    "cp_strategy": "parallel: context-parallel split (validated as SGLang does)",
+    "enable_hierarchical_cache": "host: HiCache host pools (KV, indexer, mamba)",
+    "hicache_ratio": "host: host pool size relative to the device pools",
+    "hicache_size": "host: host pool size in GB, split over the pools",
+    "hicache_mem_layout": "host: pool layout (mamba host pool needs page_first*)",
+    "hicache_io_backend": "host: layout/backend validation",
+}
 # SGLang 0.5.23's argparse choices for the flags above that have them (the wheel's server_args).
 CHOICES: dict[str, tuple[str, ...]] = {
     "kv_cache_dtype": ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"),
@@ -99,6 +146,51 @@ ENV_VARS = {
 ENTRY_POINTS = ("sglang.launch_server", "sglang serve", "sglang.launch_server.py")
 _DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"   # hyphens, en/em dash, minus
 _NEGATIVE_NUMBER = re.compile(r"-\d+\Z|-\d*\.\d+\Z")
+
+
+class NotModelled(ProfileError):
+    """A flag SGLang 0.5.23 takes whose effect on memory glm-kv does not compute (exit 2, named)."""
+
+
+# Flags SGLang 0.5.23 takes but cannot start this model with: refused with SGLang's own reason.
+REFUSED_BY_SGLANG: dict[str, str] = {
+    "enable_unified_memory": (
+        "SGLang 0.5.23 cannot start GLM-5.3-Flash with it: it implies --enable-page-major-kv-layout, whose "
+        "attention-backend allow-list has no 'dsa' (arg_groups/kv_cache_hook.py), and the unified pool asserts "
+        "qk_rope_head_dim > 0 (mem_cache/unified_memory_pool.py), which is 0 for this model"),
+    "enable_page_major_kv_layout": (
+        "SGLang 0.5.23 cannot start GLM-5.3-Flash with it: the page-major layout's attention-backend allow-list "
+        "has no 'dsa' (arg_groups/kv_cache_hook.py), and it is supported only with --enable-unified-memory"),
+}
+
+
+# Values SGLang 0.5.23 serves that glm-kv does not model yet (refused as not modelled, not as invalid).
+VALUES_NOT_MODELLED: dict[str, tuple[str, ...]] = {
+    # arg_groups/fields/spec.py: "Builtins: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH, DSPARK, UNO"
+    "speculative_algorithm": ("EAGLE3", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO"),
+}
+
+
+@lru_cache(maxsize=1)
+def flag_table() -> dict[str, dict]:
+    """Long option -> its row of the 0.5.23 flag table (field, status, what it moves or why refused)."""
+    path = Path(__file__).resolve().parent / "data" / "sglang-0.5.23-flag-table.json"
+    rows = json.loads(path.read_text())["rows"]
+    return {flag: row for row in rows for flag in row["flags"]}
+
+
+def refuse_unmodelled(flag: str, canonical: str) -> None:
+    """Raise ``NotModelled`` unless the flag table proves ``canonical`` inert (or glm-kv models it)."""
+    row = flag_table().get(canonical)
+    if row is None or row["status"] == "inert":
+        return
+    field = row["field"]
+    if field in REFUSED_BY_SGLANG:
+        raise NotModelled(flag, REFUSED_BY_SGLANG[field])
+    why = row.get("why", "")
+    raise NotModelled(flag, "SGLang 0.5.23 takes it but glm-kv does not model it" + (f" ({why})" if why
+                            and why != "not modelled by glm-kv" else "")
+                      + ": its effect on memory is not computed, so no plan is given for this command")
 
 
 @lru_cache(maxsize=1)
@@ -204,16 +296,18 @@ def _entry_index(words: list[str]) -> int:
 
 
 def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[dict, list[str]]:
-    """Profile fields from a launch command, and the flags ignored as not affecting memory.
+    """Profile fields from a launch command, and the flags proven inert (they move no pool byte).
 
     ``layout="0.5.23"`` checks every flag against SGLang 0.5.23's parser (unknown, ambiguous and
-    renamed flags are refused); otherwise flags glm-kv does not model are ignored as before.
+    renamed flags are refused). In every layout a flag glm-kv does not model and the flag table
+    does not prove inert is refused by name (``NotModelled``).
     """
     words = _split(command)
     start = _entry_index(words)
     strict = layout == "0.5.23"
     fields: dict[str, Any] = {}
-    ignored: list[str] = []
+    inert: list[str] = []
+    pending: Optional[NotModelled] = None
     for w in words[:start]:  # the launcher: env assignments, python, -m, ...
         name, eq, raw = w.partition("=")
         if eq and name in ENV_VARS:
@@ -235,13 +329,19 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
             raise ProfileError(shown(w, 40), "single-dash flag: SGLang 0.5.23 has no short options "
                                              "(use e.g. --tp-size 8, not -tp 8)")
         flag, eq, inline = w.partition("=")
-        canonical = _resolve_0523(flag) if strict else flag
-        if strict:
-            nargs = sglang_0523_flags()[canonical]
-        elif canonical in FLAGS:
-            nargs = 0 if FLAGS[canonical][1] == "flag" else 1
+        if strict or flag not in FLAGS:
+            try:
+                canonical = _resolve_0523(flag)
+            except ProfileError as e:
+                if strict:
+                    raise
+                raise ProfileError(flag, "not modelled by glm-kv (" + e.rule + ")") from None
         else:
-            nargs = sglang_0523_flags().get(canonical, "?")
+            canonical = flag
+        if strict or canonical not in FLAGS:
+            nargs = sglang_0523_flags()[canonical]
+        else:
+            nargs = 0 if FLAGS[canonical][1] == "flag" else 1
         values: list[str] = []
         if eq:
             if nargs == 0:
@@ -260,12 +360,23 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
                 raise ProfileError(flag, "needs a value")
         if canonical in ("--model-path", "--model"):
             fields["model"] = values[0]
+            fields["weights_estimate"] = True   # the model is named: its weights are predictable (issue 20)
             continue
         if canonical not in FLAGS:
-            ignored.append(" ".join([flag, *values]))
+            try:
+                refuse_unmodelled(flag, canonical)
+            except NotModelled as e:   # raised once the whole command parsed: SGLang's own refusals first
+                pending = pending or e
+            inert.append(" ".join([flag, *values]))
             continue
         field, kind = FLAGS[canonical]
         fields[field] = True if kind == "flag" else _convert(flag, kind, values[0], field)
+        if isinstance(fields[field], str) and fields[field].upper() in VALUES_NOT_MODELLED.get(field, ()):
+            pending = pending or NotModelled(flag, f"SGLang 0.5.23 serves {fields[field]!r} but glm-kv does not model it yet (its "
+                                    f"draft model's pools and weights are not computed), so no plan is given")
+            continue
     if "model" in fields and fields["model"].rstrip("/").lower().endswith("glm-5.3-flash"):
         fields["model"] = "glm-5.3-flash"
-    return fields, ignored
+    if pending is not None:
+        raise pending
+    return fields, inert

@@ -34,7 +34,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 DEFAULT_PROFILE = "article"
 LAYOUTS = ("article", "0.5.23")
-GPU_NAMES = ("H100", "H200", "B200", "B300")
+# issue 20: GPU names come from the GPU table (inputs/data/gpus.json, with sources)
+from .gpus import GPU_NAMES  # noqa: E402
 PROFILE_MAX_BYTES = 256 << 10     # a profile is a few hundred bytes; 256 KiB is generous
 PROFILE_MAX_DEPTH = 8            # nesting allowed while reading (no field takes more than a scalar)
 PROFILE_MAX_NODES = 4096         # YAML nodes in one profile (a profile has about 60 scalars)
@@ -183,6 +184,10 @@ FIELDS: dict[str, Field] = {
     "speculative_num_steps": Int(None, optional=True, ge=1, le=1024),
     "speculative_eagle_topk": Int(None, optional=True, ge=1, le=1024),
 
+    # issue 20: weights from the model when weights_bytes is not given (set by a launch command),
+    # and the draft model's weights (0: already inside weights_bytes; None: estimated and said so)
+    "weights_estimate": Bool(),
+    "draft_weights_bytes": Int(None, optional=True, ge=0, le=PIB),
     "available_bytes": Int(None, optional=True, ge=1, le=PIB),
     "mem_fraction_static": Float(None, optional=True, gt=0, lt=1),
     "weights_bytes": Int(None, optional=True, ge=0, le=PIB),
@@ -371,7 +376,7 @@ def _profile_init(self, **data: Any) -> None:
         if key not in FIELDS:
             raise _unknown_field(key)
     if values["gpu"] is None and (values["memory_bytes"] is None or values["sm"] is None):
-        raise ProfileError("gpu", "give a GPU name (H100, H200, B200, B300) or both memory_bytes and sm")
+        raise ProfileError("gpu", f"give a GPU name ({', '.join(GPU_NAMES)}) or both memory_bytes and sm")
     for key, value in values.items():
         object.__setattr__(self, key, value)
     object.__setattr__(self, "_given", frozenset(data))

@@ -340,11 +340,15 @@ def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_req
     if target_weights_bytes is None and p.weights_bytes is not None:
         target_weights_bytes, weights_source = int(p.weights_bytes), "profile"
     a_tp = attn_tp or max(1, p.tp_size // attn_dp)
+    if (target_weights_bytes is None and p.available_bytes is None and p.weights_estimate):
+        target_weights_bytes, weights_source = weights_from_model(p, model, a_tp, attn_dp)
     draft_src = None
-    if p.speculative_algorithm and draft_weights_bytes is None:
+    if draft_weights_bytes is None and p.draft_weights_bytes is not None and p.speculative_algorithm:
+        draft_weights_bytes, draft_src = int(p.draft_weights_bytes), "profile"
+    elif p.speculative_algorithm and draft_weights_bytes is None:
         draft_weights_bytes = estimate_draft_bytes(model, p.tp_size, a_tp, dp_attention=attn_dp > 1)
         draft_src = "estimate"
-    elif draft_weights_bytes is not None:
+    elif draft_weights_bytes is not None and draft_src is None:
         draft_src = weights_source
     w_est = estimate_weight_bytes(model, p.tp_size, attn_tp_size=a_tp, dp_attention=attn_dp > 1)
     draft = draft_weights_bytes or 0
@@ -363,6 +367,25 @@ def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_req
         weights_bytes=weights, weights_source=w_src,
         mm_reservation_bytes=int(mm_reservation_gib(multimodal) * GiB), rest_gib=rest, rest_bytes=rest_b,
         weights_estimate_bytes=w_est)
+
+
+def weights_from_model(p, model: ModelConfig, attn_tp: int, attn_dp: int) -> tuple[int, str]:
+    """(target weights on one rank, "safetensors" or "estimate") for a profile without weights_bytes.
+
+    A local checkpoint folder: its safetensors headers give the exact total, split over the ranks in
+    the proportions of ``estimate_weight_bytes`` (experts over TP, attention over attention TP, ...).
+    Otherwise the estimate itself, at the bytes per parameter of the checkpoint's quantization.
+    """
+    from ..inputs.weights import BYTES_PER_PARAM, local_config, quantization_of, safetensors_bytes
+
+    cfg = local_config(p.model)
+    bpp = BYTES_PER_PARAM[quantization_of(cfg or {})]
+    per_rank = estimate_weight_bytes(model, p.tp_size, bpp, attn_tp_size=attn_tp, dp_attention=attn_dp > 1)
+    exact = safetensors_bytes(p.model) if cfg is not None else None
+    if exact is None:
+        return per_rank, "estimate"
+    whole = weight_params(model).total * bpp
+    return int(exact * per_rank / whole), "safetensors"
 
 
 NODE_GPUS = 8  # a profile without memory figures is read as one rank of an eight-GPU node

@@ -83,7 +83,11 @@ def token_ledger(args: ServerArgs) -> TokenLedger:
         # 0.5.23: one page of page_size tokens holds page_size // kpool pooled rows.
         idx_page_tokens, idx_page_bytes = psize, psize // kpool * row
         per_layer = math.ceil(row / kpool)  # _compute_dsa_indexer_cell_size
-    draft = args.draft_layers * (dim * item + math.ceil(row / kpool))
+    # The MTP draft layer is one more full-attention layer with the target's row widths: article-era
+    # builds reserve it at the unpooled 132 B indexer row (644 B/token with raw fp8, exactly one target
+    # layer: 7,084 / 11; public 4 x B200 boot logs: 3.80 GiB for 6,327,680 tokens), 0.5.23 at the pooled
+    # ceil(132 / kpool) = 33 B (545 B/token). The article layout used to apply 0.5.23's 33 B here.
+    draft = args.draft_layers * (dim * item + per_layer)
     kv = dim * item * n_full
     indexer = per_layer * n_indexed
     return TokenLedger(

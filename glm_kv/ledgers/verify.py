@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ProfileError
-from ..inputs.boot_log import BootLog
+from ..inputs.boot_log import LOOKED_FOR, POOL_KINDS, BootLog
 from ..inputs.profile import Profile
 from ..inputs.resolve import resolve
 from ..units import GB, GiB
@@ -23,6 +23,74 @@ from .plan import Plan, plan_from_args
 
 SAMPLES = 41
 HALF_CENT = 0.005   # half of the last printed digit of a "%.2f" value
+
+
+class NothingToVerify(Exception):
+    """The log holds no line that states a pool: there is nothing to agree or disagree with.
+
+    ``glm-kv verify`` exits 3 with this message, never "agrees": an excerpt without pool lines
+    (sglang #40558's, say) proves nothing about the plan.
+    """
+
+    def __init__(self, found: dict[str, int], why: str):
+        self.found = {k: n for k, n in found.items() if n}
+        self.looked_for = [LOOKED_FOR[k] for k in POOL_KINDS]
+        got = ", ".join(f"{n} x '{LOOKED_FOR[k]}'" for k, n in self.found.items()) or "no SGLang memory line at all"
+        super().__init__(f"nothing to verify: {why}. Looked for: " + " | ".join(f"'{x}'" for x in self.looked_for)
+                         + f". Found: {got}")
+
+
+# Which input would move a quantity, for the message on a disagreement.
+_INPUTS_BEHIND = (
+    ("capped by mamba", "the mamba pool's size (weights_bytes, mem_fraction_static, mamba_full_memory_ratio, "
+                        "max_mamba_cache_size) or max_running_requests"),
+    ("dtype", "kv_cache_dtype (or the DSA backends / the GPU's SM, which decide SGLang's default)"),
+    ("slots per request", "mamba_scheduler_strategy, disable_overlap_schedule, disable_radix_cache or the "
+                          "speculative flags (each changes the state slots per request)"),
+    ("context_len", "context_length (or the model's max_position_embeddings)"),
+    ("multimodal", "model (a multimodal architecture reserves SGLANG_VLM_CACHE_SIZE_MB)"),
+    ("host", "hicache_ratio / hicache_size / host_memory_bytes / ranks_per_host / hicache_mem_layout"),
+    ("HiCache", "host_memory_bytes / ranks_per_host"),
+    ("(reduced)", "max_running_requests"),
+    ("per worker", "max_running_requests (and dp_size / enable_dp_attention: it is per worker)"),
+)
+
+
+def explain(row: "VerifyRow", plan: Plan) -> str:
+    """The input that would explain a disagreement: for pool sizes, the memory it implies."""
+    q = row.quantity
+    for key, text in _INPUTS_BEHIND:
+        if key in q:
+            return f"would be explained by {text}"
+    cap, tok, req = plan.capacity, plan.token, plan.request
+    if cap is None or not isinstance(row.logged, (int, float)) or not isinstance(row.predicted, (int, float)):
+        return "check the profile's flags against the server's"
+    r = plan.profile.mamba_full_memory_ratio
+    if "#tokens" in q or q == "max_total_num_tokens" or (q.endswith("size") and "KV" in q):
+        per = tok.cell_size_bytes if "#tokens" in q or q == "max_total_num_tokens" else tok.kv_bytes_per_token
+        unit = 1 if "#tokens" in q or q == "max_total_num_tokens" else GiB / per
+        delta = (row.logged - row.predicted) * unit * per * (1 + r)
+    elif "mamba" in q or "state size" in q:
+        per = req.state_slot_bytes
+        unit = 1 if q == "max_mamba_cache_size" else GiB / per
+        delta = (row.logged - row.predicted) * unit * per * (1 + r) / r
+    else:
+        return "check the profile's flags against the server's"
+    mem = plan.memory
+    parts = [f"the log's pools imply about {abs(delta) / GiB:.2f} GiB {'more' if delta > 0 else 'less'} "
+             f"memory for the pools than the plan's rest"]
+    if mem is not None:
+        w = f"{mem.weights_bytes / GiB:.2f} GiB ({mem.weights_source})" if mem.weights_bytes is not None else "unknown"
+        pre = (f"{mem.pre_model_load_bytes / GiB:.2f} GiB ({mem.pre_model_load_source})"
+               if mem.pre_model_load_bytes is not None else "unknown")
+        parts.append(f"inputs that would explain it: weights_bytes (used: {w}), mem_fraction_static (used: "
+                     f"{mem.mem_fraction_static:.4g}, {mem.mem_fraction_source}), GPU memory / "
+                     f"pre_model_load_bytes (used: {pre}), or a flag that caps a pool (max_total_tokens, "
+                     f"max_mamba_cache_size, mamba_full_memory_ratio, mamba_ssm_dtype)")
+    else:
+        parts.append("inputs that would explain it: available_bytes, or a flag that caps a pool (max_total_tokens, "
+                     "max_mamba_cache_size, mamba_full_memory_ratio)")
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -125,7 +193,14 @@ def _range(values: list) -> tuple:
 
 
 def verify_boot_log(profile: Profile, log: BootLog) -> VerifyResult:
-    """Predicted vs logged for every recognised line; ok when all checked lines agree."""
+    """Predicted vs logged for every recognised line; ok when all checked lines agree.
+
+    Raises ``NothingToVerify`` when the log states no pool (only inputs, or nothing SGLang printed).
+    """
+    found = {k: len(log.of(k)) for k in LOOKED_FOR}
+    if not any(found[k] for k in POOL_KINDS):
+        raise NothingToVerify(found, f"{log.source} has no line that states a pool "
+                                     f"({log.total_lines} lines read)")
     inputs = log_inputs(log)
     plans, notes = _plans(profile, inputs)
     nominal = plans[len(plans) // 2]
@@ -245,8 +320,14 @@ def verify_boot_log(profile: Profile, log: BootLog) -> VerifyResult:
             check(ln, "host mamba size", lambda pl: pl.host.mamba_bytes / GB, v[0], "GB", HALF_CENT)
     checked = [r for r in rows if r.ok is not None]
     if not checked:
-        raise ProfileError("--boot-log", "no line of the log can be checked against a plan (only inputs found)")
+        raise NothingToVerify(found, "no line of the log can be checked against a plan (only inputs found)")
+    rows = [r if r.ok is not False or r.note else
+            VerifyRow(r.log_line, r.rank, r.quantity, r.predicted, r.predicted_range, r.logged, r.unit, r.ok,
+                      explain(r, nominal)) for r in rows]
+    checked = [r for r in rows if r.ok is not None]
     ok = all(r.ok for r in checked)
+    notes.append(f"compared {len(checked)} quantities: {sum(1 for r in checked if r.ok)} agree, "
+                 f"{sum(1 for r in checked if not r.ok)} disagree")
     shown_inputs = {k: v for k, v in inputs.items()}
     if nominal.memory is not None:
         shown_inputs["pre_model_load_bytes"] = nominal.memory.pre_model_load_bytes

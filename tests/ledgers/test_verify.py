@@ -100,7 +100,7 @@ def test_table_output(capsys):
     assert rc == 0 and "agrees" in out and "OK: every checked line agrees" in out
 
 
-@pytest.mark.parametrize("content", [None, "", "just some text\nno sglang here\n"])
+@pytest.mark.parametrize("content", [None, ""])
 def test_unreadable_input_exits_2(capsys, tmp_path, content):
     path = tmp_path / "x.log"
     if content is not None:
@@ -126,3 +126,93 @@ def test_prefix_and_units_parsed():
     kv, host = log.lines
     assert kv.ranks == (("DP", 3), ("TP", 3), ("EP", 3)) and kv.values[1:] == ("torch.float8_e4m3fn", 1024, 1.5)
     assert host.kind == "host_kv" and host.values[1:3] == (2560, 0.03)
+
+
+# --- issue 20: honest verify ------------------------------------------------------------------
+
+# An excerpt like the one in sglang #40558: weights loaded, the multimodal reservation, the pool end,
+# but no line that states a pool. The old verify compared the multimodal reservation and said "agrees".
+NO_POOL_EXCERPT = """\
+[2026-11-30 12:00:01] Load weight begin. avail mem=139.23 GB
+[2026-11-30 12:00:20] Load weight end. elapsed=18.52 s, type=Glm5NextForConditionalGeneration, quant=fp8, \
+fmt=e4m3, avail mem=69.38 GB, mem usage=69.85 GB.
+[2026-11-30 12:00:30] Reserving 0.10 GB of the KV budget for post-sizing multimodal allocations (feature-transport \
+pools + embedding cache).
+[2026-11-30 12:00:31] Memory pool end. avail mem=9.50 GB
+"""
+
+
+@pytest.mark.parametrize("text", [NO_POOL_EXCERPT, "just some text\nno sglang here\n"], ids=["inputs-only", "no-line"])
+@pytest.mark.parametrize("json_out", [False, True])
+def test_no_pool_line_is_nothing_to_verify(capsys, tmp_path, text, json_out):
+    path = tmp_path / "excerpt.log"
+    path.write_text(text)
+    rc, out, err = run(capsys, "verify", "--boot-log", str(path), "--profile", str(LOGS / "h200-tp1-auto-mrr.yaml"),
+                       *(["--json"] if json_out else []))
+    assert rc == 3, (rc, out, err)
+    assert err.count("\n") == 1 and "nothing to verify" in err and "agree" not in out
+    assert "KV Cache is allocated" in err and "Mamba Cache is allocated" in err    # what it looked for
+    if "Load weight" in text:
+        assert "1 x 'Load weight begin" in err and "1 x 'Reserving" in err          # what it found
+    else:
+        assert "no SGLang memory line at all" in err
+    if json_out:
+        d = json.loads(out)
+        assert d["ok"] is None and d["nothing_to_verify"] and len(d["looked_for"]) >= 5
+
+
+def test_nothing_to_verify_catches_the_old_behaviour(capsys, tmp_path, monkeypatch):
+    """Planted error: without the pool-line rule the excerpt 'agrees' again (what sglang #40558 showed)."""
+    import glm_kv.ledgers.verify as verify
+
+    monkeypatch.setattr(verify, "POOL_KINDS", tuple(verify.LOOKED_FOR))
+    path = tmp_path / "excerpt.log"
+    path.write_text(NO_POOL_EXCERPT)
+    rc, out, _ = run(capsys, "verify", "--boot-log", str(path), "--profile", str(LOGS / "h200-tp1-auto-mrr.yaml"),
+                     "--json")
+    assert rc == 0 and json.loads(out)["ok"]   # the symptom: agreement on nothing
+
+
+def test_every_pattern_has_a_reader_description():
+    from glm_kv.inputs.boot_log import LOOKED_FOR, PATTERNS, POOL_KINDS
+
+    assert set(LOOKED_FOR) == set(PATTERNS) and set(POOL_KINDS) <= set(PATTERNS)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_every_compared_quantity_is_listed(capsys, name):
+    rc, out, _ = run(capsys, "verify", "--boot-log", str(LOGS / f"{name}.log"),
+                     "--profile", str(LOGS / f"{name}.yaml"), "--json")
+    res = json.loads(out)
+    checked = [r for r in res["lines"] if r["ok"] is not None]
+    assert all(r["predicted"] is not None and r["logged"] is not None for r in checked)
+    summary = [n for n in res["notes"] if n.startswith("compared ")]
+    assert summary == [f"compared {len(checked)} quantities: {len(checked)} agree, 0 disagree"]
+
+
+# (fixture, regex, change, words the explanation must hold)
+EXPLAINED = [
+    ("h200-tp1-auto-mrr", r"(#tokens: )(\d+)", lambda n: str(int(n) + 400 * 256),
+     ("GiB more", "weights_bytes", "mem_fraction_static", "pre_model_load_bytes")),
+    ("h200-tp1-auto-mrr", r"(max_mamba_cache_size: )(\d+)", lambda n: str(int(n) - 3),
+     ("GiB less", "weights_bytes", "mem_fraction_static")),
+    ("h200-tp1-auto-mrr", r"(dtype: )(torch\.bfloat16)", lambda n: "torch.float8_e4m3fn", ("kv_cache_dtype",)),
+    ("h200-tp1-auto-mrr", r"(context_len=)(\d+)", lambda n: "65536", ("context_length",)),
+    ("h200-tp1-auto-mrr", r"(, )(5)( state slots)", lambda n: "4", ("mamba_scheduler_strategy",)),
+]
+
+
+@pytest.mark.parametrize("name,pattern,change,words", EXPLAINED, ids=[e[1][:20] for e in EXPLAINED])
+def test_disagreement_names_the_input(capsys, tmp_path, name, pattern, change, words):
+    text = (LOGS / f"{name}.log").read_text()
+    m = re.search(pattern, text)
+    assert m, pattern
+    path = tmp_path / "bad.log"
+    path.write_text(text[: m.start(2)] + change(m.group(2)) + text[m.end(2):])
+    rc, out, _ = run(capsys, "verify", "--boot-log", str(path), "--profile", str(LOGS / f"{name}.yaml"), "--json")
+    res = json.loads(out)
+    bad = [r for r in res["lines"] if r["ok"] is False]
+    assert rc == 1 and bad
+    notes = " ".join(r["note"] for r in bad)
+    for w in words:
+        assert w in notes, (w, notes)

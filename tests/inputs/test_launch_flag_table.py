@@ -1,0 +1,101 @@
+"""Every flag of SGLang 0.5.23 is modelled, proven inert, or refused by name (issue 20); no SGLang needed.
+
+The table itself is generated from the wheel and its inert rows proven in tests/sglang/test_flags_table.py;
+here every row is driven through ``parse_launch_command`` and the CLI the way a pasted command is.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from glm_kv.cli import main
+from glm_kv.errors import ProfileError
+from glm_kv.inputs.launch import FLAGS, MODELLED, REFUSED_BY_SGLANG, NotModelled, flag_table, parse_launch_command, \
+    sglang_0523_flags
+
+LAUNCH = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash"
+ROWS = json.loads((Path(__file__).resolve().parents[2] / "glm_kv" / "inputs" / "data"
+                   / "sglang-0.5.23-flag-table.json").read_text())["rows"]
+
+
+def _fragment(flag: str) -> str:
+    nargs = sglang_0523_flags()[flag]
+    return flag if nargs == 0 else f"{flag} 1"
+
+
+def test_table_matches_the_parser_flag_list():
+    """The flag table and the argparse flag list come from the same wheel: the same options."""
+    in_rows = {f for r in ROWS for f in r["flags"]}
+    assert in_rows == set(sglang_0523_flags()) - {"--config", "--help"}
+
+
+def test_no_row_is_left_unclassified():
+    assert {r["status"] for r in ROWS} == {"modelled", "inert", "refused", "no-flag"}
+    assert {r["field"] for r in ROWS if r["status"] == "modelled"} == set(MODELLED)
+    for r in ROWS:
+        assert r["status"] != "refused" or r.get("why"), r
+        assert r["status"] != "inert" or r["proof"]["argv"][0] in r["flags"], r
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["status"] == "refused"], ids=lambda r: r["field"])
+def test_refused_flag_is_named_and_not_modelled(row):
+    flag = row["flags"][0]
+    with pytest.raises(NotModelled) as e:
+        parse_launch_command(f"{LAUNCH} {_fragment(flag)}", layout="0.5.23")
+    assert e.value.field == flag or (len(flag) > 60 and e.value.field.startswith(flag[:40]))
+    assert ("does not model" in e.value.rule or "cannot start" in e.value.rule), e.value.rule
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["status"] == "inert"], ids=lambda r: r["field"])
+def test_inert_flag_is_accepted_and_listed(row):
+    argv = row["proof"]["argv"]
+    fields, inert = parse_launch_command(" ".join([LAUNCH, *argv]), layout="0.5.23")
+    assert inert == [" ".join(argv)] and fields == {"model": "glm-5.3-flash", "weights_estimate": True}
+
+
+def test_the_word_ignored_needs_proof(monkeypatch):
+    """Planted error: a flag the table does not prove inert must not come back as accepted."""
+    row = next(r for r in ROWS if r["field"] == "cpu_offload_gb")
+    assert row["status"] == "refused"
+    with pytest.raises(NotModelled):
+        parse_launch_command(f"{LAUNCH} --cpu-offload-gb 10", layout="0.5.23")
+    patched = {f: dict(r, status="inert") if r["field"] == "cpu_offload_gb" else r for f, r in flag_table().items()}
+    monkeypatch.setattr("glm_kv.inputs.launch.flag_table", lambda: patched)
+    _, inert = parse_launch_command(f"{LAUNCH} --cpu-offload-gb 10", layout="0.5.23")
+    assert inert == ["--cpu-offload-gb 10"]   # what the test above would catch
+
+
+@pytest.mark.parametrize("cmd,flag,words", [
+    ("--enable-unified-memory", "--enable-unified-memory", ("cannot start", "qk_rope_head_dim")),
+    ("--speculative-algorithm DFLASH --speculative-draft-model-path z-lab/x", "--speculative-algorithm",
+     ("'DFLASH'", "does not model")),
+    ("--speculative-algorithm DSPARK", "--speculative-algorithm", ("'DSPARK'", "does not model")),
+    ("--enable-linear-replayssm-spec", "--enable-linear-replayssm-spec", ("does not model",)),
+    ("--dcp-size 2", "--dcp-size", ("does not model",)),
+])
+def test_public_commands_refused_by_name(capsys, cmd, flag, words):
+    rc = main(["plan", "--sglang-args", f"{LAUNCH} --tp-size 2 {cmd}"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and err.count("\n") == 1 and flag in err and "ignored" not in err
+    for w in words:
+        assert w in err, err
+
+
+def test_unknown_flag_exits_2_naming_it(capsys):
+    rc = main(["plan", "--sglang-args", f"{LAUNCH} --zzz-not-a-flag 1"])
+    assert rc == 2 and "--zzz-not-a-flag" in capsys.readouterr().err
+
+
+def test_modelled_flags_are_read():
+    for field in MODELLED:
+        assert field == "model_path" or any(r["field"] == field and any(f in FLAGS for f in r["flags"])
+                                            for r in ROWS), field
+    assert set(REFUSED_BY_SGLANG) <= {r["field"] for r in ROWS if r["status"] == "refused"}
+
+
+def test_syntax_errors_come_before_not_modelled():
+    with pytest.raises(ProfileError) as e:
+        parse_launch_command(f"{LAUNCH} --cpu-offload-gb 10 --tp-size x", layout="0.5.23")
+    assert not isinstance(e.value, NotModelled) and e.value.field == "--tp-size"

@@ -100,7 +100,8 @@ def render_plan(plan, ignored: list[str]) -> None:
     for note in plan.notes:
         console.print(escape(f"note: {one_line(note, 2000)}"))  # user text is never markup
     if ignored:
-        console.print(escape("ignored (no effect on memory): " + " ".join(one_line(w, 200) for w in ignored)))
+        console.print(escape("inert (proven: SGLang 0.5.23's own sizing does not move with them): "
+                             + " ".join(one_line(w, 200) for w in ignored)))
 
 
 def cmd_plan(args) -> int:
@@ -111,7 +112,8 @@ def cmd_plan(args) -> int:
     if args.json:
         d = plan.to_dict()
         if ignored:
-            d["ignored_flags"] = ignored
+            d["ignored_flags"] = ignored   # kept for consumers of the first contract
+            d["inert_flags"] = ignored     # the same list, by what it is: proven inert (flag table)
         print(json.dumps(d, indent=2, allow_nan=False))  # JSON has no Infinity/NaN
     else:
         render_plan(plan, ignored)

@@ -85,12 +85,13 @@ def test_launch_command(capsys):
     assert d["request"]["slots_per_request"] == 4
     assert d["token"]["kv_cache_dim"] == 528
     assert "--host 0.0.0.0" in d["ignored_flags"] and "--trust-remote-code" in d["ignored_flags"]
+    assert d["inert_flags"] == d["ignored_flags"]
     # no --context-length: SGLang uses the model's max_position_embeddings (config: 1,048,576)
     assert d["profile"]["context_length"] == 1_048_576
 
 
 def test_launch_command_context_length(capsys):
-    cmd = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --context-length 32768"
+    cmd = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp-size 8 --context-length 32768"
     assert main(["plan", "--sglang-args", cmd, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["profile"]["context_length"] == 32768
 
@@ -113,7 +114,7 @@ def _one_line_error(r, field):
     (["--set", "tp_size=128"], "tp_size"),
     (["--set", "sglang_layout=0.5.23", "--set", "mamba_scheduler_strategy=no_buffer"], "mamba_scheduler_strategy"),
     (["--set", "model=/nonexistent/config.json"], "model"),
-    (["--set", "gpu=A100"], "gpu"),
+    (["--set", "gpu=A999"], "gpu"),
     (["--profile", "no-such-profile"], "profile"),
     (["--sglang-args", "python -m sglang.launch_server --tp"], "--tp"),
     (["--sglang-args", "python -m sglang.launch_server --tp eight"], "--tp"),

@@ -49,7 +49,8 @@ ANSWER_CPU_S = 1.0   # every input answered within this much CPU time
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = json.loads((ROOT / "glm_kv" / "inputs" / "data" / "glm-5.3-flash.json").read_text())
 MAX_POSITION = 1_048_576   # GLM-5.3-Flash's max_position_embeddings (tests/reference/glm-5.3-flash-config.md)
-LAUNCH = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash"
+# TP 8: the FP8 checkpoint's weights (~313 GB with the draft) fit only split over ranks (issue 20)
+LAUNCH = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp-size 8"
 
 # --- the profile fields, typed here from plan-contract.md and SGLang 0.5.23's argparse -------------
 # int fields: name -> (minimum, optional)
@@ -793,7 +794,8 @@ def test_every_addition_is_accepted_with_sglang_types_and_changes_no_number():
         f"{LAUNCH} --language-only --chunked-prefill-size 8192 --cuda-graph-max-bs-decode 128 "
         "--moe-a2a-backend deepep --max-prefill-tokens 16k --disaggregation-mode prefill --enable-prefill-cp "
         "--cp-strategy interleave --attn-cp-size 8", layout="0.5.23")
-    assert fields == {"model": "glm-5.3-flash", "language_only": True, "chunked_prefill_size": 8192,
+    assert fields == {"model": "glm-5.3-flash", "tp_size": 8, "weights_estimate": True,
+                      "language_only": True, "chunked_prefill_size": 8192,
                       "cuda_graph_max_bs_decode": 128, "moe_a2a_backend": "deepep", "max_prefill_tokens": 16000,
                       "disaggregation_mode": "prefill", "enable_prefill_cp": True, "cp_strategy": "interleave",
                       "attn_cp_size": 8}
@@ -874,7 +876,7 @@ def test_accepted_text_is_never_markup_or_escape_codes():
     o = run_main(["plan", "--set", "name=[/x] [bold]n"])
     assert o.exc is None and o.rc == 0 and "[/x] [bold]n" in o.out
     o = run_main(["plan", "--profile", "article", "--sglang-args",
-                  "python -m sglang.launch_server --served-model-name [/y] --foo \x1b[2J"])
+                  "python -m sglang.launch_server --served-model-name '[/y]\x1b[2J'"])
     assert o.exc is None and o.rc == 0 and "[/y]" in o.out and "\x1b" not in o.out
 
 

@@ -101,7 +101,7 @@ class GlmKvSide:
 
     def __init__(self, config_path: str, hicache: bool = False, **tree_kw):
         from glm_kv.ledgers.plan import load_plan
-        from glm_kv.tensors import radix_cache as rc
+        from glm_kv.tensors.radix import requests as rc
         from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan
         from glm_kv.tensors.memory_pool_host import build_host_pool_group
 
@@ -489,7 +489,7 @@ def _revert_3(monkeypatch, rc):
 
 @pytest.mark.parametrize("revert", [_revert_1, _revert_2, _revert_3], ids=["fix1", "fix2", "fix3"])
 def test_reverting_fix_is_caught(revert, sglang, reduced_config, monkeypatch, one_thread):
-    from glm_kv.tensors import radix_cache as rc
+    from glm_kv.tensors.radix import requests as rc
 
     revert(monkeypatch, rc)
     ops = generate_ops(SEED + 3, 3000)

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 from glm_kv.tensors.memory_pool_host import build_host_pool_group  # noqa: E402
 from glm_kv.ledgers.plan import load_plan  # noqa: E402
 from glm_kv.tensors.memory_pool import DevicePools, geometry_from_plan  # noqa: E402
-from glm_kv.tensors.radix_cache import (  # noqa: E402
+from glm_kv.tensors.radix import (  # noqa: E402
     FULL, MAMBA, RadixTree, SyntheticContent, decode, finish_request, prefill, replay_requests,
     start_request,
 )

@@ -7,13 +7,12 @@ recount. O(nodes + pool size); raises ``RadixTreeError`` naming the first broken
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .errors import RadixTreeError
 from .nodes import FULL, MAMBA
 
-if TYPE_CHECKING:
-    from .tree import RadixTree
+RadixTree = Any  # tree.py imports this module: no import back (tests/test_layering.py forbids cycles)
 
 
 def _require(ok: bool, what: str) -> None:
@@ -21,7 +20,7 @@ def _require(ok: bool, what: str) -> None:
         raise RadixTreeError(what)
 
 
-def check_ownership(tree: "RadixTree") -> None:
+def check_ownership(tree: RadixTree) -> None:
     """Every device/host slot is owned exactly once: by the tree or by a free list."""
     ps = tree.page_size
     alloc = tree.pools.token_to_kv_pool_allocator
@@ -56,7 +55,7 @@ def check_ownership(tree: "RadixTree") -> None:
         _require(sorted(hm) == list(range(host.mamba.size)), "host mamba slots leaked or shared")
 
 
-def check_bookkeeping(tree: "RadixTree") -> None:
+def check_bookkeeping(tree: RadixTree) -> None:
     """The incrementally kept sizes, leaf sets, child counts and MAMBA LRU equal a recount."""
     size = dict.fromkeys(("full_evictable", "full_protected", "mamba_evictable", "mamba_protected"), 0)
     dev_leaves, host_leaves, states = set(), set(), set()
@@ -89,7 +88,7 @@ def check_bookkeeping(tree: "RadixTree") -> None:
     _require(set(lru) == states and len(lru) == len(states), "MAMBA LRU members != nodes with a device state")
 
 
-def check_invariants(tree: "RadixTree") -> None:
+def check_invariants(tree: RadixTree) -> None:
     """Both: ownership, then bookkeeping."""
     check_ownership(tree)
     check_bookkeeping(tree)

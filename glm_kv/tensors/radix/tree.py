@@ -45,6 +45,7 @@ from .bookkeeping import Bookkeeping
 from .errors import RadixTreeError
 from .eviction import Eviction
 from .hicache import HiCache
+from .invariants import check_invariants
 from .lru import LeafHeap, LRUList
 from .nodes import FULL, MAMBA, LockHandle, MatchResult, TreeNode
 
@@ -401,6 +402,4 @@ class RadixTree(Bookkeeping, Eviction, HiCache):
     def check_invariants(self) -> None:
         """Every slot owned exactly once, and every kept size and leaf set equal to a recount.
         O(nodes + pool size). Raises ``RadixTreeError``."""
-        from .invariants import check_invariants
-
         check_invariants(self)

@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sweep and fewer repeats")
     ap.add_argument("--skip-book", action="store_true")
     ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--radix", action="store_true", help="also run benchmarks/radix.py (in .venv-sglang)")
     args = ap.parse_args(argv)
     result: dict = {
         "plan_seconds": bench_plan(200 if args.quick else 2000),
@@ -127,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     result["sweep_vs_loop_ratio"] = ratio
     result["book_rerun_seconds_per_profile"] = None if args.skip_book else bench_book()
     result["allocation_overhead_bytes"] = bench_allocation()
+    if args.radix:  # a report, not a target row: see benchmarks/README.md
+        from .radix import run_in_sglang_venv
+        result["radix"] = run_in_sglang_venv(args.quick)
     result["machine"] = machine()
     text = json.dumps(result, indent=2)
     print(text)

@@ -579,7 +579,7 @@ def radix_tree_table(tree):
     """One row per node of a ``glm_kv.radix.RadixTree``: token span, FULL and MAMBA value/host_value."""
     import pandas as pd
 
-    from ..tensors.radix_cache import FULL, MAMBA
+    from ..tensors.radix import FULL, MAMBA
 
     rows = []
     for n in tree.nodes():

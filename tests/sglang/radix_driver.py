@@ -2,7 +2,7 @@
 
 Runs inside .venv-sglang (tests/sglang/requirements.txt; importing the cache needs `openai` and
 `partial_json_parser` too). Used by test_radix_differential.py, which runs the same operations on
-`glm_kv.tensors.radix_cache.RadixTree` and compares what a user can observe.
+`glm_kv.tensors.radix.RadixTree` and compares what a user can observe.
 
 What is SGLang's and what is ours
 ---------------------------------

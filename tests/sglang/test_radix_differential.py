@@ -4,7 +4,7 @@ The same random operation sequence - requests (prefill with and without a branch
 decode with state tracking, finish), match, lock / unlock, direct eviction under token and under
 mamba pressure, allocation-driven eviction (`evict_for_alloc`, `ensure_mamba_capacity`) - runs on
 SGLang's cache (driven on the CPU by `radix_driver.SGLangRadix`, small pools, page 256 as SGLang
-forces it for this model) and on `glm_kv.tensors.radix_cache.RadixTree` over glm_kv's pools of the
+forces it for this model) and on `glm_kv.tensors.radix.RadixTree` over glm_kv's pools of the
 same sizes. Both use the same reduced model config (`write_reduced_model_config`: fewer layers, small
 KDA state), which changes no tree decision. After every operation the test compares what a user
 can observe: the operation's result (matched lengths, which component hit, branching point,
@@ -97,11 +97,11 @@ def generate_ops(seed: int, n: int, hicache: bool = False) -> list[tuple]:
 
 # --------------------------------------------------------------------------- glm_kv side
 class GlmKvSide:
-    """glm_kv's RadixTree behind the driver's interface (request bookkeeping from radix_cache)."""
+    """glm_kv's RadixTree behind the driver's interface (request bookkeeping from glm_kv.tensors.radix.requests)."""
 
     def __init__(self, config_path: str, hicache: bool = False, **tree_kw):
         from glm_kv.ledgers.plan import load_plan
-        from glm_kv.tensors import radix_cache as rc
+        from glm_kv.tensors.radix import requests as rc
         from glm_kv.tensors.memory_pool import DevicePools, pool_geometry
         from glm_kv.tensors.memory_pool_host import build_host_pool_group
 
@@ -489,7 +489,7 @@ def _revert_3(monkeypatch, rc):
 
 @pytest.mark.parametrize("revert", [_revert_1, _revert_2, _revert_3], ids=["fix1", "fix2", "fix3"])
 def test_reverting_fix_is_caught(revert, sglang, reduced_config, monkeypatch, one_thread):
-    from glm_kv.tensors import radix_cache as rc
+    from glm_kv.tensors.radix import requests as rc
 
     revert(monkeypatch, rc)
     ops = generate_ops(SEED + 3, 3000)

@@ -18,10 +18,11 @@ torch = pytest.importorskip("torch")
 from glm_kv.tensors.memory_pool_host import build_host_pool_group  # noqa: E402
 from glm_kv.ledgers.plan import load_plan  # noqa: E402
 from glm_kv.tensors.memory_pool import DevicePools, pool_geometry  # noqa: E402
-from glm_kv.tensors.radix_cache import (  # noqa: E402
-    FULL, MAMBA, RadixTree, SyntheticContent, decode, finish_request, prefill, replay_requests,
-    start_request,
+from glm_kv.tensors.radix import (  # noqa: E402
+    FULL, MAMBA, ContentMismatch, LeafHeap, LRUList, RadixTree, RadixTreeError, SyntheticContent,
+    decode, finish_request, prefill, replay_requests, start_request,
 )
+from glm_kv.tensors.radix.invariants import check_bookkeeping  # noqa: E402
 
 SEED = int(os.environ.get("GLM_KV_SEED", "20251129"))
 
@@ -354,6 +355,7 @@ def _random_ops(profile: str, model: str, n_ops: int, seed: int) -> dict:
             if mslot is not None:
                 assert n.component_data[MAMBA].value is not None and \
                     int(n.component_data[MAMBA].value[0]) == mslot, f"seed {seed}, op {i}: locked MAMBA of node {n.id} evicted"
+        check_bookkeeping(tree)  # kept sizes, leaf sets, child counts, MAMBA LRU == a recount
         for req in running:  # a running request's prefix stays on device
             for a in tree.path_to_root(req.last_node):
                 assert not a.evicted, f"seed {seed}, op {i} ({op}): a running request's prefix was evicted"
@@ -401,3 +403,165 @@ def test_shared_prefix_workload_hit_rate(reduced_config):
     assert [r[1] for r in h.per_request] == [0, 0, 2 * ps, 2 * ps, 2 * ps, 2 * ps]
     assert [r[3] for r in h.per_request] == [None, 2 * ps, None, None, None, None]
     assert h.hit_rate == 8 * ps / (18 * ps) and h.full_hit_rate == 10 * ps / (18 * ps)
+
+
+# ---- the kept bookkeeping, the O(1) structures and the chunked decode against references
+
+
+def _small_workload(tree, n=40, seed=SEED):
+    rng = random.Random(seed)
+    ps = tree.page_size
+    base = list(range(6 * ps))
+    for _ in range(n):
+        cut = rng.randint(0, 6) * ps
+        prefill(tree, None, base[:cut] + rng.choices(range(1000, 1050), k=rng.randint(1, 4) * ps),
+                rng.choices(range(50), k=rng.choice([0, ps, 3 * ps])))
+        if rng.random() < 0.3:
+            tree.evict(num_tokens=rng.randint(1, 3) * ps, mamba_num=rng.randint(0, 2))
+
+
+def _plant_no_leaf_refresh(monkeypatch):
+    """A change that forgets to update the leaf sets."""
+    from glm_kv.tensors.radix.bookkeeping import Bookkeeping
+
+    monkeypatch.setattr(Bookkeeping, "_refresh_leaf", lambda self, n: None)
+
+
+def _plant_state_not_counted(monkeypatch):
+    """A new MAMBA state that is not added to the evictable size."""
+    from glm_kv.tensors.radix.bookkeeping import Bookkeeping
+
+    monkeypatch.setattr(Bookkeeping, "_set_mamba_value",
+                        lambda self, n, v: setattr(n.component_data[MAMBA], "value", v))
+
+
+@pytest.mark.parametrize("plant", [_plant_no_leaf_refresh, _plant_state_not_counted],
+                         ids=["leaf-sets", "sizes"])
+def test_bookkeeping_check_catches_a_missed_update(plant, reduced_config, monkeypatch):
+    """check_bookkeeping recounts from the tree: the workload passes it, and the same workload
+    with a planted missed update fails it."""
+    pools, tree = _tree_kw(reduced_config)
+    _small_workload(tree)
+    check_bookkeeping(tree)
+    tree.check_invariants()
+    plant(monkeypatch)
+    pools, tree = _tree_kw(reduced_config)
+    with pytest.raises(RadixTreeError):
+        _small_workload(tree)
+        check_bookkeeping(tree)
+
+
+def test_unbalanced_unlock_raises_a_named_error(reduced_config):
+    pools, tree = _tree_kw(reduced_config)
+    node, _, _ = prefill(tree, None, tuple(range(2 * pools.geometry.page_size)))
+    lock = tree.inc_lock_ref(node)
+    tree.dec_lock_ref(lock)
+    with pytest.raises(RadixTreeError, match="unbalanced"):
+        tree.dec_lock_ref(lock)
+
+
+def test_content_check_raises_content_mismatch(reduced_config):
+    pools, tree = _tree_kw(reduced_config)
+    content = SyntheticContent(pools, seed=5)
+    prefill(tree, content, tuple(range(2 * pools.geometry.page_size)))
+    assert content.check_tree(tree) > 0
+    pid = next(iter(content.written))
+    kv, host, idx = content.written[pid]
+    content.written[pid] = ((kv[0] ^ 1, kv[1]), host, idx)  # what was "written" differs now
+    with pytest.raises(ContentMismatch, match="differs from what was written"):
+        content.check_tree(tree)
+
+
+class _Node:
+    """Just what LRUList and LeafHeap read from a TreeNode."""
+
+    def __init__(self, i):
+        from glm_kv.tensors.radix.nodes import ComponentData
+
+        self.id, self.last_access_time = i, float(i)
+        self.lru_prev, self.lru_next = [None, None], [None, None]
+        self.component_data = {MAMBA: ComponentData()}
+
+
+def test_lru_list_matches_a_plain_list():
+    """The intrusive list against the obvious list model, under random operations."""
+    rng = random.Random(SEED)
+    nodes = [_Node(i) for i in range(30)]
+    lru, ref = LRUList(MAMBA), []
+    for step in range(3000):
+        x = rng.choice(nodes)
+        op = rng.choice(["mru", "mru", "remove", "lock", "unlock"])
+        if op == "mru":
+            lru.insert_mru(x)
+            ref = [n for n in ref if n is not x] + [x]
+        elif op == "remove":
+            lru.remove_node(x)
+            ref = [n for n in ref if n is not x]
+        else:
+            x.component_data[MAMBA].lock_ref = int(op == "lock")
+        assert lru.order == ref and len(lru) == len(ref), f"seed {SEED}, step {step}"
+        start = rng.choice([None] + ref)
+        tail = ref if start is None else ref[ref.index(start) + 1:]
+        want = next((n for n in tail if n.component_data[MAMBA].lock_ref == 0), None)
+        assert lru.get_prev_no_lock(start) is want, f"seed {SEED}, step {step}"
+
+
+def test_leaf_heap_pops_the_least_recent_member():
+    """The lazy heap against min() over the members, with members used (time raised), removed
+    and re-added between pops."""
+    rng = random.Random(SEED)
+    nodes = [_Node(i) for i in range(40)]
+    heap, members, clock = LeafHeap(), set(), 100.0
+    for step in range(4000):
+        x = rng.choice(nodes)
+        op = rng.choice(["add", "add", "discard", "touch", "pop"])
+        if op == "add":
+            heap.add(x)
+            members.add(x)
+        elif op == "discard":
+            heap.discard(x)
+            members.discard(x)
+        elif op == "touch":
+            clock += 1
+            x.last_access_time = clock
+        else:
+            want = min(members, key=lambda n: n.last_access_time, default=None)
+            got = heap.pop_lru()
+            assert got is want, f"seed {SEED}, step {step}"
+            if got is not None:  # the caller evicts it
+                heap.discard(got)
+                members.discard(got)
+        assert heap.members == members
+
+
+def _decode_token_by_token(req, tokens, page, interval):
+    """The per-token decode this one replaced (no allocation: the row is long enough)."""
+    for t in tokens:
+        if req["committed"] >= req["allocated"]:
+            req["allocated"] += page
+        req["tokens"].append(int(t))
+        req["committed"] += 1
+        if req["committed"] % interval == 0:
+            req["prev"], req["last"] = req["last"], req["committed"]
+
+
+def test_chunked_decode_tracks_as_token_by_token(reduced_config):
+    """decode takes a page of tokens at a time; its track lengths, rows and counts equal the
+    token-by-token rule (batch_result_processor.py) after every call."""
+    rng = random.Random(SEED)
+    pools, tree = _tree_kw(reduced_config)
+    ps, interval = tree.page_size, tree.mamba_track_interval
+    for trial in range(20):
+        req = start_request(tree, tuple(range(rng.randint(1, 3 * ps))))
+        ref = {"tokens": list(req.tokens), "committed": req.committed, "allocated": req.allocated,
+               "last": req.mamba_last_track_seqlen, "prev": req.mamba_prev_track_seqlen}
+        for _ in range(4):
+            toks = rng.choices(range(50), k=rng.choice([1, 2, ps - 1, ps, ps + 1, 2 * ps + 5]))
+            assert decode(tree, req, iter(toks)) == len(toks), f"seed {SEED}, trial {trial}"
+            _decode_token_by_token(ref, toks, ps, interval)
+            got = {"tokens": req.tokens, "committed": req.committed, "allocated": req.allocated,
+                   "last": req.mamba_last_track_seqlen, "prev": req.mamba_prev_track_seqlen}
+            assert got == ref, f"seed {SEED}, trial {trial}"
+            assert len(req.kv) == req.allocated
+        finish_request(tree, req)
+        tree.check_invariants()

@@ -48,7 +48,7 @@ _PASS_THROUGH = (
     "max_total_tokens", "max_mamba_cache_size", "mamba_full_memory_ratio", "page_size",
     "speculative_algorithm", "speculative_num_draft_tokens", "speculative_num_steps",
     "speculative_eagle_topk", "mem_fraction_static", "enable_hierarchical_cache",
-    "hicache_ratio", "hicache_size", "hicache_mem_layout", "hicache_io_backend",
+    "hicache_ratio", "hicache_size", "hicache_mem_layout", "hicache_io_backend", "context_length",
 )
 
 

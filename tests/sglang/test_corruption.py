@@ -155,3 +155,24 @@ def test_engine_only_table_in_readme():
     section = text.split("## Keys SGLang never computes", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `([a-z_.]+)` \|", section, flags=re.M))
     assert listed == set(ENGINE_ONLY), (sorted(listed - set(ENGINE_ONLY)), sorted(set(ENGINE_ONLY) - listed))
+
+
+def test_radix_key_sets_compared_both_ways():
+    """The radix differential names a key either side lacks (observation, counters, node fields)."""
+    from test_radix_differential import key_set_difference
+
+    node = {"span": (0, 256), "full": True, "mamba": False, "lock_full": 0}
+    obs = {"nodes": [node], "free_tokens": 10, "evicted": {"tokens": 0, "mamba": 0}}
+    assert key_set_difference(obs, {**obs}) is None
+    what, ours, theirs = key_set_difference(obs, {k: v for k, v in obs.items() if k != "free_tokens"})
+    assert "free_tokens" in theirs and what == "key set of the observation"
+    what, ours, theirs = key_set_difference(obs, {**obs, "free_host": 3})
+    assert "free_host" in ours
+    what, ours, theirs = key_set_difference(obs, {**obs, "evicted": {"tokens": 0}})
+    assert what == "key set of evicted" and "mamba" in theirs
+    what, ours, theirs = key_set_difference(obs, {**obs, "nodes": [{**node, "lock_mamba": 0}]})
+    assert what == "key set of node (0, 256)" and "lock_mamba" in ours
+    # host_free_indexer: SGLang-only by name, and held to host_free_kv
+    hs = {**obs, "host_free_kv": 4, "host_free_indexer": 4}
+    assert key_set_difference(hs, {**obs, "host_free_kv": 4}) is None
+    assert key_set_difference({**hs, "host_free_indexer": 3}, {**obs, "host_free_kv": 4}) is not None

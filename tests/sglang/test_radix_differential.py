@@ -349,6 +349,9 @@ def replay(sglang: SGLangSide, make_ours: Callable[[], GlmKvSide], ops: list[tup
                     return Difference(i, op, k, oo[k], os_[k])
         return None
 
+    finally:
+        sglang.drain(locks_s)
+
 
 # Counters the SGLang driver keeps for itself (radix_driver.SGLangRadix.evicted), each with why
 # glm-kv has no counterpart. Any other key either side lacks fails the differential with its name.
@@ -380,6 +383,7 @@ def key_set_difference(sglang_obs: dict, ours_obs: dict):
         free_indexer = sglang_obs.pop("host_free_indexer")
         if free_indexer != sglang_obs.get("host_free_kv"):
             return ("host_free_indexer (sidecar of host_free_kv)", sglang_obs.get("host_free_kv"), free_indexer)
+
     def lacks(a: set, b: set, where: str):
         if a != b:
             only_s, only_o = sorted(a - b), sorted(b - a)
@@ -395,8 +399,6 @@ def key_set_difference(sglang_obs: dict, ours_obs: dict):
             if diff is not None:
                 break
     return diff
-    finally:
-        sglang.drain(locks_s)
 
 
 def shrink(sglang: SGLangSide, make_ours, ops: list[tuple], budget_s: float = 60.0) -> tuple[list[int], Difference]:

@@ -172,7 +172,28 @@ def test_radix_key_sets_compared_both_ways():
     assert what == "key set of evicted" and "mamba" in theirs
     what, ours, theirs = key_set_difference(obs, {**obs, "nodes": [{**node, "lock_mamba": 0}]})
     assert what == "key set of node (0, 256)" and "lock_mamba" in ours
-    # host_free_indexer: SGLang-only by name, and held to host_free_kv
-    hs = {**obs, "host_free_kv": 4, "host_free_indexer": 4}
+    # host_free_indexer: set aside by name only
+    hs = {**obs, "host_free_kv": 4, "host_free_indexer": 5}
     assert key_set_difference(hs, {**obs, "host_free_kv": 4}) is None
-    assert key_set_difference({**hs, "host_free_indexer": 3}, {**obs, "host_free_kv": 4}) is not None
+
+
+@pytest.mark.xfail(strict=True, reason="glm_kv finding (issue 19, radix key sets both ways): SGLang's "
+                   "DSAIndexerPoolHost keeps a free count of its own that differs from the KV host pool's "
+                   "(8,448 vs 7,680 after one prefill); glm_kv.tensors models the indexer host pool as a "
+                   "sidecar with no free count, so the differential cannot compare it")
+def test_glm_kv_observes_the_indexer_host_free_count(sglang_ready, reduced_config, one_thread):
+    from test_radix_differential import HICACHE_RATIO, GlmKvSide, _apply, _driver, generate_ops
+
+    side = _driver(reduced_config, hicache=True, hicache_ratio=HICACHE_RATIO)
+    try:
+        ours = GlmKvSide(reduced_config, hicache=True)
+        op = generate_ops(20251134, 3000, hicache=True)[6]
+        for s in (side, ours):
+            _apply(s, op, [], [])
+            s.tick()
+        theirs = side.observe()["host_free_indexer"]
+        mine = ours.observe().get("host_free_indexer")
+        assert mine == theirs, (mine, theirs)
+    finally:
+        side.drain([])
+        side.d.close()

@@ -345,7 +345,7 @@ def replay(sglang: SGLangSide, make_ours: Callable[[], GlmKvSide], ops: list[tup
                 what, mine, theirs = key_diff
                 return Difference(i, op, what, mine, theirs)
             for k in oo:
-                if os_[k] != oo[k]:
+                if k in os_ and os_[k] != oo[k]:  # keys already checked equal both ways
                     return Difference(i, op, k, oo[k], os_[k])
         return None
 
@@ -365,11 +365,12 @@ DRIVER_ONLY_COUNTERS = {
 }
 
 
-# Observation keys only SGLang's side has, each with why and how it is still checked.
+# Observation keys only SGLang's side has, each with why. glm_kv lacks a counterpart: reported as a
+# finding (test_corruption.py::test_glm_kv_observes_the_indexer_host_free_count, xfail strict).
 SGLANG_ONLY_OBSERVED = {
-    "host_free_indexer": "SGLang's DSAIndexerPoolHost keeps its own free count; glm_kv's indexer host pool "
-                         "is a sidecar of the KV host pool (host page = KV host index // page) with none. "
-                         "Checked: on SGLang's side it must equal host_free_kv after every op",
+    "host_free_indexer": "SGLang's DSAIndexerPoolHost keeps its own free count, which differs from "
+                         "host_free_kv (8,448 vs 7,680 after one prefill, seed 20251134); glm_kv's indexer "
+                         "host pool is a sidecar of the KV host pool with no free count of its own",
 }
 
 
@@ -377,12 +378,9 @@ def key_set_difference(sglang_obs: dict, ours_obs: dict):
     """(what, glm_kv's side, SGLang's side) naming the first key one side lacks, or None.
 
     Compared both ways: the observation's keys, the ``evicted`` counters and every node's fields.
+    Only the keys named in SGLANG_ONLY_OBSERVED are set aside.
     """
-    if "host_free_indexer" in sglang_obs:
-        sglang_obs = dict(sglang_obs)
-        free_indexer = sglang_obs.pop("host_free_indexer")
-        if free_indexer != sglang_obs.get("host_free_kv"):
-            return ("host_free_indexer (sidecar of host_free_kv)", sglang_obs.get("host_free_kv"), free_indexer)
+    sglang_obs = {k: v for k, v in sglang_obs.items() if k not in SGLANG_ONLY_OBSERVED}
 
     def lacks(a: set, b: set, where: str):
         if a != b:

@@ -22,24 +22,27 @@ FIXTURES = HERE.parents[0] / "ledgers" / "boot_logs"
 GiB = 1 << 30
 
 # name -> (profile fields, measured pre-load free bytes (min over ranks), target weights, draft weights)
+# Each states --context-length 131072: the scheduler line prints SGLang's resolved context_len, and a
+# profile that omits it runs at the model's maximum in SGLang (see
+# test_memory_agreement::test_verify_context_length_left_to_defaults).
 CASES: dict[str, tuple[dict, int, int, int]] = {
     "h200-tp8-dp8-dpattn": ({"sglang_layout": "0.5.23", "gpu": "H200", "tp_size": 8, "dp_size": 8,
-                             "enable_dp_attention": True, "max_running_requests": 64},
+                             "enable_dp_attention": True, "max_running_requests": 64, "context_length": 131072},
                             147_386_122_240, 41_212_345_678, 0),
     "h200-tp1-mtp-hicache": ({"sglang_layout": "0.5.23", "gpu": "H200", "speculative_algorithm": "EAGLE",
                               "enable_hierarchical_cache": True, "hicache_ratio": 1.5,
-                              "max_running_requests": 64},
+                              "max_running_requests": 64, "context_length": 131072},
                              149_663_911_936, 70_021_000_000, 3_912_000_000),
     "h200-tp8-dpattn-hicache-auto": ({"sglang_layout": "0.5.23", "gpu": "H200", "tp_size": 8, "dp_size": 8,
                                       "enable_dp_attention": True, "enable_hierarchical_cache": True,
                                       "host_memory_bytes": 900_000_000_000, "ranks_per_host": 8,
-                                      "max_running_requests": 128},
+                                      "max_running_requests": 128, "context_length": 131072},
                                      147_400_000_000, 45_100_000_000, 0),
     "b200-tp8-fp8-hicache-size": ({"sglang_layout": "0.5.23", "gpu": "B200", "tp_size": 8,
                                    "kv_cache_dtype": "fp8_e4m3", "enable_hierarchical_cache": True,
-                                   "hicache_size": 200, "max_running_requests": 256},
+                                   "hicache_size": 200, "max_running_requests": 256, "context_length": 131072},
                                   188_900_000_000, 40_500_000_000, 0),
-    "h200-tp1-auto-mrr": ({"sglang_layout": "0.5.23", "gpu": "H200", "max_running_requests": None},
+    "h200-tp1-auto-mrr": ({"sglang_layout": "0.5.23", "gpu": "H200", "max_running_requests": None, "context_length": 131072},
                           149_500_000_000, 75_000_000_000, 0),
 }
 
@@ -55,12 +58,12 @@ def ranks(profile: dict) -> list[str]:
 
 
 def compose(name: str) -> tuple[str, dict]:
-    from compare_memory import engine
     from oracle_memory import sglang_memory
+    from profiles import hardware
 
     fields, pre, target, draft = CASES[name]
-    prof, _plan, _d = engine(fields)
-    sg = sglang_memory(prof, fields, pre_model_load_bytes=pre, weights_bytes=target + draft, pool_log=True)
+    launch, _ = hardware(fields)  # the GPU a profile without one runs on, stated
+    sg = sglang_memory(launch, launch, pre_model_load_bytes=pre, weights_bytes=target + draft, pool_log=True)
     if "errors" in sg:
         raise RuntimeError(f"{name}: SGLang refused: {sg['errors']}")
     cap = sg["capacity"]
@@ -88,7 +91,7 @@ def compose(name: str) -> tuple[str, dict]:
     ctx = sg.get("resolved", {})
     out.append(stamp.format(s=59, r=rk[0]) + f" max_total_num_tokens={cap['max_total_num_tokens']}, "
                f"chunked_prefill_size={ctx.get('chunked_prefill_size')}, max_prefill_tokens=16384, "
-               f"max_running_requests={cap['max_running_requests']}, context_len={prof['context_length'] or 0}, "
+               f"max_running_requests={cap['max_running_requests']}, context_len={ctx['context_len']}, "
                f"available_gpu_mem=7.41 GB")
     return "\n".join(out) + "\n", fields
 

@@ -17,6 +17,9 @@ REPORT_PATH = REPO / "book" / "_static" / "sglang-agreement.json"
 # "measured" = bytes/shapes read from SGLang's pool tensors on CPU; "function" = SGLang's
 # own sizing/resolution function; "resolved" = ServerArgs resolution.
 KEYS: dict[str, str] = {
+    "model.num_hidden_layers": "function: ModelConfig.num_hidden_layers (SGLang's reading of config.json)",
+    "model.full_attention_layers": "measured: DSATokenToKVPool.full_attention_layer_id_mapping",
+    "model.linear_attention_layers": "function: mamba2_cache_params.layers",
     "gpu.sm": "input fact (profile GPU)",
     "gpu.memory_bytes": "input fact (profile GPU)",
     "parallel.attn_dp_size": "function: get_parallel().attn_dp_size after ServerArgs resolution",
@@ -28,6 +31,8 @@ KEYS: dict[str, str] = {
     "token.dsa_decode_backend": "resolved: _dsa_split_backend_resolution",
     "token.page_size": "resolved: _deepseek_family_overrides (64 x index_kpool)",
     "token.kv_cache_dim": "function: calculate_mla_kv_cache_dim (= kv_buffer.shape[-1], checked)",
+    "token.kv_storage_dtype": "measured: DSATokenToKVPool.kv_buffer dtype (uint8 for fp8)",
+    "token.kv_item_bytes": "measured: kv_buffer element size",
     "token.kv_row_bytes": "measured: DSATokenToKVPool.kv_buffer row",
     "token.num_full_layers": "measured: len(DSATokenToKVPool.kv_buffer)",
     "token.kv_bytes_per_token": "measured: kv_buffer bytes / token",
@@ -35,7 +40,11 @@ KEYS: dict[str, str] = {
     "token.indexer_page_bytes": "measured: IndexKeyCache row bytes",
     "token.indexer_tokens_per_page": "measured: DSATokenToKVPool.page_size",
     "token.cell_size_bytes": "function: DefaultPoolConfigurator._cell_size",
+    "request.linear_attn_tp_size": "function: runtime_context.linear_attn_tp_size()",
     "request.conv_state_shape": "measured: MambaPool conv state",
+    "request.conv_state_bytes": "measured: MambaPool conv states, bytes per slot and layer",
+    "request.temporal_state_bytes": "measured: MambaPool temporal state, bytes per slot and layer",
+    "request.state_bytes_per_layer": "measured: conv + temporal bytes per slot and layer",
     "request.temporal_state_shape": "measured: MambaPool temporal state",
     "request.conv_dtype": "measured",
     "request.temporal_dtype": "measured",
@@ -46,6 +55,9 @@ KEYS: dict[str, str] = {
     "request.mamba_strategy": "resolved: _mamba_radix_cache_resolution",
     "tail.rows": "measured: _compress_tail_k rows (requests + 2), at the resolved requests",
     "tail.width": "measured: _compress_tail_k width",
+    "tail.head_dim": "measured: _compress_tail_k last dimension",
+    "tail.dtype": "measured: _compress_tail_k dtype",
+    "tail.num_layers": "measured: _compress_tail_k layers with rows",
     "tail.bytes_per_row": "measured: tail k + score bytes / row",
     "tail.bytes": "measured: rows x bytes per row",
     "capacity.available_bytes": "function: _profile_available_bytes (rest before the mamba pool)",
@@ -63,6 +75,95 @@ KEYS: dict[str, str] = {
     "host.indexer_bytes_per_token": "measured: DSAIndexerPoolHost size_per_token",
     "host.mamba_slot_bytes": "measured: MambaPoolHost size_per_token",
     "host.mamba_page_size": "measured",
+    "host.mem_layout": "resolved: hicache_mem_layout",
+    "speculative.draft_tokens": "resolved: speculative_num_draft_tokens (0 without an algorithm)",
+}
+
+# Oracle keys no plan key matches, each with why and where else it is looked at.
+SGLANG_ONLY: dict[str, str] = {
+    "token.pool_classes": "the device pool classes SGLang builds; the plan names none (it names the host "
+                          "pool classes, host.entry_classes); kept in the report",
+    "resolved.mem_fraction_static": "the plan states the fraction only under capacity.*; compared in "
+                                    "test_memory_agreement (resolved.mem_fraction_static vs the memory ledger)",
+    "resolved.disable_overlap_schedule": "no plan key; its effect is compared as request.slots_per_request",
+    "resolved.max_running_requests": "no plan key for the global value; compared per worker as "
+                                     "parallel.max_running_requests_per_worker",
+    "resolved.speculative_num_draft_tokens": "compared as speculative.draft_tokens",
+    "resolved.speculative_num_steps": "the plan keeps the draft token count only (speculative.draft_tokens)",
+    "resolved.speculative_eagle_topk": "the plan keeps the draft token count only (speculative.draft_tokens)",
+    "resolved.context_len": "the plan has no resolved context length (profile.context_length is an input); "
+                            "it enters capacity.max_running_requests when that is automatic",
+    "capacity.available_source": "a label saying where the bytes came from, not a value",
+}
+
+# Keys of glm-kv's plan that SGLang never computes: (why no counterpart, how else it is checked).
+# tests/sglang/README.md lists the same table; `test_engine_only_table_in_readme` keeps them equal.
+# Keys compared with SGLang by test_memory_agreement (compare_memory.KEYS) are not listed here.
+ENGINE_ONLY: dict[str, tuple[str, str]] = {
+    "model.name": ("a label of the model config file", "tests/test_inputs (config loading)"),
+    "model.source": ("a label", "none needed"),
+    "gpu.name": ("the profile's input, echoed", "tests/inputs (GPU table)"),
+    "gpu.memory_source": ("a label", "none needed"),
+    "token.kv_layout": ("glm-kv's name for the row layout (bf16 / fp8_scaled / fp8_raw)",
+                        "token.kv_row_bytes and kv_storage_dtype compared"),
+    "token.index_kpool": ("glm-kv's factor page_size / 64; SGLang keeps no such value",
+                          "token.page_size compared"),
+    "token.indexer_row_bytes": ("one indexer row (key + scale) before pooling; SGLang stores pages",
+                                "token.indexer_page_bytes and indexer_bytes_per_token compared"),
+    "token.indexer_bytes_per_token_per_layer": ("a per-layer split of a measured total",
+                                                "token.indexer_bytes_per_token compared"),
+    "token.indexer_effective_bytes_per_token_per_layer": ("a per-layer split of a measured total",
+                                                          "token.indexer_bytes_per_token compared"),
+    "token.indexer_effective_bytes_per_token": ("the article's name for the same total",
+                                                "token.indexer_bytes_per_token compared"),
+    "token.index_groups_per_page": ("the sparse-attention group count (a compute quantity, no buffer)",
+                                    "tests/ledgers (article figures)"),
+    "token.index_topk_groups": ("the top-k group count (a compute quantity, no buffer)",
+                                "tests/ledgers (article figures)"),
+    "token.draft_layers": ("the NextN draft's layers inside cell_size; SGLang folds them in",
+                           "token.cell_size_bytes compared (with and without EAGLE)"),
+    "token.draft_bytes_per_token": ("the draft's share of cell_size", "token.cell_size_bytes compared"),
+    "token.target_cell_size_bytes": ("cell_size without the draft", "token.cell_size_bytes compared"),
+    "speculative.draft_layers": ("the same count as token.draft_layers", "token.cell_size_bytes compared"),
+    "host.enabled": ("the profile's input, echoed", "none needed"),
+    "host.kv_host_tokens": ("alias of host.kv_tokens", "host.kv_tokens in test_memory_agreement"),
+    "host.kv_host_bytes": ("alias of host.kv_bytes", "host.kv_bytes in test_memory_agreement"),
+    "host.indexer_host_bytes": ("alias of host.indexer_bytes", "host.indexer_bytes in test_memory_agreement"),
+    "host.mamba_host_slots": ("alias of host.mamba_slots", "host.mamba_slots in test_memory_agreement"),
+    "host.mamba_host_bytes": ("alias of host.mamba_bytes", "host.mamba_bytes in test_memory_agreement"),
+    "host.total_host_bytes": ("alias of host.total_bytes", "host.total_bytes in test_memory_agreement"),
+    "host.hicache_ratio_source": ("a label", "none needed"),
+    "host.indexer_logged_bytes": ("the figure SGLang's log line prints (its own rounding of the indexer "
+                                  "host pool)", "glm-kv verify on composed boot logs (test_verify_on_freshly_"
+                                                "emitted_log, tests/ledgers/boot_logs)"),
+    "host.device_bytes": ("the device pools' total that the host ratio multiplies; SGLang keeps no sum",
+                          "host.kv_tokens / host.mamba_slots in test_memory_agreement"),
+    "notes": ("text for the reader", "none needed"),
+    "capacity.available_source": ("a label", "none needed"),
+    "capacity.mamba_pool_source": ("a label (budget / max_mamba_cache_size)", "none needed"),
+    "capacity.mamba_budget_bytes": ("rest x mamba ratio before SGLang's integer slot count; not kept by "
+                                    "_handle_max_mamba_cache", "capacity.max_mamba_cache_size compared"),
+    "capacity.token_pool_bytes": ("max_total_num_tokens x cell_size; SGLang logs no such product",
+                                  "capacity.max_total_num_tokens and token.cell_size_bytes compared"),
+    "capacity.requested_max_running_requests": ("the profile's input, echoed",
+                                                "parallel.max_running_requests_per_worker compared"),
+    "capacity.requested_source": ("a label", "none needed"),
+    "capacity.binding_limit": ("glm-kv's explanation of which pool caps the requests",
+                               "capacity.max_running_requests compared; tests/ledgers/test_capacity"),
+    "capacity.capped_message": ("SGLang prints it as a log line, it returns no value",
+                                "glm-kv verify on composed boot logs"),
+    "capacity.mem_fraction_static_source": ("a label (profile / default)", "none needed"),
+    "capacity.pre_model_load_bytes": ("a hardware reading: an input here (profiles.hardware)",
+                                      "given to both sides; capacity.rest_bytes compared"),
+    "capacity.pre_model_load_bytes_source": ("a label", "none needed"),
+    "capacity.weights_bytes": ("a hardware reading (target + draft): an input here",
+                               "given to both sides; capacity.rest_bytes compared"),
+    "capacity.weights_bytes_source": ("a label", "none needed"),
+    "capacity.draft_weights_bytes": ("a hardware reading: an input here (profiles.hardware)",
+                                     "given to both sides; capacity.rest_bytes compared"),
+    "capacity.weights_estimate_bytes": ("glm-kv's estimate of the checkpoint per rank; SGLang measures "
+                                        "weights, never estimates them", "informational only: no test can "
+                                                                         "check it against SGLang on a CPU"),
 }
 
 # Known, explained differences: (profile id or "*", key) -> explanation. Empty when all agree.
@@ -82,31 +183,67 @@ _MISSING = object()
 
 
 def raw_profile(base: str | None, overrides: dict) -> dict:
-    from glm_kv.inputs.profile import PACKAGE_DIR, canonical_fields
+    """The profile as the user wrote it: the shipped YAML's fields plus the overrides (dashes read
+    as underscores). No default is filled in: a field the user omits is SGLang's default on
+    SGLang's side and glm-kv's default on glm-kv's."""
+    from profiles import PROFILES_DIR
 
     data = {}
     if base is not None:
-        data = yaml.safe_load((PACKAGE_DIR / "profiles" / f"{base}.yaml").read_text()) or {}
-    data = canonical_fields(data)
-    data.update(canonical_fields(overrides))
-    return data
+        data = yaml.safe_load((PROFILES_DIR / f"{base}.yaml").read_text()) or {}
+    data = {**data, **overrides}
+    return {k.replace("-", "_"): v for k, v in data.items()}
 
 
-def engine_plan(raw: dict, pid: str):
-    """(profile dict for SGLang, plan or None, error or None)."""
+def engine_plan(raw: dict, pid: str, measured: dict | None = None):
+    """(plan contract dict or None, error or None) for the profile as the user wrote it.
+
+    ``measured``: hardware readings that are not profile fields (the MTP draft's weights), given
+    to the engine the way ``glm-kv verify`` gives it a boot log's reading.
+    """
     from glm_kv.errors import ProfileError
-    from glm_kv.ledgers.plan import build_plan
     from glm_kv.inputs.profile import make_profile
+    from glm_kv.inputs.resolve import resolve
+    from glm_kv.ledgers.plan import plan_from_args
 
     try:
         prof = make_profile(dict(raw), default_name=pid.replace(":", "-").replace("@", "-"))
+        return plan_from_args(resolve(prof), dict(measured) if measured else None).to_dict(), None
     except ProfileError as e:
-        return raw, None, {"field": e.field, "rule": e.rule}
-    inputs = prof.model_dump()
-    try:
-        return inputs, build_plan(prof), None
-    except ProfileError as e:
-        return inputs, None, {"field": e.field, "rule": e.rule}
+        return None, {"field": e.field, "rule": e.rule}
+
+
+def leaves(d: dict, prefix: str = "") -> dict:
+    """{dotted key: value} for every leaf of a nested dict."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(leaves(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def undeclared_engine_keys(plan: dict, compared=None, engine_only=None) -> list[str]:
+    """Plan keys that are neither compared with SGLang (KEYS, compare_memory.KEYS) nor declared
+    SGLang-free (ENGINE_ONLY)."""
+    from compare_memory import KEYS as MEMORY_KEYS
+
+    compared = set(KEYS) | set(MEMORY_KEYS) if compared is None else compared
+    engine_only = ENGINE_ONLY if engine_only is None else engine_only
+    out = []
+    for key in leaves(plan):
+        if key.startswith("profile.") or key in compared or key in engine_only:
+            continue
+        out.append(key)
+    return out
+
+
+def undeclared_sglang_keys(sg: dict, compared=None) -> list[str]:
+    """Oracle keys that nothing compares (neither KEYS nor SGLANG_ONLY)."""
+    compared = KEYS if compared is None else compared
+    return [k for k in leaves(sg) if k.split(".")[0] not in ("checks", "errors")
+            and k not in compared and k not in SGLANG_ONLY]
 
 
 @dataclass
@@ -122,13 +259,19 @@ class ProfileResult:
 
 
 def compare_one(pid: str, base: str | None, overrides: dict, engine=engine_plan) -> ProfileResult:
+    """SGLang and glm-kv on the same user inputs; every key of either side compared or declared.
+
+    A key one side has and the other lacks is a mismatch naming it; a plan key that is neither
+    compared nor in ENGINE_ONLY, or an oracle key neither compared nor in SGLANG_ONLY, is too.
+    """
     from oracle import sglang_plan
+    from profiles import hardware
 
     t0 = time.time()
-    raw = raw_profile(base, overrides)
-    inputs, plan, eng_err = engine(raw, pid)
-    sg = sglang_plan(inputs)
-    res = ProfileResult(pid=pid, inputs=_jsonable(inputs), sglang_error=sg.get("errors"),
+    raw, measured = hardware(raw_profile(base, overrides))
+    plan, eng_err = engine(raw, pid, measured)
+    sg = sglang_plan(raw, measured)
+    res = ProfileResult(pid=pid, inputs=_jsonable({**raw, **measured}), sglang_error=sg.get("errors"),
                         engine_error=eng_err)
     if res.sglang_error or eng_err:
         res.compared.append("errors")
@@ -146,15 +289,28 @@ def compare_one(pid: str, base: str | None, overrides: dict, engine=engine_plan)
         if got != want:
             res.mismatches.append({"key": f"sglang-self-check:{name}", "sglang": got, "engine": want,
                                    "explanation": "SGLang's tensors disagree with its own sizing"})
+    for key in undeclared_engine_keys(plan):
+        res.mismatches.append({"key": key, "sglang": "<not computed>", "engine": _jsonable(dig(plan, key)),
+                               "explanation": "unexplained: plan key neither compared with SGLang nor "
+                                              "listed in compare.ENGINE_ONLY"})
+    for key in undeclared_sglang_keys(sg):
+        res.mismatches.append({"key": key, "sglang": _jsonable(dig(sg, key)), "engine": "<not compared>",
+                               "explanation": "unexplained: SGLang computes it, nothing compares it"})
     for key in KEYS:
-        s_val = dig(sg, key)
-        e_val = dig(plan, key)
-        if s_val is _MISSING or s_val is None:
-            continue  # SGLang has no value for this key in this profile (e.g. no capacity inputs)
+        s_val, e_val = dig(sg, key), dig(plan, key)
+        if s_val is _MISSING and e_val is _MISSING:
+            # Neither side sizes this in this profile; only capacity.* may be absent on both
+            # (no available_bytes / weights_bytes given).
+            if not key.startswith("capacity."):
+                res.mismatches.append({"key": key, "sglang": "<missing>", "engine": "<missing>",
+                                       "explanation": "unexplained: key absent on both sides"})
+            continue
         res.compared.append(key)
-        if e_val is _MISSING:
-            res.mismatches.append({"key": key, "sglang": s_val, "engine": "<missing>",
-                                   "explanation": "engine plan lacks the key"})
+        if s_val is _MISSING or e_val is _MISSING:
+            who = "SGLang" if s_val is _MISSING else "the engine plan"
+            res.mismatches.append({"key": key, "sglang": "<missing>" if s_val is _MISSING else _jsonable(s_val),
+                                   "engine": "<missing>" if e_val is _MISSING else _jsonable(e_val),
+                                   "explanation": f"unexplained: {who} lacks the key"})
             continue
         if _norm(s_val) != _norm(e_val):
             why = EXPLAINED.get((pid, key)) or EXPLAINED.get(("*", key))
@@ -192,10 +348,12 @@ def write_report(results: list[ProfileResult], started: float, path: Path = REPO
         "distinct_keys": sorted({k for r in results for k in r.compared}),
         "mismatches": sum(len(r.mismatches) for r in results),
         "unexplained_mismatches": sum(
-            1 for r in results for m in r.mismatches if m["explanation"] == "unexplained"
+            1 for r in results for m in r.mismatches if m["explanation"].startswith("unexplained")
             or m["key"].startswith("sglang-self-check") or m["key"] == "errors"
         ),
         "key_sources": KEYS,
+        "sglang_only_keys": SGLANG_ONLY,
+        "engine_only_keys": {k: {"why": w, "checked": c} for k, (w, c) in ENGINE_ONLY.items()},
         "profiles": [
             {
                 "id": r.pid,

@@ -1,8 +1,10 @@
 """Compare glm-kv's device-to-pools path and host sizes with SGLang 0.5.23 (oracle_memory.py).
 
-Both sides get the same inputs: the profile, and the two numbers SGLang measures on a GPU
-(pre-load free memory, weights incl. the MTP draft) as the engine states them in its plan
-(``capacity.pre_model_load_bytes`` / ``capacity.weights_bytes``). Everything else — the default
+Both sides get the same inputs (issue 19): the profile as the user wrote it (a field it omits is
+each side's own default), and the numbers SGLang measures on a GPU - pre-load free memory and the
+weights incl. the MTP draft - from the profile, else chosen by this suite (``profiles.hardware``),
+never glm-kv's estimates. Every key of ``KEYS`` is compared both ways: one side without it (absent
+or null) while the other has it fails with the key's name. Everything else — the default
 fraction, the float32 readings, the rest, pool sizes, the host split / auto-size / MTP packing,
 the CP split of the KDA state, refusals — is computed independently by each side.
 """
@@ -26,7 +28,7 @@ KEYS = (
 
 
 def _g(pid: str, **overrides) -> tuple[str, dict]:
-    return pid, {**L, **overrides}
+    return pid, {**L, "max_running_requests": 64, **overrides}
 
 
 W40 = 40_000_000_000
@@ -143,46 +145,27 @@ def random_profiles(n: int = 120) -> list[tuple[str, dict]]:
     return out
 
 
-def engine(raw: dict):
-    """(profile dict, typed plan, contract dict) or (None, None, error)."""
-    from glm_kv.errors import ProfileError
-    from glm_kv.inputs.profile import make_profile
-    from glm_kv.ledgers.plan import load_plan
-
-    try:
-        prof = make_profile(dict(raw), default_name="memory-agreement")
-        plan = load_plan(prof)
-        return prof.model_dump(), plan, plan.to_dict()
-    except ProfileError as e:
-        return None, None, {"field": e.field, "rule": e.rule}
-
-
-def _profile_dict(raw: dict) -> dict:
-    from glm_kv.errors import ProfileError
-    from glm_kv.inputs.profile import make_profile
-
-    try:
-        return make_profile(dict(raw)).model_dump()
-    except ProfileError:
-        return dict(raw)
-
-
-def memory_inputs(raw: dict) -> tuple[int | None, int | None]:
-    """The engine's pre-load and weight figures for a profile it refuses later (same inputs)."""
+def engine(raw: dict, measured: dict | None = None):
+    """(typed plan, contract dict) or (None, error) for the profile as the user wrote it."""
     from glm_kv.errors import ProfileError
     from glm_kv.inputs.profile import make_profile
     from glm_kv.inputs.resolve import resolve
-    from glm_kv.ledgers.memory import memory_ledger
+    from glm_kv.ledgers.plan import plan_from_args
 
     try:
-        prof = make_profile(dict(raw))
-        args = resolve(prof)
-        m = memory_ledger(prof, args.model, args.gpu, args.attn_dp_size, prof.max_running_requests)
-    except ProfileError:
-        return None, None
-    if prof.available_bytes is not None:
-        return None, None
-    return m.pre_model_load_bytes, m.weights_bytes
+        plan = plan_from_args(resolve(make_profile(dict(raw), default_name="memory-agreement")),
+                              dict(measured) if measured else None)
+        return plan, plan.to_dict()
+    except ProfileError as e:
+        return None, {"field": e.field, "rule": e.rule}
+
+
+def sglang_inputs(raw: dict, measured: dict) -> dict:
+    """The two free-memory readings SGLang takes, from the profile / the suite (never glm-kv)."""
+    if raw.get("available_bytes") is not None or raw.get("weights_bytes") is None:
+        return {"pre_model_load_bytes": None, "weights_bytes": None}
+    return {"pre_model_load_bytes": raw["pre_model_load_bytes"],
+            "weights_bytes": raw["weights_bytes"] + measured.get("draft_weights_bytes", 0)}
 
 
 def dig(d, dotted):
@@ -193,20 +176,22 @@ def dig(d, dotted):
     return d
 
 
+def _absent(v) -> bool:
+    return v is KeyError or v is None
+
+
 def compare(pid: str, raw: dict, engine_fn=engine) -> dict:
     """{'compared': [...], 'mismatches': [...]} for one profile."""
     from oracle_memory import sglang_memory
+    from profiles import hardware
 
-    prof, plan, d = engine_fn(raw)
+    raw, measured = hardware(raw)
+    plan, d = engine_fn(raw, measured)
+    sg = sglang_memory(raw, raw, **sglang_inputs(raw, measured))
     if plan is None:
-        pre, weights = memory_inputs(raw)
-        sg = sglang_memory(_profile_dict(raw), raw, pre_model_load_bytes=pre, weights_bytes=weights)
         ok = "errors" in sg
         return {"compared": ["errors"], "mismatches": [] if ok else
                 [{"key": "errors", "engine": d, "sglang": "starts"}]}
-    cap = d.get("capacity") or {}
-    sg = sglang_memory(prof, raw, pre_model_load_bytes=cap.get("pre_model_load_bytes"),
-                       weights_bytes=cap.get("weights_bytes"))
     if "errors" in sg:
         return {"compared": ["errors"], "mismatches": [{"key": "errors", "engine": "starts",
                                                        "sglang": sg["errors"]}]}
@@ -216,9 +201,12 @@ def compare(pid: str, raw: dict, engine_fn=engine) -> dict:
     pairs += [(k, dig(d, k)) for k in KEYS]
     for key, mine in pairs:
         theirs = dig(sg, key)
-        if theirs is KeyError or theirs is None:
-            continue
+        if _absent(theirs) and _absent(mine):
+            continue  # neither side sizes it here (no capacity inputs, HiCache off)
         res["compared"].append(key)
-        if mine != theirs:
+        if _absent(theirs) != _absent(mine):
+            res["mismatches"].append({"key": key, "engine": "<missing>" if _absent(mine) else mine,
+                                      "sglang": "<missing>" if _absent(theirs) else theirs})
+        elif mine != theirs:
             res["mismatches"].append({"key": key, "engine": mine, "sglang": theirs})
     return res

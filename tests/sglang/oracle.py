@@ -48,7 +48,7 @@ _PASS_THROUGH = (
     "max_total_tokens", "max_mamba_cache_size", "mamba_full_memory_ratio", "page_size",
     "speculative_algorithm", "speculative_num_draft_tokens", "speculative_num_steps",
     "speculative_eagle_topk", "mem_fraction_static", "enable_hierarchical_cache",
-    "hicache_ratio", "hicache_size", "hicache_mem_layout", "hicache_io_backend",
+    "hicache_ratio", "hicache_size", "hicache_mem_layout", "hicache_io_backend", "context_length",
 )
 
 
@@ -68,15 +68,24 @@ def model_dir(config: dict) -> str:
     return str(d)
 
 
-def shipped_config() -> dict:
-    from glm_kv.inputs.profile import PACKAGE_DIR
+# The model config a user serves (shipped with glm-kv as a data file; read as a file, as SGLang does).
+CONFIG_PATH = Path(__file__).resolve().parents[2] / "glm_kv" / "inputs" / "data" / "glm-5.3-flash.json"
 
-    return json.loads((PACKAGE_DIR / "data" / "glm-5.3-flash.json").read_text())
+
+def shipped_config() -> dict:
+    return json.loads(CONFIG_PATH.read_text())
 
 
 def fake_gpu(profile: dict) -> FakeGpu:
-    name = profile.get("gpu") or "H200"
-    facts = dict(GPU_FACTS[name]) if name in GPU_FACTS else dict(GPU_FACTS["H200"])
+    """The GPU facts SGLang would read on the profile's GPU (this suite's table, not glm-kv's)."""
+    name = profile.get("gpu")
+    if name is None:
+        if profile.get("memory_bytes") is None or profile.get("sm") is None:
+            raise KeyError("profile names no gpu and not both memory_bytes and sm: state the hardware "
+                           "(profiles.hardware does)")
+        facts = dict(sm=0, capability=(0, 0), memory_mib=0.0)
+    else:
+        facts = dict(GPU_FACTS[name])  # KeyError naming a GPU this suite has no facts for
     if profile.get("memory_bytes"):
         facts["memory_mib"] = profile["memory_bytes"] / (1 << 20)
     if profile.get("sm"):
@@ -107,16 +116,18 @@ def _sum_bytes(ts) -> int:
     return sum(_nbytes(t) for t in ts)
 
 
-def sglang_plan(profile: dict, config: dict | None = None) -> dict:
+def sglang_plan(profile: dict, measured: dict | None = None, config: dict | None = None) -> dict:
+    """SGLang's answer for a profile given as the user wrote it (launch arguments, no defaults
+    filled in by glm-kv) plus the hardware readings (``profiles.hardware``): the GPU, and for a
+    profile sized from its weights, ``pre_model_load_bytes`` and ``measured["draft_weights_bytes"]``.
+    """
     quiet_sglang_logs()
     gpu = fake_gpu(profile)
-    if profile.get("available_bytes") is None and profile.get("weights_bytes") is not None:
-        gpu.free_after_weights_gib = (gpu.memory_mib * (1 << 20) - profile["weights_bytes"]) / GiB
     with cpu_as_gpu(gpu):
         if profile.get("mamba_skip_decode_lock"):
             os.environ["SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK"] = "1"
         try:
-            return _plan(profile, gpu, config or shipped_config())
+            return _plan(profile, dict(measured or {}), gpu, config or shipped_config())
         except SGLangRefused as e:
             return {"errors": {"stage": e.stage, "type": type(e.exc).__name__,
                                "message": str(e.exc), "where": _where(e.exc)}}
@@ -187,7 +198,7 @@ def resolve_for_sizing(config: dict, kwargs: dict) -> SimpleNamespace:
     return SimpleNamespace(sa=sa, v=v, ctx=ctx, par=par, mc=mc, kv_dtype=kv_dtype, configurator=configurator)
 
 
-def _plan(profile: dict, gpu: FakeGpu, config: dict) -> dict:
+def _plan(profile: dict, measured: dict, gpu: FakeGpu, config: dict) -> dict:
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator, calculate_mla_kv_cache_dim
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang.srt.runtime_context import linear_attn_tp_size
@@ -228,8 +239,15 @@ def _plan(profile: dict, gpu: FakeGpu, config: dict) -> dict:
             "kv_cache_dim": kv_cache_dim,
             "cell_size_bytes": cell_size,
         },
+        "speculative": {
+            # no speculative algorithm: no draft tokens (SGLang leaves the count None)
+            "draft_tokens": v.speculative_num_draft_tokens if v.speculative_algorithm else 0,
+        },
         "request": {
-            "mamba_strategy": v.mamba_radix_cache_strategy if not v.disable_radix_cache else None,
+            "linear_attn_tp_size": linear_attn_tp_size(),
+            # radix cache off: _mamba_radix_cache_resolution returns {} and the flag stays "auto",
+            # unused - no strategy runs (the plan's "none")
+            "mamba_strategy": v.mamba_radix_cache_strategy if not v.disable_radix_cache else "none",
             "slots_per_request": slots_per_request,
         },
         "resolved": {
@@ -246,19 +264,20 @@ def _plan(profile: dict, gpu: FakeGpu, config: dict) -> dict:
     # ---- 2. pool sizing from the bytes left for pools (SGLang's "rest")
     n_workers_reqs = out["parallel"]["max_running_requests_per_worker"]
     capacity = None
-    if profile.get("available_bytes") is not None or gpu.free_after_weights_gib is not None:
-        capacity = _sizing(kvc, profile, gpu, KVCacheConfigurator)
+    if profile.get("available_bytes") is not None or profile.get("weights_bytes") is not None:
+        capacity = _sizing(kvc, profile, measured, gpu, KVCacheConfigurator)
         out["capacity"] = capacity
         n_workers_reqs = capacity["max_running_requests"]
 
     # ---- 3. the pools, on CPU at small sizes (W6), bytes from their tensors
-    measured = _measure_pools(configurator, v, ctx, mc, cache_params, n_workers_reqs, slots_per_request)
-    for section, values in measured.items():
+    pools = _measure_pools(configurator, v, ctx, mc, cache_params, n_workers_reqs, slots_per_request,
+                           kv_cache_dim)
+    for section, values in pools.items():
         out.setdefault(section, {}).update(values)
     return out
 
 
-def _sizing(kvc, profile, gpu, KVCacheConfigurator) -> dict:
+def _sizing(kvc, profile, measured, gpu, KVCacheConfigurator) -> dict:
     from sglang.srt.runtime_context import get_parallel, get_schedule
 
     per_req = kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req
@@ -282,13 +301,14 @@ def _sizing(kvc, profile, gpu, KVCacheConfigurator) -> dict:
             # It names the WORLD group for a multi-rank free-memory reduce (W3 answers
             # for one rank, so the group is only a placeholder).
             # Issue 11: the pre-load reading and the free memory after target + draft weights go
-            # through SGLang's own get_available_gpu_memory (W3b, oracle_memory.py); the two byte
-            # counts are input facts (the profile's, else glm-kv's documented estimates).
+            # through SGLang's own get_available_gpu_memory (W3b, oracle_memory.py). Issue 19: the
+            # readings are the profile's (pre_model_load_bytes, weights_bytes) and the suite's MTP
+            # draft reading, never a glm-kv estimate.
             import sglang.srt.utils.common as common
-            from compare_memory import memory_inputs
             from oracle_memory import fake_free_memory
 
-            pre_b, w_b = memory_inputs(profile)
+            pre_b = profile["pre_model_load_bytes"]  # KeyError: hardware() states it
+            w_b = profile["weights_bytes"] + measured.get("draft_weights_bytes", 0)
             state = {"free": pre_b, "total": int(gpu.memory_mib * (1 << 20))}
             world = get_parallel().tp_size * get_parallel().pp_size
             with fake_free_memory(state), get_parallel().override(world_group=SimpleNamespace(cpu_group=None)):
@@ -319,7 +339,8 @@ def _sizing(kvc, profile, gpu, KVCacheConfigurator) -> dict:
     }
 
 
-def _measure_pools(configurator, v, ctx, mc, cache_params, n_reqs, slots_per_request) -> dict:
+def _measure_pools(configurator, v, ctx, mc, cache_params, n_reqs, slots_per_request,
+                   calc_kv_cache_dim) -> dict:
     from sglang.srt.mem_cache.kv_cache_configurator import _PoolSizes
 
     page = v.page_size
@@ -374,10 +395,22 @@ def _measure_pools(configurator, v, ctx, mc, cache_params, n_reqs, slots_per_req
             "mamba_pool_slots": [int(st.temporal.shape[1]), k2 + 1],
             "slot_bytes_vs_mamba_cache_per_req": [slot_bytes, cache_params.mamba_cache_per_req],
             "tail_rows_is_reqs_plus_2": [tail_rows_small, n_small + 2],
+            "kv_cache_dim_vs_kv_buffer": [int(full.kv_buffer[0].shape[-1]), int(calc_kv_cache_dim)],
         }
+        conv_slot_layer = sum(c[0, 0].numel() * c.element_size() for c in st.conv)
+        temporal_slot_layer = st.temporal[0, 0].numel() * st.temporal.element_size()
+        tail_k = full._compress_tail_k
+        layer_ids = kv2.full_attention_layer_id_mapping
         out = {
+            "model": {
+                "num_hidden_layers": int(mc.num_hidden_layers),
+                "full_attention_layers": sorted(int(i) for i in (
+                    layer_ids if isinstance(layer_ids, (list, tuple)) else layer_ids.keys())),
+                "linear_attention_layers": sorted(int(i) for i in cache_params.layers),
+            },
             "token": {
-                "kv_cache_dim_measured": int(full.kv_buffer[0].shape[-1]),
+                "kv_storage_dtype": str(full.kv_buffer[0].dtype).replace("torch.", ""),
+                "kv_item_bytes": int(full.kv_buffer[0].element_size()),
                 "kv_row_bytes": int(full.kv_buffer[0].shape[-1]) * full.kv_buffer[0].element_size(),
                 "num_full_layers": len(full.kv_buffer),
                 "kv_bytes_per_token": int(kv_per_token),
@@ -396,14 +429,20 @@ def _measure_pools(configurator, v, ctx, mc, cache_params, n_reqs, slots_per_req
                 "num_linear_layers": int(st.temporal.shape[0]),
                 "state_slot_bytes": int(slot_bytes),
                 "state_bytes_per_request": int(slot_bytes) * slots_per_request,
+                "conv_state_bytes": int(conv_slot_layer),
+                "temporal_state_bytes": int(temporal_slot_layer),
+                "state_bytes_per_layer": int(conv_slot_layer + temporal_slot_layer),
             },
             "tail": {
                 "rows": rows,
                 "width": int(full._compress_tail_k[0].shape[1]),
+                "head_dim": int(tail_k[0].shape[2]),
+                "dtype": str(tail_k[0].dtype).replace("torch.", ""),
+                "num_layers": sum(1 for t in tail_k if t.shape[0] > 0),
                 "bytes_per_row": int(tail_row_bytes),
                 "bytes": None if rows is None else rows * int(tail_row_bytes),
             },
-            "host": _measure_host(kv2, req2, page),
+            "host": {**_measure_host(kv2, req2, page), "mem_layout": v.hicache_mem_layout},
             "checks": checks,
         }
         return out

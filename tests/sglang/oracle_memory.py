@@ -35,6 +35,9 @@ from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs
 from oracle import (GiB, SGLangRefused, _where, fake_gpu, resolve_for_sizing, server_args_kwargs,
                     shipped_config)
 
+# Issue 19: `profile` and `raw` are the profile as the user wrote it plus the suite's hardware
+# readings (profiles.hardware); nothing in here reads a glm-kv default or estimate.
+
 # Profile fields (issue 11) that map 1:1 onto ServerArgs fields.
 EXTRA_PASS_THROUGH = ("chunked_prefill_size", "cuda_graph_max_bs_decode", "max_prefill_tokens",
                       "disaggregation_mode", "moe_a2a_backend", "language_only", "enable_prefill_cp",
@@ -166,6 +169,7 @@ def _memory(profile, raw, gpu, state, pre_bytes, weights, config, pool_log=False
 
     out: dict = {"resolved": {"mem_fraction_static": v.mem_fraction_static,
                               "chunked_prefill_size": v.chunked_prefill_size,
+                              "context_len": int(mc.context_len),
                               "is_multimodal": bool(mc.is_multimodal)},
                  "parallel": {"linear_attn_tp_size": linear_attn_tp_size(),
                               "attn_tp_size": par.attn_tp_size}}

@@ -1,22 +1,70 @@
 """The agreement matrix: every shipped profile run under layout 0.5.23, plus generated ones.
 
 Each entry is (id, base profile name or None, overrides). Overrides use the
-plan-contract input field names; the profile is resolved by glm_kv.inputs.profile so
-SGLang and the engine see exactly the same inputs (defaults included).
+plan-contract input field names. SGLang is given only what a user gives it (issue 19):
+the model config, the launch arguments the profile states (a field the profile omits
+takes SGLang's own default, never glm-kv's), and the hardware readings SGLang would
+take on a GPU (`hardware`). Every generated profile states the launch argument
+``--max-running-requests 64`` unless it sets its own, so the matrix does not lean on
+either side's default for it.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 GiB = 1 << 30
+REPO = Path(__file__).resolve().parents[2]
+PROFILES_DIR = REPO / "glm_kv" / "inputs" / "profiles"   # the shipped YAML files (user inputs)
 
 L = {"sglang_layout": "0.5.23"}
 
+# ---- hardware readings, chosen by this test suite (never computed by glm_kv)
+# SGLang reads the free device memory twice on a GPU: before the weights load
+# (pre_model_load) and after the target + MTP draft weights load. A profile that states
+# `weights_bytes` but no `pre_model_load_bytes` gets the reading below for its GPU, and
+# glm-kv gets the SAME number as its `pre_model_load_bytes` profile field.
+TEST_GPU = "H200"   # the GPU a profile that names none runs on (both sides are told so)
+PRE_MODEL_LOAD_BYTES = {
+    # H200: 137.29 GiB, the "Load weight begin. avail mem=137.29 GB" of a public 8 x H200
+    # TP 8 boot log (sgl-project/sglang PR #11716), as bytes (plus a non-round tail).
+    "H200": 147_412_123_456,
+    # the rest: device memory as CUDA reports it (GPU_FACTS) minus about 3 GiB, chosen here.
+    "H100": 82_300_000_001,
+    "B200": 189_000_000_007,
+    "B300": 285_000_000_003,
+}
+# The MTP draft (one NextN layer) as the second "Load weight end ... mem usage" would show
+# it: 3.912 GB on one rank (capture_boot_logs.py's h200-tp1-mtp-hicache), split evenly
+# over tp_size ranks. A choice of this suite, given to glm-kv as a measured input
+# (`draft_weights_bytes`, the way `glm-kv verify` passes a boot log's reading).
+DRAFT_WEIGHTS_BYTES_TP1 = 3_912_000_000
+
+
+def hardware(raw: dict) -> tuple[dict, dict]:
+    """(the profile with the suite's hardware readings stated, {"draft_weights_bytes": ...}).
+
+    Adds ``gpu`` (TEST_GPU) when the profile names no GPU and gives no memory_bytes/sm, and
+    ``pre_model_load_bytes`` when it states ``weights_bytes`` without one. The second dict
+    is the MTP draft reading for a speculative profile sized from its weights (empty
+    otherwise). Both sides receive all of it.
+    """
+    out = dict(raw)
+    if "gpu" not in out and out.get("memory_bytes") is None:
+        out["gpu"] = TEST_GPU
+    measured: dict = {}
+    if out.get("weights_bytes") is not None and out.get("available_bytes") is None:
+        if out.get("pre_model_load_bytes") is None:
+            out["pre_model_load_bytes"] = (PRE_MODEL_LOAD_BYTES[out["gpu"]] if out.get("memory_bytes") is None
+                                           else out["memory_bytes"] - 3 * GiB)
+        if out.get("speculative_algorithm"):
+            measured["draft_weights_bytes"] = DRAFT_WEIGHTS_BYTES_TP1 // int(out.get("tp_size") or 1)
+    return out, measured
+
 
 def shipped_profiles() -> list[tuple[str, str | None, dict]]:
-    from glm_kv.inputs.profile import PACKAGE_DIR
-
     out = []
-    for path in sorted((PACKAGE_DIR / "profiles").glob("*.yaml")):
+    for path in sorted(PROFILES_DIR.glob("*.yaml")):
         name = path.stem
         pid = f"shipped:{name}" if name.endswith("0.5.23") else f"shipped:{name}@0.5.23"
         out.append((pid, name, dict(L)))
@@ -24,7 +72,7 @@ def shipped_profiles() -> list[tuple[str, str | None, dict]]:
 
 
 def _g(pid: str, **overrides) -> tuple[str, None, dict]:
-    return (pid, None, {**L, **overrides})
+    return (pid, None, {**L, "max_running_requests": 64, **overrides})
 
 
 GENERATED = [

@@ -183,10 +183,6 @@ def test_verify_on_freshly_emitted_log(sglang_ready, tmp_path, capsys, name):
     assert main(["verify", "--boot-log", str(log), "--profile", str(prof), "--json"]) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="glm-kv bug (issue 19 deliverable 3): a profile that omits "
-                   "context_length gets 131,072 (the article's value); SGLang 0.5.23 runs at the model's "
-                   "maximum (1,048,576, ModelConfig.context_len), so verify rejects SGLang's own "
-                   "scheduler line")
 def test_verify_context_length_left_to_defaults(sglang_ready, tmp_path, capsys, monkeypatch):
     import yaml
     import capture_boot_logs

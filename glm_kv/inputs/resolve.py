@@ -50,6 +50,18 @@ class ServerArgs:
     requests_per_worker: int | None           # max(1, global // attn_dp); None when automatic
     context_length: int
 
+    @property
+    def verify_state_draft_tokens(self) -> int:
+        """Draft tokens of the KDA verify scratch (MambaPool's spec state): 0 on a PD prefill server.
+
+        ``kv_cache_configurator._pd_prefill_skips_mamba_spec_state``: prefill never runs
+        TARGET_VERIFY, so under ``--disaggregation-mode prefill`` the hybrid request pool gets no
+        ``speculative_num_draft_tokens`` and the mamba budget reserves no spec state (role switch
+        and unified memory, which keep it, are refused by the flag table). The KV cell, the tail
+        width and ``req_to_token`` still count every draft token.
+        """
+        return 0 if self.profile.disaggregation_mode == "prefill" else self.draft_tokens
+
 
 def resolve_kv_dtype(p: Profile, gpu: Gpu) -> str:
     """SGLang 0.5.23's auto: fp8_e4m3 on SM100+ (B200/B300), bfloat16 on SM90 (H100/H200)."""

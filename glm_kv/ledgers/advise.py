@@ -91,7 +91,8 @@ def _kernel(plan: Plan, n: int, *, ratio=np.nan, max_mamba_cache_size=np.nan) ->
     p = plan.profile
     return pool_sizes(
         _rest_gib(plan), slot=plan.request.state_slot_bytes, slots_per_request=plan.request.slots_per_request,
-        cell_size=plan.token.cell_size_bytes, page_size=plan.token.page_size, draft_tokens=plan.draft_tokens,
+        cell_size=plan.token.cell_size_bytes, page_size=plan.token.page_size,
+        draft_tokens=plan.args.verify_state_draft_tokens,
         attn_dp=plan.parallel.attn_dp_size, mamba_full_memory_ratio=ratio,
         max_mamba_cache_size=max_mamba_cache_size,
         max_total_tokens=np.nan if p.max_total_tokens is None else float(p.max_total_tokens),

@@ -32,7 +32,7 @@ CATEGORICAL = ("sglang_layout", "gpu", "kv_cache_dtype", "dsa_prefill_backend", 
                "mamba_full_memory_ratio", "linear_attn_backend", "language_model_only")
 COMBO_COLUMNS = ("kv_cache_dim", "kv_bytes_per_token", "indexer_bytes_per_token", "cell_size_bytes",
                  "state_slot_bytes", "slots_per_request", "state_bytes_per_request", "page_size",
-                 "attn_dp_size", "attn_tp_size", "draft_tokens", "tail_bytes_per_row")
+                 "attn_dp_size", "attn_tp_size", "draft_tokens", "verify_state_draft_tokens", "tail_bytes_per_row")
 
 
 def _axis(values: Any) -> tuple[list, np.ndarray]:
@@ -124,7 +124,8 @@ def _combo_row(base: dict, combo: dict) -> dict:
             "state_slot_bytes": r.state_slot_bytes, "slots_per_request": r.slots_per_request,
             "state_bytes_per_request": r.state_bytes_per_request, "page_size": t.page_size,
             "attn_dp_size": plan.parallel.attn_dp_size, "attn_tp_size": plan.parallel.attn_tp_size,
-            "draft_tokens": plan.draft_tokens, "tail_bytes_per_row": plan.tail.bytes_per_row,
+            "draft_tokens": plan.draft_tokens, "verify_state_draft_tokens": plan.args.verify_state_draft_tokens,
+            "tail_bytes_per_row": plan.tail.bytes_per_row,
             "_profile": p}
 
 
@@ -278,7 +279,7 @@ def _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, p
     k = pool_sizes(rest_gib, slot=np.where(out["state_slot_bytes"] > 0, out["state_slot_bytes"], 1),
                    slots_per_request=np.maximum(out["slots_per_request"], 1),
                    cell_size=np.where(out["cell_size_bytes"] > 0, out["cell_size_bytes"], 1),
-                   page_size=np.maximum(out["page_size"], 1), draft_tokens=out["draft_tokens"],
+                   page_size=np.maximum(out["page_size"], 1), draft_tokens=out["verify_state_draft_tokens"],
                    attn_dp=np.maximum(out["attn_dp_size"], 1),
                    mamba_full_memory_ratio=per_combo["mamba_full_memory_ratio"],
                    max_mamba_cache_size=per_combo["max_mamba_cache_size"],

@@ -86,13 +86,13 @@ def ledger_temporal_state_bytes(plan: Plan, mamba_size: int) -> Fraction:
 def ledger_intermediate_ssm_bytes(plan: Plan, spec_state_size: int) -> Fraction:
     """EAGLE verify scratch: (requests + 1) x draft tokens x KDA layers x request.temporal_state_bytes."""
     req = plan.request
-    return Fraction((spec_state_size + 1) * plan.draft_tokens * req.num_linear_layers * req.temporal_state_bytes)
+    return Fraction((spec_state_size + 1) * plan.args.verify_state_draft_tokens * req.num_linear_layers * req.temporal_state_bytes)
 
 
 def ledger_intermediate_conv_window_bytes(plan: Plan, spec_state_size: int) -> Fraction:
     """EAGLE verify scratch: (requests + 1) x draft tokens x KDA layers x request.conv_state_bytes."""
     req = plan.request
-    return Fraction((spec_state_size + 1) * plan.draft_tokens * req.num_linear_layers * req.conv_state_bytes)
+    return Fraction((spec_state_size + 1) * plan.args.verify_state_draft_tokens * req.num_linear_layers * req.conv_state_bytes)
 
 
 def ledger_host_kv_bytes(plan: Plan, host_tokens: int) -> Fraction:
@@ -391,7 +391,7 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     tokens_full, mamba_full, reqs, count_source = _counts(plan)
     tok, req, cap = plan.token, plan.request, plan.capacity
     ps = tok.page_size
-    spec = bool(plan.draft_tokens)
+    spec = bool(plan.args.verify_state_draft_tokens)
     # shapes from the model config + resolved arguments only; the plan gives counts, never bytes
     base = pool_geometry(plan.args, max_running_requests_per_worker=reqs, profile_name=prof.label)
     g_full = base.with_sizes(size=tokens_full, mamba_size=mamba_full,
@@ -433,7 +433,7 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
                 units.append(("spec", "spec_state_size", per_req,
                               "capacity.spec_scratch_bytes / (max_running_requests + 1)"))
             else:
-                units.append(("spec", "spec_state_size", plan.draft_tokens * req.state_slot_bytes,
+                units.append(("spec", "spec_state_size", plan.args.verify_state_draft_tokens * req.state_slot_bytes,
                               "draft_tokens x state_slot_bytes"))
         if host:
             units.append(("host_token", "host_tokens",

@@ -367,8 +367,9 @@ def pool_geometry(args: ServerArgs, *, size: Optional[int] = None, mamba_size: O
         conv_dtype=CONV_STATE_DTYPE,
         temporal_dtype=p.mamba_ssm_dtype,
         host_kv_row_width=host_width,
-        speculative_num_draft_tokens=draft,
-        spec_state_size=(int(spec_state_size) if spec_state_size is not None else (1 if draft else 0)),
+        speculative_num_draft_tokens=args.verify_state_draft_tokens,   # none on a PD prefill server
+        spec_state_size=(int(spec_state_size) if spec_state_size is not None
+                         else (1 if args.verify_state_draft_tokens else 0)),
         kv_lora_rank=model.kv_lora_rank,
         qk_rope_head_dim=model.qk_rope_head_dim,
         profile_name=profile_name if profile_name is not None else p.label,

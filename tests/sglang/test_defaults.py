@@ -32,6 +32,8 @@ GLM_KV_ONLY = {
     "available_bytes": "SGLang measures it", "weights_bytes": "SGLang measures it after loading",
     "pre_model_load_bytes": "SGLang measures it", "host_memory_bytes": "SGLang reads psutil",
     "ranks_per_host": "SGLang counts its processes",
+    "weights_estimate": "glm-kv estimates weights from the model; SGLang loads and measures them",
+    "draft_weights_bytes": "SGLang measures the draft after loading it",
 }
 
 
@@ -63,7 +65,7 @@ def sglang_resolved(fields) -> dict:
     from sglang.srt.configs.mamba_utils import mamba2_state_dtype
     from sglang.srt.runtime_context import get_schedule
 
-    with cpu_as_gpu(fake_gpu({})):
+    with cpu_as_gpu(fake_gpu({"gpu": "H200"})):   # glm-kv's default GPU, named for SGLang's fake device
         r = resolve_for_sizing(shipped_config(), {})
         schedule = get_schedule()
         out = {}

@@ -43,6 +43,7 @@ allocators never hand it out.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
@@ -395,7 +396,7 @@ class ReqToTokenPool:
         self.max_context_len = max_context_len
         self.device = device
         self.req_to_token = _alloc((size + 1, max_context_len), REQ_TO_TOKEN_DTYPE, device, fill)
-        self.free_slots = list(range(1, size + 1))
+        self.free_slots: deque[int] = deque(range(1, size + 1))   # FIFO, as SGLang's free list
 
     def available_size(self) -> int:
         return len(self.free_slots)
@@ -403,8 +404,8 @@ class ReqToTokenPool:
     def alloc(self, need: int = 1) -> Optional[list[int]]:
         if need > len(self.free_slots):
             return None
-        out, self.free_slots = self.free_slots[:need], self.free_slots[need:]
-        return out
+        # O(need), not O(pool): the free list is a deque taken from the front
+        return [self.free_slots.popleft() for _ in range(need)]
 
     def free(self, idx: int | list[int]) -> None:
         self.free_slots.extend([idx] if isinstance(idx, int) else idx)
@@ -557,7 +558,9 @@ class PagedTokenToKVPoolAllocator:
         self.clear()
 
     def clear(self) -> None:
-        self.free_pages = list(range(self.first_page, self.first_page + self.num_pages))
+        # FIFO like SGLang's free_pages tensor (alloc takes the front, free appends); a deque makes
+        # alloc O(pages taken) where slicing a list copied the whole free list on every call
+        self.free_pages: deque[int] = deque(range(self.first_page, self.first_page + self.num_pages))
 
     def available_size(self) -> int:
         return len(self.free_pages) * self.page_size
@@ -568,7 +571,7 @@ class PagedTokenToKVPoolAllocator:
         n = need_size // self.page_size
         if n > len(self.free_pages):
             return None
-        pages, self.free_pages = self.free_pages[:n], self.free_pages[n:]
+        pages = [self.free_pages.popleft() for _ in range(n)]
         base = torch.tensor(pages, dtype=torch.int64).repeat_interleave(self.page_size) * self.page_size
         return base + torch.arange(self.page_size, dtype=torch.int64).repeat(n)
 
@@ -587,7 +590,7 @@ class MambaSlotAllocator:
         self.clear()
 
     def clear(self) -> None:
-        self.free_slots = list(range(1, self.size + 1))
+        self.free_slots: deque[int] = deque(range(1, self.size + 1))
 
     def available_size(self) -> int:
         return len(self.free_slots)
@@ -595,7 +598,7 @@ class MambaSlotAllocator:
     def alloc(self, need_size: int = 1) -> Optional[torch.Tensor]:
         if need_size > len(self.free_slots):
             return None
-        out, self.free_slots = self.free_slots[:need_size], self.free_slots[need_size:]
+        out = [self.free_slots.popleft() for _ in range(need_size)]
         return torch.tensor(out, dtype=torch.int64)
 
     def free(self, indices: torch.Tensor) -> None:

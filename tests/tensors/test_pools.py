@@ -85,9 +85,11 @@ def test_0523_pools_use_256_token_pages_with_the_same_8448_byte_index_row():
     assert b["full_kv_pool.kv_buffer[0]"].dtype == torch.bfloat16
     # page_size // index_kpool x 132 = 64 x 132 = 8,448 B per 256-token page (0.5.23 item 2)
     assert b["full_kv_pool.index_key_cache.buffer[0]"].shape == ((512 + 256 + 1) // 256, 8448)
-    # DP8: 8 requests per worker -> 10 tail rows (0.5.23 item 6; article #22), 9 req_to_token rows
+    # DP8: 8 requests per worker -> 10 tail rows (0.5.23 item 6; article #22), 9 req_to_token rows;
+    # the profile states no context length, so SGLang runs at the model's: max_position_embeddings
+    # 1,048,576 of config.json (ModelConfig.context_len), + 4 columns of headroom
     assert b["full_kv_pool._compress_tail_k[0]"].shape == (10, 4, 128)
-    assert b["req_to_token_pool.req_to_token"].shape == (9, 131072 + 4)
+    assert b["req_to_token_pool.req_to_token"].shape == (9, 1048576 + 4)
 
 
 def test_tp8_divides_the_kda_state_and_dp_attention_keeps_it():
@@ -143,9 +145,9 @@ def test_mtp_adds_the_verify_scratch_to_the_mamba_pool():
 def test_skipped_topk_layers_get_zero_row_placeholders(tmp_path):
     import json
     path = write_reduced_model_config(tmp_path / "config.json")
-    cfg = json.loads(open(path).read())
+    cfg = json.loads(Path(path).read_text())
     cfg["text_config"]["indexer_types"][7] = "shared"  # the second DSA layer reuses top-k
-    open(path, "w").write(json.dumps(cfg))
+    Path(path).write_text(json.dumps(cfg))
     pools = DevicePools(_geometry("article", {"model": path}, size=128), device="cpu", fill="empty")
     idx = pools.full_kv_pool.index_key_cache.buffer
     assert idx[0].shape[0] > 0 and idx[1].shape == (0, 8448)

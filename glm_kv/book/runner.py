@@ -26,7 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
-import time
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -193,11 +193,15 @@ def _quiet_kernel_manager():
         async def _async_pre_start_kernel(self, **kw):
             cmd, kw = await super()._async_pre_start_kernel(**kw)
             kw.setdefault("stderr", subprocess.DEVNULL)
+            # One compute thread per kernel: the runner runs one kernel per core, and OpenMP
+            # threads of two kernels spinning on the same cores cost more than they give.
+            kw["env"] = {**(kw.get("env") or os.environ), **KERNEL_THREADS}
             return cmd, kw
 
     return QuietKernelManager
 
 
+KERNEL_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 SETUP_TAG = "glm-kv-kernel-setup"
 
 
@@ -267,16 +271,18 @@ def execute_notebook(nb: Path, parameters: dict, *, kernel_name: str = KERNEL_NA
 
 def build_html(src: Path, out: Path, *, strict: bool = True, profile_label: str = "") -> Path:
     """``jupyter-book build`` of the staged sources (no execution); returns the html folder."""
-    cmd = [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
-           "build", str(src), "--path-output", str(out), "--builder", "html", "--quiet"]
-    if strict:
-        cmd += ["-W", "-n", "--keep-going"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    html_dir = out / "_build" / "html"
-    if proc.returncode != 0 or not (html_dir / "index.html").is_file():
-        lines = [l for l in (proc.stderr + proc.stdout).splitlines()
-                 if "WARNING" in l or "ERROR" in l or "Error" in l] or (proc.stderr + proc.stdout).splitlines()[-5:]
-        raise BookError(f"profile {profile_label}: HTML build failed:\n  " + "\n  ".join(lines[:20]))
+    from .parallel import SphinxBuilder, bundle_cache_dir, html_failure
+
+    try:
+        cache = bundle_cache_dir(find_root())
+    except BookError:
+        cache = None
+    with SphinxBuilder(cache) as builder:
+        rc = builder.submit(Path(src), Path(out), strict).result()
+    html_dir = Path(out) / "_build" / "html"
+    if rc != 0 or not (html_dir / "index.html").is_file():
+        raise BookError(html_failure(Path(out), profile_label))
+    (Path(out) / "sphinx.log").unlink(missing_ok=True)
     return html_dir
 
 
@@ -356,7 +362,8 @@ def _swap_in(staging: Path, final: Path) -> None:
 
 
 def default_jobs() -> int:
-    return max(1, min(2, os.cpu_count() or 1))
+    """Kernels at once by default: one per core."""
+    return max(1, os.cpu_count() or 1)
 
 
 def _progress(total: int, enabled: bool):
@@ -368,6 +375,21 @@ def _progress(total: int, enabled: bool):
                 bar_format="{desc:<46.46} {bar} {n_fmt}/{total_fmt} [{elapsed}<{remaining}]")
 
 
+def _stage(root: Path, staging: Path) -> Path:
+    """A fresh copy of the book's sources in ``staging/src``."""
+    if staging.exists():
+        shutil.rmtree(staging)
+    src = staging / "src"
+    src.mkdir(parents=True)
+    for name in SOURCES:
+        s = root / name
+        if s.is_dir():
+            shutil.copytree(s, src / name, ignore=IGNORE)
+        elif s.is_file():
+            shutil.copy2(s, src / name)
+    return src
+
+
 def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_build/profiles", *,
              root: str | Path | None = None, html: bool = True, strict: bool = True,
              progress: bool = True, kernel_name: str = KERNEL_NAME, timeout: int = 600,
@@ -375,13 +397,19 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
     """Execute every chapter per profile with papermill and build one HTML book per profile.
 
     ``profiles``: shipped names or YAML paths (default: every shipped profile). ``jobs``: kernels
-    run at once (default: up to 2, by CPU count). Raises BookError
-    on the first failure, naming profile, notebook and cell; earlier results stay in place.
+    run at once (default: the number of cores); every profile's notebooks share them, and one
+    Sphinx builder builds every book (``parallel``). The files written do not depend on ``jobs``.
+    Raises BookError on the first failure (in profile, then notebook order), naming profile,
+    notebook and cell; results already in place stay as they were.
     """
+    from .parallel import ProfileJob, SphinxBuilder, bundle_cache_dir, run_jobs
+
     root = find_root(root)
     out_dir = Path(out_dir).resolve()
     profiles = resolve_profiles(profiles)
     jobs = jobs if jobs is not None else default_jobs()
+    if jobs < 1:
+        raise BookError(f"jobs: must be at least 1, got {jobs}")
     notebooks = toc_notebooks(root)
     if not notebooks:
         raise BookError(f"_toc.yml in {root} lists no notebook")
@@ -394,47 +422,44 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
     steps_per_profile = len(notebooks) + (1 if html else 0)
     bar = _progress(len(profiles) * steps_per_profile, progress)
     say = log or (lambda m: (bar.write(m) if bar is not None else print(m, file=sys.stderr)))
+    builder = SphinxBuilder(bundle_cache_dir(root)).start() if html else None
+    run: list[ProfileJob] = []
+    for i, prof in enumerate(profiles):
+        slug = profile_slug(prof)
+        label = slug if slug == prof else f"{slug} ({prof})"
+        staging = staging_root / slug
+        _stage(root, staging)
+        run.append(ProfileJob(i, prof, slug, label, staging,
+                              {PARAMETER: prof, PROFILES_PARAMETER: list(profiles)}, notebooks))
+    lock = threading.Lock()
+    finished: dict[int, ProfileBook] = {}
+
+    def execute(job: ProfileJob, rel: Path, km) -> None:
+        execute_notebook(job.src / rel, job.parameters, kernel_name=kernel_name, timeout=timeout,
+                         profile_label=job.label, rel=str(rel), km=km)
+        clean_notebook_metadata(job.src / rel)
+        hide_duplicate_parameters(job.src / rel)
+
+    def finish(job: ProfileJob) -> None:
+        _swap_in(job.staging, out_dir / job.slug)
+        book = ProfileBook(job.profile, job.slug, out_dir / job.slug / "html" if html else None,
+                           out_dir / job.slug / "src", job.seconds_execute, job.seconds_html)
+        with lock:
+            finished[job.index] = book
+            say(f"{job.slug}: executed {len(notebooks)} notebooks in {job.seconds_execute:.1f} s"
+                + (f", HTML in {job.seconds_html:.1f} s -> {book.html}/index.html" if html else ""))
+
     try:
-        for prof in profiles:
-            slug = profile_slug(prof)
-            label = slug if slug == prof else f"{slug} ({prof})"
-            staging = staging_root / slug
-            if staging.exists():
-                shutil.rmtree(staging)
-            src = staging / "src"
-            src.mkdir(parents=True)
-            for name in SOURCES:
-                s = root / name
-                if s.is_dir():
-                    shutil.copytree(s, src / name, ignore=IGNORE)
-                elif s.is_file():
-                    shutil.copy2(s, src / name)
-            book = ProfileBook(prof, slug, None, out_dir / slug / "src")
-            t0 = time.perf_counter()
-            _execute_all(src, notebooks, {PARAMETER: prof, PROFILES_PARAMETER: list(profiles)},
-                         slug=slug, label=label, bar=bar, jobs=jobs, kernel_name=kernel_name,
-                         timeout=timeout)
-            book.seconds_execute = time.perf_counter() - t0
-            if html:
-                if bar is not None:
-                    bar.set_description_str(f"{slug} · HTML")
-                t0 = time.perf_counter()
-                built = build_html(src, staging, strict=strict, profile_label=label)
-                built.rename(staging / "html")
-                shutil.rmtree(staging / "_build", ignore_errors=True)
-                book.seconds_html = time.perf_counter() - t0
-                if bar is not None:
-                    bar.update(1)
-            _swap_in(staging, out_dir / slug)
-            book.html = out_dir / slug / "html" if html else None
-            result.books.append(book)
-            say(f"{slug}: executed {len(notebooks)} notebooks in {book.seconds_execute:.1f} s"
-                + (f", HTML in {book.seconds_html:.1f} s -> {book.html}/index.html" if html else ""))
+        run_jobs(run, workers=jobs, html=html, strict=strict, kernel_name=kernel_name, timeout=timeout,
+                 builder=builder, execute=execute, finish=finish, bar=bar)
     finally:
+        if builder is not None:
+            builder.close()
         if bar is not None:
             bar.close()
         if staging_root.exists() and not any(staging_root.iterdir()):
             staging_root.rmdir()
+    result.books = [finished[i] for i in sorted(finished)]
     result.index = write_index(out_dir, profiles)
     return result
 

@@ -155,6 +155,40 @@ def clean_notebook_metadata(path: Path) -> None:
     nbformat.write(normalise(nb), path)
 
 
+INJECTED_TAG = "injected-parameters"
+
+
+def finish_notebook(path: Path) -> None:
+    """After execution, in one read and one write: ``hygiene.normalise``, one parameters cell
+    shown (``hide_duplicate_parameters``), and papermill's injected cell given a fixed id.
+
+    nbformat gives a new cell a random id; the injected cell is new on every execution, so
+    without a fixed id two runs of the same notebook would differ in that id alone.
+    """
+    import nbformat
+
+    from .hygiene import normalise
+
+    nb = nbformat.read(path, as_version=4)
+    _hide_duplicate_parameters(nb)
+    for cell in nb.cells:
+        if INJECTED_TAG in cell.get("metadata", {}).get("tags", []) and "id" in cell:
+            cell["id"] = INJECTED_TAG
+    nbformat.write(normalise(nb), path)
+
+
+def _hide_duplicate_parameters(nb) -> bool:
+    tags = [c.get("metadata", {}).get("tags", []) for c in nb.cells]
+    if not any(INJECTED_TAG in t for t in tags):
+        return False
+    changed = False
+    for cell, t in zip(nb.cells, tags):
+        if "parameters" in t and "remove-cell" not in t:
+            cell.metadata["tags"] = [*t, "remove-cell"]
+            changed = True
+    return changed
+
+
 def hide_duplicate_parameters(path: Path) -> None:
     """Show one parameters cell: papermill's injected one hides the notebook's default cell.
 
@@ -164,15 +198,7 @@ def hide_duplicate_parameters(path: Path) -> None:
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
-    tags = [c.get("metadata", {}).get("tags", []) for c in nb.cells]
-    if not any("injected-parameters" in t for t in tags):
-        return
-    changed = False
-    for cell, t in zip(nb.cells, tags):
-        if "parameters" in t and "remove-cell" not in t:
-            cell.metadata["tags"] = [*t, "remove-cell"]
-            changed = True
-    if changed:
+    if _hide_duplicate_parameters(nb):
         nbformat.write(nb, path)
 
 
@@ -206,11 +232,13 @@ SETUP_TAG = "glm-kv-kernel-setup"
 
 
 def _setup_cell(folder: Path):
-    """First cell when a kernel is shared between notebooks: a clean namespace, the notebook's folder."""
+    """First cell when a kernel is shared between notebooks: a clean namespace, module counters as
+    after import (``kernel_state.fresh``), the notebook's folder as the working directory."""
     import nbformat
 
     cell = nbformat.v4.new_code_cell(
-        f"%reset -f\nimport os as _os\n_os.chdir({str(folder)!r})\ndel _os")
+        "%reset -f\nfrom glm_kv.book.kernel_state import fresh as _fresh\n"
+        f"_fresh({str(folder)!r})\ndel _fresh")
     cell.metadata["tags"] = [SETUP_TAG, "remove-cell"]
     return cell
 
@@ -322,8 +350,7 @@ def _execute_all(src: Path, notebooks: Sequence[Path], parameters: dict, *, slug
                 try:
                     execute_notebook(src / rel, parameters, kernel_name=kernel_name, timeout=timeout,
                                      profile_label=label, rel=str(rel), km=km)
-                    clean_notebook_metadata(src / rel)
-                    hide_duplicate_parameters(src / rel)
+                    finish_notebook(src / rel)
                 except BaseException as e:  # noqa: BLE001 - reported below, in book order
                     with lock:
                         errors[i] = e
@@ -437,8 +464,7 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
     def execute(job: ProfileJob, rel: Path, km) -> None:
         execute_notebook(job.src / rel, job.parameters, kernel_name=kernel_name, timeout=timeout,
                          profile_label=job.label, rel=str(rel), km=km)
-        clean_notebook_metadata(job.src / rel)
-        hide_duplicate_parameters(job.src / rel)
+        finish_notebook(job.src / rel)
 
     def finish(job: ProfileJob) -> None:
         _swap_in(job.staging, out_dir / job.slug)

@@ -62,6 +62,32 @@ def seed_static(cache: Path, out: Path) -> None:
             shutil.copyfile(f, static / f.name)
 
 
+def _relative_static(out: str) -> None:
+    """Give Sphinx the build's own static folder relative to the sources, not absolute.
+
+    ``charts.setup`` appends ``<output>/_build/glm_kv_static`` to ``html_static_path`` as an
+    absolute path; Sphinx hashes that value into ``html/.buildinfo``, so the same book built into
+    two output folders differed in that hash alone. Relative to the sources (``../_build/...``)
+    it is the same for every output folder; the files copied are the same either way.
+    """
+    from . import charts
+
+    original = charts.setup
+    root = os.path.realpath(out)
+
+    def relativise(app, config) -> None:
+        config.html_static_path = [
+            os.path.relpath(p, app.confdir) if os.path.isabs(p) and os.path.realpath(p).startswith(root + os.sep) else p
+            for p in config.html_static_path]
+
+    def setup(app):
+        meta = original(app)
+        app.connect("config-inited", relativise, priority=900)  # after charts' own listener (500)
+        return meta
+
+    charts.setup = setup
+
+
 def _child(req: dict) -> None:
     """In the forked child: the build, its output to the request's log, never returning."""
     code = 1
@@ -73,6 +99,7 @@ def _child(req: dict) -> None:
         os.dup2(fd, 2)
         os.close(fd)
         os.chdir(req["src"])
+        _relative_static(req["out"])
         from jupyter_book.cli.main import main
 
         try:

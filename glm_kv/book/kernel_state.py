@@ -38,9 +38,8 @@ def _counters() -> dict[tuple[str, str], tuple[int, int]]:
 
 
 def _import_all() -> None:
-    import glm_kv
-
-    for info in pkgutil.walk_packages(glm_kv.__path__, "glm_kv."):
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # glm_kv/, not imported by name
+    for info in pkgutil.walk_packages([package], "glm_kv."):
         if info.name.endswith("__main__") or info.name == "glm_kv.cli":  # above the book; no state
             continue
         try:

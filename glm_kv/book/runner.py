@@ -24,9 +24,9 @@ import html
 import os
 import re
 import shutil
-import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -34,15 +34,12 @@ from typing import Callable, Iterable, Sequence
 import yaml
 
 from .hygiene import KERNEL_NAME, ensure_kernel
+from .kernels import BookError, quiet_kernel_manager as _quiet_kernel_manager
 
 SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks")
 IGNORE = shutil.ignore_patterns("_build", ".ipynb_checkpoints", "__pycache__", "*.pyc")
 PARAMETER = "profile"
 PROFILES_PARAMETER = "profiles"
-
-
-class BookError(RuntimeError):
-    """A book step failed; the message names profile, notebook and cell."""
 
 
 @dataclass
@@ -211,23 +208,6 @@ def _kernel_env(root: Path) -> None:
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
 
 
-def _quiet_kernel_manager():
-    """A kernel manager whose kernel's own log lines (not the notebook's output) are discarded."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    class QuietKernelManager(AsyncKernelManager):
-        async def _async_pre_start_kernel(self, **kw):
-            cmd, kw = await super()._async_pre_start_kernel(**kw)
-            kw.setdefault("stderr", subprocess.DEVNULL)
-            # One compute thread per kernel: the runner runs one kernel per core, and OpenMP
-            # threads of two kernels spinning on the same cores cost more than they give.
-            kw["env"] = {**(kw.get("env") or os.environ), **KERNEL_THREADS}
-            return cmd, kw
-
-    return QuietKernelManager
-
-
-KERNEL_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 SETUP_TAG = "glm-kv-kernel-setup"
 
 
@@ -314,68 +294,6 @@ def build_html(src: Path, out: Path, *, strict: bool = True, profile_label: str 
     return html_dir
 
 
-def _execute_all(src: Path, notebooks: Sequence[Path], parameters: dict, *, slug: str, label: str,
-                 bar, jobs: int, kernel_name: str, timeout: int) -> None:
-    """Execute the notebooks on ``jobs`` kernels, each reused from notebook to notebook.
-
-    Starting a kernel and importing torch, pandas and altair costs seconds per notebook; a
-    reused kernel pays it once. The first failure in book order is raised; the notebooks after
-    it are not started.
-    """
-    import queue
-    import threading
-
-    from jupyter_core.utils import run_sync
-
-    todo: "queue.Queue[tuple[int, Path]]" = queue.Queue()
-    for item in enumerate(notebooks):
-        todo.put(item)
-    errors: dict[int, BaseException] = {}
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def worker() -> None:
-        km = None
-        try:
-            while not stop.is_set():
-                try:
-                    i, rel = todo.get_nowait()
-                except queue.Empty:
-                    return
-                if bar is not None:
-                    with lock:
-                        bar.set_description_str(f"{slug} · {rel.stem}")
-                if km is None:
-                    km = _quiet_kernel_manager()(kernel_name=kernel_name)
-                try:
-                    execute_notebook(src / rel, parameters, kernel_name=kernel_name, timeout=timeout,
-                                     profile_label=label, rel=str(rel), km=km)
-                    finish_notebook(src / rel)
-                except BaseException as e:  # noqa: BLE001 - reported below, in book order
-                    with lock:
-                        errors[i] = e
-                    stop.set()
-                    return
-                if bar is not None:
-                    with lock:
-                        bar.update(1)
-        finally:
-            if km is not None:
-                try:
-                    if run_sync(km.is_alive)():
-                        run_sync(km.shutdown_kernel)(now=True)
-                except Exception:  # noqa: BLE001 - the kernel may already be gone
-                    pass
-
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, min(jobs, len(notebooks))))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[min(errors)]
-
-
 def _swap_in(staging: Path, final: Path) -> None:
     """Replace ``final`` by ``staging`` with two renames (the old result survives any failure before)."""
     old = final.with_name(final.name + ".old")
@@ -429,7 +347,8 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
     Raises BookError on the first failure (in profile, then notebook order), naming profile,
     notebook and cell; results already in place stay as they were.
     """
-    from .parallel import ProfileJob, SphinxBuilder, bundle_cache_dir, run_jobs
+    from .parallel import (ProfileJob, SphinxBuilder, bundle_cache_dir, load_seconds, longest_first,
+                           run_jobs, save_seconds)
 
     root = find_root(root)
     out_dir = Path(out_dir).resolve()
@@ -455,16 +374,21 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
         slug = profile_slug(prof)
         label = slug if slug == prof else f"{slug} ({prof})"
         staging = staging_root / slug
-        _stage(root, staging)
         run.append(ProfileJob(i, prof, slug, label, staging,
-                              {PARAMETER: prof, PROFILES_PARAMETER: list(profiles)}, notebooks))
+                              {PARAMETER: prof, PROFILES_PARAMETER: list(profiles)}, notebooks,
+                              src=_stage(root, staging)))
     lock = threading.Lock()
     finished: dict[int, ProfileBook] = {}
+    timings = bundle_cache_dir(root).parent / "notebook_seconds.json"
+    seconds: dict[str, list[float]] = {str(n): [] for n in notebooks}
 
     def execute(job: ProfileJob, rel: Path, km) -> None:
+        t0 = time.perf_counter()
         execute_notebook(job.src / rel, job.parameters, kernel_name=kernel_name, timeout=timeout,
                          profile_label=job.label, rel=str(rel), km=km)
         finish_notebook(job.src / rel)
+        with lock:
+            seconds[str(rel)].append(time.perf_counter() - t0)
 
     def finish(job: ProfileJob) -> None:
         _swap_in(job.staging, out_dir / job.slug)
@@ -477,8 +401,10 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
 
     try:
         run_jobs(run, workers=jobs, html=html, strict=strict, kernel_name=kernel_name, timeout=timeout,
-                 builder=builder, execute=execute, finish=finish, bar=bar)
+                 builder=builder, execute=execute, finish=finish, bar=bar,
+                 order=longest_first(notebooks, load_seconds(timings)))
     finally:
+        save_seconds(timings, seconds)
         if builder is not None:
             builder.close()
         if bar is not None:
@@ -577,9 +503,18 @@ def refresh_committed(root: str | Path | None = None, *, kernel_name: str = KERN
     if only is not None:
         notebooks = [n for n in notebooks if n.stem in set(only)]
     bar = _progress(len(notebooks), progress)
+
+    def execute(job, rel: Path, km) -> None:
+        execute_notebook(job.src / rel, {}, kernel_name=kernel_name, timeout=600,
+                         profile_label=job.label, rel=str(rel), km=km)
+        finish_notebook(job.src / rel)
+
+    from .parallel import ProfileJob, run_jobs
+
     try:
-        _execute_all(root, notebooks, {}, slug="default", label="default", bar=bar,
-                     jobs=default_jobs(), kernel_name=kernel_name, timeout=600)
+        run_jobs([ProfileJob(0, "default", "default", "default", root, {}, notebooks, src=root)],
+                 workers=default_jobs(), html=False, strict=True, kernel_name=kernel_name, timeout=600,
+                 builder=None, execute=execute, finish=lambda job: None, bar=bar)
     finally:
         if bar is not None:
             bar.close()

@@ -141,3 +141,17 @@ def test_a_reused_kernel_gets_module_counters_back_as_after_import(tmp_path, mon
     kernel_state.fresh(str(tmp_path))
     assert radix_cache.TreeNode().id == first, "node ids continue from the previous notebook"
     assert Path.cwd() == tmp_path
+
+
+def test_a_failed_html_build_names_the_profile_and_the_warning(tmp_path):
+    """The Sphinx server's child writes its log where the runner reads the failure from."""
+    pytest.importorskip("jupyter_book")
+    from glm_kv.book.runner import BookError, build_html
+
+    src = tmp_path / "src"
+    _book(src, {"01_a": "x = 1"})
+    (src / "book" / "intro.md").write_text("# Tiny\n\nSee {ref}`no-such-label`.\n")
+    with pytest.raises(BookError) as err:
+        build_html(src, tmp_path / "out", strict=True, profile_label="tiny")
+    msg = str(err.value)
+    assert msg.startswith("profile tiny: HTML build failed") and "no-such-label" in msg

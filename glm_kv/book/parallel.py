@@ -1,18 +1,20 @@
 """Every profile's book at once: one queue of (profile, notebook) steps, ``jobs`` kernels, one builder.
 
-Where one profile's book spent its time (2 cores, ``b200-0.5.23``, 28-36 s): about 25 s executing
-its 12 notebooks in one kernel (torch/altair imports once, then the cells: the radix-tree and DRAM
-chapters' real pools most), 7-15 s for the HTML (a fresh interpreter importing Sphinx and Jupyter
-Book, then 7-10 s of vl-convert producing the same Vega bundle for every profile, then the build).
-Profiles ran one after another, each with its own kernels and its own HTML process.
+Where one profile's book spent its time (2 shared cores, 28-36 s before): the 12 notebooks in one
+kernel (about 3 s of kernel start-up and torch/pandas/altair imports, then 11-13 CPU s of cells:
+the radix-tree, DRAM and pool chapters most), and 7-15 s for the HTML (a fresh interpreter
+importing Sphinx and Jupyter Book, then 7-10 s of vl-convert producing the same Vega bundle for
+every profile, then about 2.3 CPU s of Sphinx). Profiles ran one after another, each with its own
+kernels and its own HTML process.
 
 Here:
 
 * **Kernels are per worker, not per profile.** ``jobs`` threads each own one kernel and take the
   next step from one queue ordered profile by profile, so one profile's notebooks spread over
   every kernel and the kernels never restart between profiles. Each notebook starts with
-  ``%reset -f`` and a ``chdir`` to its own folder (``runner._setup_cell``), so it sees none of the
-  previous notebook's names; what survives is imported modules and their input-keyed caches.
+  ``%reset -f``, ``kernel_state.fresh`` (module counters back to their values after import) and a
+  ``chdir`` to its own folder (``runner._setup_cell``), so it sees none of the previous
+  notebook's names or counters; what survives is imported modules and their input-keyed caches.
   ``tests/book/test_book_parallel.py`` shows that this leaks nothing into any output: the same
   two profiles with 1 job (one kernel runs everything in book order) and 2 jobs (notebooks
   interleaved over two kernels) write byte-identical notebooks and HTML.

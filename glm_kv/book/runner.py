@@ -8,6 +8,10 @@ the profile's result replace ``OUT/<profile>/``; a failure names the profile, th
 the cell, keeps the failed notebook in ``OUT/.staging/<profile>/`` for inspection, and leaves every
 earlier result as it was. ``OUT/index.html`` links the books and compares the profiles side by side.
 
+The profiles are not built one after another: ``--jobs N`` kernels (default: one per core) take
+(profile, notebook) steps from one queue and live for the whole run, and one Sphinx server
+builds every book (``parallel``, ``sphinx_server``). What is written does not depend on N.
+
 Layout of ``OUT`` (default ``_build/profiles``)::
 
     index.html                 the profiles side by side, with links

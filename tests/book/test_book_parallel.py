@@ -155,3 +155,19 @@ def test_a_failed_html_build_names_the_profile_and_the_warning(tmp_path):
         build_html(src, tmp_path / "out", strict=True, profile_label="tiny")
     msg = str(err.value)
     assert msg.startswith("profile tiny: HTML build failed") and "no-such-label" in msg
+
+
+def test_refresh_executes_the_committed_notebooks_in_place_on_the_same_scheduler(tmp_path):
+    from glm_kv.book.runner import SETUP_TAG, refresh_committed
+
+    _book(tmp_path, {"01_a": "print(profile)", "02_b": "print(2 * 21)"})
+    done = refresh_committed(tmp_path, progress=False)
+    assert [p.name for p in done] == ["01_a.ipynb", "02_b.ipynb"]
+    printed = []
+    for p in done:
+        nb = nbformat.read(p, as_version=4)
+        printed.append("".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", [])).strip())
+        tags = [t for c in nb.cells for t in c.metadata.get("tags", [])]
+        assert SETUP_TAG not in tags and "injected-parameters" not in tags
+        assert [c.execution_count for c in nb.cells if c.cell_type == "code"] == [1, 2]
+    assert printed == ["article", "42"]  # the notebook's own default: nothing injected

@@ -259,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--book-profile", default=BOOK_PROFILE, help="the profile of the one-book run")
     ap.add_argument("--readme", action="store_true", help="write the figures into benchmarks/README.md")
     ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--radix", action="store_true", help="also run benchmarks/radix.py (in .venv-sglang)")
     args = ap.parse_args(argv)
     result: dict = {"machine": machine(), "load_before": load()}
     cli = bench_cli()
@@ -269,6 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     result["sweep_points_per_second"] = pps
     result["sweep_vs_loop_ratio"] = ratio
     result["allocation_overhead_bytes"] = bench_allocation()
+    if args.radix:  # a report, not a target row (benchmarks/radix.py, another branch's)
+        try:
+            from .radix import run_in_sglang_venv
+        except ImportError:
+            result["radix"] = None
+        else:
+            result["radix"] = run_in_sglang_venv(args.quick)
     if not args.skip_book:
         result.update(bench_books(args.book_profile, args.jobs))
     result["load_after"] = load()

@@ -359,7 +359,7 @@ def cmd_book(args) -> int:
                 print(f"executed {p}")
             return 0
         res = run_book(getattr(args, "profile", None), getattr(args, "out", "_build/profiles"),
-                       html=not getattr(args, "no_html", False))
+                       html=not getattr(args, "no_html", False), jobs=getattr(args, "jobs", None))
     except BookError as e:
         print(f"glm-kv book: error: {e}", file=sys.stderr)
         return 1
@@ -373,6 +373,17 @@ def _check_book_profile(prof: str) -> None:
     from .ledgers.plan import compute_plan
 
     compute_plan(load_profile(prof))
+
+
+def _jobs(text: str) -> int:
+    """``--jobs``: a whole number of kernels, at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
 
 
 class _Parser(argparse.ArgumentParser):
@@ -431,6 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--profile", action="append", help="profile to build (repeatable; default: all shipped)")
     sp.add_argument("--out", default="_build/profiles", help="output folder")
     sp.add_argument("--no-html", action="store_true", help="execute the notebooks only")
+    sp.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                    help="kernels at once, shared by every profile (default: the number of cores, os.cpu_count())")
     sp.add_argument("--refresh", action="store_true",
                     help="re-execute the committed notebooks in place for the default profile")
     sp.set_defaults(func=cmd_book)

@@ -8,6 +8,10 @@ the profile's result replace ``OUT/<profile>/``; a failure names the profile, th
 the cell, keeps the failed notebook in ``OUT/.staging/<profile>/`` for inspection, and leaves every
 earlier result as it was. ``OUT/index.html`` links the books and compares the profiles side by side.
 
+The profiles are not built one after another: ``--jobs N`` kernels (default: one per core) take
+(profile, notebook) steps from one queue and live for the whole run, and one Sphinx server
+builds every book (``parallel``, ``sphinx_server``). What is written does not depend on N.
+
 Layout of ``OUT`` (default ``_build/profiles``)::
 
     index.html                 the profiles side by side, with links
@@ -24,8 +28,8 @@ import html
 import os
 import re
 import shutil
-import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,15 +38,12 @@ from typing import Callable, Iterable, Sequence
 import yaml
 
 from .hygiene import KERNEL_NAME, ensure_kernel
+from .kernels import BookError, quiet_kernel_manager as _quiet_kernel_manager
 
 SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks")
 IGNORE = shutil.ignore_patterns("_build", ".ipynb_checkpoints", "__pycache__", "*.pyc")
 PARAMETER = "profile"
 PROFILES_PARAMETER = "profiles"
-
-
-class BookError(RuntimeError):
-    """A book step failed; the message names profile, notebook and cell."""
 
 
 @dataclass
@@ -155,6 +156,40 @@ def clean_notebook_metadata(path: Path) -> None:
     nbformat.write(normalise(nb), path)
 
 
+INJECTED_TAG = "injected-parameters"
+
+
+def finish_notebook(path: Path) -> None:
+    """After execution, in one read and one write: ``hygiene.normalise``, one parameters cell
+    shown (``hide_duplicate_parameters``), and papermill's injected cell given a fixed id.
+
+    nbformat gives a new cell a random id; the injected cell is new on every execution, so
+    without a fixed id two runs of the same notebook would differ in that id alone.
+    """
+    import nbformat
+
+    from .hygiene import normalise
+
+    nb = nbformat.read(path, as_version=4)
+    _hide_duplicate_parameters(nb)
+    for cell in nb.cells:
+        if INJECTED_TAG in cell.get("metadata", {}).get("tags", []) and "id" in cell:
+            cell["id"] = INJECTED_TAG
+    nbformat.write(normalise(nb), path)
+
+
+def _hide_duplicate_parameters(nb) -> bool:
+    tags = [c.get("metadata", {}).get("tags", []) for c in nb.cells]
+    if not any(INJECTED_TAG in t for t in tags):
+        return False
+    changed = False
+    for cell, t in zip(nb.cells, tags):
+        if "parameters" in t and "remove-cell" not in t:
+            cell.metadata["tags"] = [*t, "remove-cell"]
+            changed = True
+    return changed
+
+
 def hide_duplicate_parameters(path: Path) -> None:
     """Show one parameters cell: papermill's injected one hides the notebook's default cell.
 
@@ -164,15 +199,7 @@ def hide_duplicate_parameters(path: Path) -> None:
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
-    tags = [c.get("metadata", {}).get("tags", []) for c in nb.cells]
-    if not any("injected-parameters" in t for t in tags):
-        return
-    changed = False
-    for cell, t in zip(nb.cells, tags):
-        if "parameters" in t and "remove-cell" not in t:
-            cell.metadata["tags"] = [*t, "remove-cell"]
-            changed = True
-    if changed:
+    if _hide_duplicate_parameters(nb):
         nbformat.write(nb, path)
 
 
@@ -185,28 +212,17 @@ def _kernel_env(root: Path) -> None:
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
 
 
-def _quiet_kernel_manager():
-    """A kernel manager whose kernel's own log lines (not the notebook's output) are discarded."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    class QuietKernelManager(AsyncKernelManager):
-        async def _async_pre_start_kernel(self, **kw):
-            cmd, kw = await super()._async_pre_start_kernel(**kw)
-            kw.setdefault("stderr", subprocess.DEVNULL)
-            return cmd, kw
-
-    return QuietKernelManager
-
-
 SETUP_TAG = "glm-kv-kernel-setup"
 
 
 def _setup_cell(folder: Path):
-    """First cell when a kernel is shared between notebooks: a clean namespace, the notebook's folder."""
+    """First cell when a kernel is shared between notebooks: a clean namespace, module counters as
+    after import (``kernel_state.fresh``), the notebook's folder as the working directory."""
     import nbformat
 
     cell = nbformat.v4.new_code_cell(
-        f"%reset -f\nimport os as _os\n_os.chdir({str(folder)!r})\ndel _os")
+        "%reset -f\nfrom glm_kv.book.kernel_state import fresh as _fresh\n"
+        f"_fresh({str(folder)!r})\ndel _fresh")
     cell.metadata["tags"] = [SETUP_TAG, "remove-cell"]
     return cell
 
@@ -267,80 +283,19 @@ def execute_notebook(nb: Path, parameters: dict, *, kernel_name: str = KERNEL_NA
 
 def build_html(src: Path, out: Path, *, strict: bool = True, profile_label: str = "") -> Path:
     """``jupyter-book build`` of the staged sources (no execution); returns the html folder."""
-    cmd = [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
-           "build", str(src), "--path-output", str(out), "--builder", "html", "--quiet"]
-    if strict:
-        cmd += ["-W", "-n", "--keep-going"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    html_dir = out / "_build" / "html"
-    if proc.returncode != 0 or not (html_dir / "index.html").is_file():
-        lines = [l for l in (proc.stderr + proc.stdout).splitlines()
-                 if "WARNING" in l or "ERROR" in l or "Error" in l] or (proc.stderr + proc.stdout).splitlines()[-5:]
-        raise BookError(f"profile {profile_label}: HTML build failed:\n  " + "\n  ".join(lines[:20]))
+    from .parallel import SphinxBuilder, bundle_cache_dir, html_failure
+
+    try:
+        cache = bundle_cache_dir(find_root())
+    except BookError:
+        cache = None
+    with SphinxBuilder(cache) as builder:
+        rc = builder.submit(Path(src), Path(out), strict).result()
+    html_dir = Path(out) / "_build" / "html"
+    if rc != 0 or not (html_dir / "index.html").is_file():
+        raise BookError(html_failure(Path(out), profile_label))
+    (Path(out) / "sphinx.log").unlink(missing_ok=True)
     return html_dir
-
-
-def _execute_all(src: Path, notebooks: Sequence[Path], parameters: dict, *, slug: str, label: str,
-                 bar, jobs: int, kernel_name: str, timeout: int) -> None:
-    """Execute the notebooks on ``jobs`` kernels, each reused from notebook to notebook.
-
-    Starting a kernel and importing torch, pandas and altair costs seconds per notebook; a
-    reused kernel pays it once. The first failure in book order is raised; the notebooks after
-    it are not started.
-    """
-    import queue
-    import threading
-
-    from jupyter_core.utils import run_sync
-
-    todo: "queue.Queue[tuple[int, Path]]" = queue.Queue()
-    for item in enumerate(notebooks):
-        todo.put(item)
-    errors: dict[int, BaseException] = {}
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def worker() -> None:
-        km = None
-        try:
-            while not stop.is_set():
-                try:
-                    i, rel = todo.get_nowait()
-                except queue.Empty:
-                    return
-                if bar is not None:
-                    with lock:
-                        bar.set_description_str(f"{slug} · {rel.stem}")
-                if km is None:
-                    km = _quiet_kernel_manager()(kernel_name=kernel_name)
-                try:
-                    execute_notebook(src / rel, parameters, kernel_name=kernel_name, timeout=timeout,
-                                     profile_label=label, rel=str(rel), km=km)
-                    clean_notebook_metadata(src / rel)
-                    hide_duplicate_parameters(src / rel)
-                except BaseException as e:  # noqa: BLE001 - reported below, in book order
-                    with lock:
-                        errors[i] = e
-                    stop.set()
-                    return
-                if bar is not None:
-                    with lock:
-                        bar.update(1)
-        finally:
-            if km is not None:
-                try:
-                    if run_sync(km.is_alive)():
-                        run_sync(km.shutdown_kernel)(now=True)
-                except Exception:  # noqa: BLE001 - the kernel may already be gone
-                    pass
-
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, min(jobs, len(notebooks))))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[min(errors)]
 
 
 def _swap_in(staging: Path, final: Path) -> None:
@@ -356,7 +311,8 @@ def _swap_in(staging: Path, final: Path) -> None:
 
 
 def default_jobs() -> int:
-    return max(1, min(2, os.cpu_count() or 1))
+    """Kernels at once by default: one per core."""
+    return max(1, os.cpu_count() or 1)
 
 
 def _progress(total: int, enabled: bool):
@@ -368,6 +324,21 @@ def _progress(total: int, enabled: bool):
                 bar_format="{desc:<46.46} {bar} {n_fmt}/{total_fmt} [{elapsed}<{remaining}]")
 
 
+def _stage(root: Path, staging: Path) -> Path:
+    """A fresh copy of the book's sources in ``staging/src``."""
+    if staging.exists():
+        shutil.rmtree(staging)
+    src = staging / "src"
+    src.mkdir(parents=True)
+    for name in SOURCES:
+        s = root / name
+        if s.is_dir():
+            shutil.copytree(s, src / name, ignore=IGNORE)
+        elif s.is_file():
+            shutil.copy2(s, src / name)
+    return src
+
+
 def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_build/profiles", *,
              root: str | Path | None = None, html: bool = True, strict: bool = True,
              progress: bool = True, kernel_name: str = KERNEL_NAME, timeout: int = 600,
@@ -375,13 +346,20 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
     """Execute every chapter per profile with papermill and build one HTML book per profile.
 
     ``profiles``: shipped names or YAML paths (default: every shipped profile). ``jobs``: kernels
-    run at once (default: up to 2, by CPU count). Raises BookError
-    on the first failure, naming profile, notebook and cell; earlier results stay in place.
+    run at once (default: the number of cores); every profile's notebooks share them, and one
+    Sphinx builder builds every book (``parallel``). The files written do not depend on ``jobs``.
+    Raises BookError on the first failure (in profile, then notebook order), naming profile,
+    notebook and cell; results already in place stay as they were.
     """
+    from .parallel import (ProfileJob, SphinxBuilder, bundle_cache_dir, load_seconds, longest_first,
+                           run_jobs, save_seconds)
+
     root = find_root(root)
     out_dir = Path(out_dir).resolve()
     profiles = resolve_profiles(profiles)
     jobs = jobs if jobs is not None else default_jobs()
+    if jobs < 1:
+        raise BookError(f"jobs: must be at least 1, got {jobs}")
     notebooks = toc_notebooks(root)
     if not notebooks:
         raise BookError(f"_toc.yml in {root} lists no notebook")
@@ -394,47 +372,50 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
     steps_per_profile = len(notebooks) + (1 if html else 0)
     bar = _progress(len(profiles) * steps_per_profile, progress)
     say = log or (lambda m: (bar.write(m) if bar is not None else print(m, file=sys.stderr)))
+    builder = SphinxBuilder(bundle_cache_dir(root)).start() if html else None
+    run: list[ProfileJob] = []
+    for i, prof in enumerate(profiles):
+        slug = profile_slug(prof)
+        label = slug if slug == prof else f"{slug} ({prof})"
+        staging = staging_root / slug
+        run.append(ProfileJob(i, prof, slug, label, staging,
+                              {PARAMETER: prof, PROFILES_PARAMETER: list(profiles)}, notebooks,
+                              src=_stage(root, staging)))
+    lock = threading.Lock()
+    finished: dict[int, ProfileBook] = {}
+    timings = bundle_cache_dir(root).parent / "notebook_seconds.json"
+    seconds: dict[str, list[float]] = {str(n): [] for n in notebooks}
+
+    def execute(job: ProfileJob, rel: Path, km) -> None:
+        t0 = time.perf_counter()
+        execute_notebook(job.src / rel, job.parameters, kernel_name=kernel_name, timeout=timeout,
+                         profile_label=job.label, rel=str(rel), km=km)
+        finish_notebook(job.src / rel)
+        with lock:
+            seconds[str(rel)].append(time.perf_counter() - t0)
+
+    def finish(job: ProfileJob) -> None:
+        _swap_in(job.staging, out_dir / job.slug)
+        book = ProfileBook(job.profile, job.slug, out_dir / job.slug / "html" if html else None,
+                           out_dir / job.slug / "src", job.seconds_execute, job.seconds_html)
+        with lock:
+            finished[job.index] = book
+            say(f"{job.slug}: executed {len(notebooks)} notebooks in {job.seconds_execute:.1f} s"
+                + (f", HTML in {job.seconds_html:.1f} s -> {book.html}/index.html" if html else ""))
+
     try:
-        for prof in profiles:
-            slug = profile_slug(prof)
-            label = slug if slug == prof else f"{slug} ({prof})"
-            staging = staging_root / slug
-            if staging.exists():
-                shutil.rmtree(staging)
-            src = staging / "src"
-            src.mkdir(parents=True)
-            for name in SOURCES:
-                s = root / name
-                if s.is_dir():
-                    shutil.copytree(s, src / name, ignore=IGNORE)
-                elif s.is_file():
-                    shutil.copy2(s, src / name)
-            book = ProfileBook(prof, slug, None, out_dir / slug / "src")
-            t0 = time.perf_counter()
-            _execute_all(src, notebooks, {PARAMETER: prof, PROFILES_PARAMETER: list(profiles)},
-                         slug=slug, label=label, bar=bar, jobs=jobs, kernel_name=kernel_name,
-                         timeout=timeout)
-            book.seconds_execute = time.perf_counter() - t0
-            if html:
-                if bar is not None:
-                    bar.set_description_str(f"{slug} · HTML")
-                t0 = time.perf_counter()
-                built = build_html(src, staging, strict=strict, profile_label=label)
-                built.rename(staging / "html")
-                shutil.rmtree(staging / "_build", ignore_errors=True)
-                book.seconds_html = time.perf_counter() - t0
-                if bar is not None:
-                    bar.update(1)
-            _swap_in(staging, out_dir / slug)
-            book.html = out_dir / slug / "html" if html else None
-            result.books.append(book)
-            say(f"{slug}: executed {len(notebooks)} notebooks in {book.seconds_execute:.1f} s"
-                + (f", HTML in {book.seconds_html:.1f} s -> {book.html}/index.html" if html else ""))
+        run_jobs(run, workers=jobs, html=html, strict=strict, kernel_name=kernel_name, timeout=timeout,
+                 builder=builder, execute=execute, finish=finish, bar=bar,
+                 order=longest_first(notebooks, load_seconds(timings)))
     finally:
+        save_seconds(timings, seconds)
+        if builder is not None:
+            builder.close()
         if bar is not None:
             bar.close()
         if staging_root.exists() and not any(staging_root.iterdir()):
             staging_root.rmdir()
+    result.books = [finished[i] for i in sorted(finished)]
     result.index = write_index(out_dir, profiles)
     return result
 
@@ -526,9 +507,18 @@ def refresh_committed(root: str | Path | None = None, *, kernel_name: str = KERN
     if only is not None:
         notebooks = [n for n in notebooks if n.stem in set(only)]
     bar = _progress(len(notebooks), progress)
+
+    def execute(job, rel: Path, km) -> None:
+        execute_notebook(job.src / rel, {}, kernel_name=kernel_name, timeout=600,
+                         profile_label=job.label, rel=str(rel), km=km)
+        finish_notebook(job.src / rel)
+
+    from .parallel import ProfileJob, run_jobs
+
     try:
-        _execute_all(root, notebooks, {}, slug="default", label="default", bar=bar,
-                     jobs=default_jobs(), kernel_name=kernel_name, timeout=600)
+        run_jobs([ProfileJob(0, "default", "default", "default", root, {}, notebooks, src=root)],
+                 workers=default_jobs(), html=False, strict=True, kernel_name=kernel_name, timeout=600,
+                 builder=None, execute=execute, finish=lambda job: None, bar=bar)
     finally:
         if bar is not None:
             bar.close()

@@ -52,7 +52,9 @@ class ServerArgs:
 
 
 def resolve_kv_dtype(p: Profile, gpu: Gpu) -> str:
-    """SGLang 0.5.23's auto: fp8_e4m3 on SM100+ (B200/B300), bfloat16 on SM90 (H100/H200)."""
+    """``_dsa_kv_cache_dtype_resolution``: auto -> fp8_e4m3 when the capability's major is >= 10
+    (B200/B300 SM 100/103, RTX PRO 6000 SM 120, GB10 SM 121), else bfloat16 (A100, L40S, Hopper).
+    Checked per GPU of gpus.json against the wheel: tests/sglang/test_gpu_defaults.py."""
     if p.kv_cache_dtype != "auto":
         return p.kv_cache_dtype
     return "fp8_e4m3" if gpu.sm >= 100 else "bfloat16"
@@ -72,6 +74,9 @@ def resolve_dsa_backends(p: Profile, gpu: Gpu, kv_dtype: str) -> tuple[str, str]
     if kv_dtype == "fp8_e4m3" and (prefill == "tilelang") != (decode == "tilelang"):
         raise ProfileError("dsa_decode_backend", "CUDA TileLang FP8 KV requires both DSA backends to be "
                                                  "tilelang; raw and scaled FP8 KV layouts cannot be mixed")
+    if kv_dtype == "fp8_e4m3" and prefill == decode == "tilelang" and gpu.sm < 89:
+        raise ProfileError("dsa_prefill_backend", f"CUDA TileLang FP8 KV requires SM89 or newer "
+                                                  f"(this GPU is SM{gpu.sm}); SGLang 0.5.23 refuses it at start-up")
     return prefill, decode
 
 

@@ -189,6 +189,28 @@ def flag_table() -> dict[str, dict]:
     return {flag: row for row in rows for flag in row["flags"]}
 
 
+def flag_table_rows() -> tuple[dict[str, int], list[dict]]:
+    """(rows per status, one row per ServerArgs field of SGLang 0.5.23) for the book's reference page.
+
+    Each row: ``field``, ``flags`` (its long options), ``status`` (modelled / inert / refused /
+    no-flag) and ``detail``: what it moves (modelled), the flag value its proof ran with (inert),
+    or why glm-kv refuses it (refused, with SGLang's own reason where SGLang refuses it too).
+    """
+    path = Path(__file__).resolve().parent / "data" / "sglang-0.5.23-flag-table.json"
+    rows = []
+    counts: dict[str, int] = {}
+    for r in json.loads(path.read_text())["rows"]:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+        if r["status"] == "modelled":
+            detail = r["moves"]
+        elif r["status"] == "inert":
+            detail = "proven inert with " + " ".join(r["proof"]["argv"]) + " on " + ", ".join(r["proof"]["profiles"])
+        else:
+            detail = REFUSED_BY_SGLANG.get(r["field"], r.get("why", ""))
+        rows.append({"field": r["field"], "flags": ", ".join(r["flags"]), "status": r["status"], "detail": detail})
+    return counts, rows
+
+
 def refuse_unmodelled(flag: str, canonical: str) -> None:
     """Raise ``NotModelled`` unless the flag table proves ``canonical`` inert (or glm-kv models it)."""
     row = flag_table().get(canonical)

@@ -32,6 +32,8 @@ GLM_KV_ONLY = {
     "available_bytes": "SGLang measures it", "weights_bytes": "SGLang measures it after loading",
     "pre_model_load_bytes": "SGLang measures it", "host_memory_bytes": "SGLang reads psutil",
     "ranks_per_host": "SGLang counts its processes",
+    "weights_estimate": "SGLang measures the weights after loading; glm-kv estimates them from the model",
+    "draft_weights_bytes": "SGLang measures the draft after loading",
 }
 
 

@@ -61,6 +61,10 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--speculative-num-draft-tokens": ("speculative_num_draft_tokens", "int"),
     "--speculative-num-steps": ("speculative_num_steps", "int"),
     "--speculative-eagle-topk": ("speculative_eagle_topk", "int"),
+    "--speculative-draft-model-path": ("speculative_draft_model_path", "str"),
+    "--speculative-draft-model": ("speculative_draft_model_path", "str"),
+    "--speculative-dflash-block-size": ("speculative_dflash_block_size", "int"),
+    "--speculative-draft-window-size": ("speculative_draft_window_size", "int"),
     "--mem-fraction-static": ("mem_fraction_static", "float"),
     "--language-model-only": ("language_model_only", "flag"),
     "--language-only": ("language_only", "flag"),
@@ -102,6 +106,12 @@ MODELLED: dict[str, str] = {
     "speculative_num_draft_tokens": "request: verify scratch; tail width; default fraction (decode)",
     "speculative_num_steps": "request: draft token count as SGLang resolves it",
     "speculative_eagle_topk": "request: draft token count as SGLang resolves it",
+    "speculative_draft_model_path": ("DFLASH: the draft's config.json (layers, KV heads, head dims, block_size): "
+                                     "draft KV bytes per token in cell_size (its own device pool), draft weights"),
+    "speculative_dflash_block_size": "DFLASH: speculative_num_draft_tokens (verify scratch, tail width); "
+                                     "must match --speculative-num-draft-tokens",
+    "speculative_draft_window_size": "DFLASH: validated (>= block_size, as SGLang refuses); its compact draft "
+                                     "req->token table is not counted (outside the pools)",
     "mem_fraction_static": "memory: the rest for the pools",
     "language_model_only": "memory: refused for this architecture, as SGLang refuses it",
     "language_only": "memory: no VLM factor in the default fraction",
@@ -167,7 +177,7 @@ REFUSED_BY_SGLANG: dict[str, str] = {
 # Values SGLang 0.5.23 serves that glm-kv does not model yet (refused as not modelled, not as invalid).
 VALUES_NOT_MODELLED: dict[str, tuple[str, ...]] = {
     # arg_groups/fields/spec.py: "Builtins: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH, DSPARK, UNO"
-    "speculative_algorithm": ("EAGLE3", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO"),
+    "speculative_algorithm": ("EAGLE3", "STANDALONE", "NGRAM", "DSPARK", "UNO"),
 }
 
 
@@ -177,6 +187,28 @@ def flag_table() -> dict[str, dict]:
     path = Path(__file__).resolve().parent / "data" / "sglang-0.5.23-flag-table.json"
     rows = json.loads(path.read_text())["rows"]
     return {flag: row for row in rows for flag in row["flags"]}
+
+
+def flag_table_rows() -> tuple[dict[str, int], list[dict]]:
+    """(rows per status, one row per ServerArgs field of SGLang 0.5.23) for the book's reference page.
+
+    Each row: ``field``, ``flags`` (its long options), ``status`` (modelled / inert / refused /
+    no-flag) and ``detail``: what it moves (modelled), the flag value its proof ran with (inert),
+    or why glm-kv refuses it (refused, with SGLang's own reason where SGLang refuses it too).
+    """
+    path = Path(__file__).resolve().parent / "data" / "sglang-0.5.23-flag-table.json"
+    rows = []
+    counts: dict[str, int] = {}
+    for r in json.loads(path.read_text())["rows"]:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+        if r["status"] == "modelled":
+            detail = r["moves"]
+        elif r["status"] == "inert":
+            detail = "proven inert with " + " ".join(r["proof"]["argv"]) + " on " + ", ".join(r["proof"]["profiles"])
+        else:
+            detail = REFUSED_BY_SGLANG.get(r["field"], r.get("why", ""))
+        rows.append({"field": r["field"], "flags": ", ".join(r["flags"]), "status": r["status"], "detail": detail})
+    return counts, rows
 
 
 def refuse_unmodelled(flag: str, canonical: str) -> None:

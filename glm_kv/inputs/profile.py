@@ -56,7 +56,7 @@ DISAGGREGATION_MODE_CHOICES = ("null", "prefill", "decode")
 CP_STRATEGY_CHOICES = ("zigzag", "interleave")
 KV_CACHE_DTYPE_CHOICES = ("auto", "bfloat16", "fp8_e4m3")          # of SGLang's, the ones glm-kv models
 MAMBA_SSM_DTYPE_CHOICES = ("float32", "bfloat16")
-SPECULATIVE_ALGORITHM_CHOICES = ("EAGLE", "NEXTN")
+SPECULATIVE_ALGORITHM_CHOICES = ("EAGLE", "NEXTN", "DFLASH")
 HICACHE_MEM_LAYOUT_CHOICES = ("layer_first", "page_first", "page_first_direct", "page_first_kv_split")
 HICACHE_IO_BACKEND_CHOICES = ("kernel", "direct")
 # SGLang accepts these but glm-kv does not model them: refused with that reason, not as unknown.
@@ -65,7 +65,7 @@ NOT_MODELLED = {
     "mamba_ssm_dtype": ("float16",),
     "hicache_mem_layout": ("page_head",),
     "hicache_io_backend": ("kernel_ascend",),
-    "speculative_algorithm": ("DFLASH", "UNO", "DSPARK", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM"),
+    "speculative_algorithm": ("UNO", "DSPARK", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM"),
 }
 
 # Field aliases SGLang itself accepts (old and new flag names) -> our canonical field.
@@ -183,6 +183,9 @@ FIELDS: dict[str, Field] = {
     "speculative_num_draft_tokens": Int(None, optional=True, ge=1, le=1024),
     "speculative_num_steps": Int(None, optional=True, ge=1, le=1024),
     "speculative_eagle_topk": Int(None, optional=True, ge=1, le=1024),
+    "speculative_draft_model_path": Text(None, optional=True, min_length=1, max_length=4096),   # DFLASH draft
+    "speculative_dflash_block_size": Int(None, optional=True, ge=1, le=1024),
+    "speculative_draft_window_size": Int(None, optional=True, ge=1, le=COUNT_MAX),
 
     # issue 20: weights from the model when weights_bytes is not given (set by a launch command),
     # and the draft model's weights (0: already inside weights_bytes; None: estimated and said so)

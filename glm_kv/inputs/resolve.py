@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ..errors import ProfileError
 from ..units import requests_per_worker
+from .draft import DFLASH_DEFAULT_BLOCK_SIZE, DraftConfig, draft_kv_bytes_per_token, load_draft
 from .gpus import Gpu, resolve_gpu
 from .model import ModelConfig, load_model
 from .profile import Profile
@@ -49,6 +50,9 @@ class ServerArgs:
     max_running_requests_global: int | None   # None: SGLang's automatic value
     requests_per_worker: int | None           # max(1, global // attn_dp); None when automatic
     context_length: int
+    draft: DraftConfig | None = None          # DFLASH: the draft checkpoint's config.json
+    draft_attn_tp_size: int = 1               # DFLASH: the draft's KV heads split (draft_attn_tp_size())
+    draft_kv_bytes_per_token: int = 0         # DFLASH: dflash_draft_cell_size_per_token on one rank
 
     @property
     def verify_state_draft_tokens(self) -> int:
@@ -64,7 +68,9 @@ class ServerArgs:
 
 
 def resolve_kv_dtype(p: Profile, gpu: Gpu) -> str:
-    """SGLang 0.5.23's auto: fp8_e4m3 on SM100+ (B200/B300), bfloat16 on SM90 (H100/H200)."""
+    """``_dsa_kv_cache_dtype_resolution``: auto -> fp8_e4m3 when the capability's major is >= 10
+    (B200/B300 SM 100/103, RTX PRO 6000 SM 120, GB10 SM 121), else bfloat16 (A100, L40S, Hopper).
+    Checked per GPU of gpus.json against the wheel: tests/sglang/test_gpu_defaults.py."""
     if p.kv_cache_dtype != "auto":
         return p.kv_cache_dtype
     return "fp8_e4m3" if gpu.sm >= 100 else "bfloat16"
@@ -84,6 +90,9 @@ def resolve_dsa_backends(p: Profile, gpu: Gpu, kv_dtype: str) -> tuple[str, str]
     if kv_dtype == "fp8_e4m3" and (prefill == "tilelang") != (decode == "tilelang"):
         raise ProfileError("dsa_decode_backend", "CUDA TileLang FP8 KV requires both DSA backends to be "
                                                  "tilelang; raw and scaled FP8 KV layouts cannot be mixed")
+    if kv_dtype == "fp8_e4m3" and prefill == decode == "tilelang" and gpu.sm < 89:
+        raise ProfileError("dsa_prefill_backend", f"CUDA TileLang FP8 KV requires SM89 or newer "
+                                                  f"(this GPU is SM{gpu.sm}); SGLang 0.5.23 refuses it at start-up")
     return prefill, decode
 
 
@@ -96,10 +105,22 @@ def resolve_page_size(model: ModelConfig, layout: str) -> int:
     return ARTICLE_PAGE_SIZE if layout == "article" else ARTICLE_PAGE_SIZE * effective_kpool(model)
 
 
-def draft_token_count(p: Profile) -> int:
-    """speculative_num_draft_tokens, or SGLang's default (3 steps x topk 1 + 1 = 4)."""
+def draft_token_count(p: Profile, draft: DraftConfig | None = None) -> int:
+    """speculative_num_draft_tokens as SGLang 0.5.23 resolves it.
+
+    EAGLE/NEXTN: the flag, or 3 steps x topk 1 + 1 = 4. DFLASH (``_handle_dflash``): the block size,
+    from --speculative-dflash-block-size, else the flag, else the draft config's ``block_size``, else 16.
+    """
     if p.speculative_algorithm is None:
         return 0
+    if p.speculative_algorithm == "DFLASH":
+        if p.speculative_dflash_block_size is not None:
+            return p.speculative_dflash_block_size
+        if p.speculative_num_draft_tokens is not None:
+            return p.speculative_num_draft_tokens
+        if draft is not None and draft.block_size is not None:
+            return draft.block_size
+        return DFLASH_DEFAULT_BLOCK_SIZE
     if p.speculative_num_draft_tokens is not None:
         return p.speculative_num_draft_tokens
     steps = p.speculative_num_steps or 3
@@ -177,18 +198,54 @@ def validate_combination(p: Profile, model: ModelConfig) -> None:
                                                             "HiCache needs it (SGLang 0.5.23 refuses the two together)")
         raise ProfileError("enable_hierarchical_cache", "HiCache and disable_radix_cache are mutually "
                                                         "exclusive (HiCache lives on the radix tree)")
+    if p.speculative_algorithm == "DFLASH":
+        validate_dflash(p)
+        return
     if p.speculative_algorithm and model.num_nextn_predict_layers < 1:
         raise ProfileError("speculative_algorithm", "the model config has no MTP layer "
                                                     "(num_nextn_predict_layers is 0)")
     for f in ("speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk"):
         if getattr(p, f) is not None and not p.speculative_algorithm:
-            raise ProfileError(f, "needs speculative_algorithm (EAGLE or NEXTN)")
+            raise ProfileError(f, "needs speculative_algorithm (EAGLE, NEXTN or DFLASH)")
+    for f in ("speculative_draft_model_path", "speculative_dflash_block_size", "speculative_draft_window_size"):
+        if getattr(p, f) is not None:   # an EAGLE draft checkpoint / window: a different draft, not modelled
+            raise ProfileError(f, "is modelled with speculative_algorithm DFLASH only (glm-kv does not model "
+                                  "it for EAGLE/NEXTN, whose draft is the model's own MTP layer)")
     if p.speculative_algorithm and p.speculative_num_steps is None and (
             p.speculative_num_draft_tokens is not None or p.speculative_eagle_topk is not None):
         raise ProfileError("speculative_num_draft_tokens" if p.speculative_num_draft_tokens is not None
                            else "speculative_eagle_topk",
                            "needs speculative_num_steps: without it SGLang 0.5.23 picks steps, topk and "
                            "draft tokens itself and asserts that none of them was given")
+
+
+def validate_dflash(p: Profile) -> None:
+    """``_handle_dflash`` (arg_groups/speculative_hook.py): SGLang 0.5.23's refusals, its reasons."""
+    if p.enable_dp_attention and p.dp_size > 1:
+        # cfg.enable_dp_lm_head is required; glm-kv does not model --enable-dp-lm-head
+        raise ProfileError("speculative_algorithm", "DFLASH with dp attention requires --enable-dp-lm-head "
+                                                    "(SGLang 0.5.23 refuses it otherwise; glm-kv does not model "
+                                                    "--enable-dp-lm-head)")
+    if p.speculative_draft_model_path is None:
+        raise ProfileError("speculative_draft_model_path", "DFLASH speculative decoding requires setting "
+                                                           "--speculative-draft-model-path")
+    block, tokens = p.speculative_dflash_block_size, p.speculative_num_draft_tokens
+    if block is not None and tokens is not None and block != tokens:
+        raise ProfileError("speculative_dflash_block_size",
+                           f"Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but "
+                           f"they differ. For DFLASH they must match. speculative_num_draft_tokens={tokens}, "
+                           f"speculative_dflash_block_size={block}")
+    if p.enable_hierarchical_cache:
+        raise ProfileError("enable_hierarchical_cache", "with DFLASH the HiCache host pools carry a draft KV "
+                                                        "sidecar glm-kv does not model yet: no plan is given")
+
+
+def validate_draft_window(p: Profile, draft_tokens: int) -> None:
+    w = p.speculative_draft_window_size
+    if w is not None and w < draft_tokens:
+        raise ProfileError("speculative_draft_window_size",
+                           f"--speculative-draft-window-size must be >= --speculative-num-draft-tokens "
+                           f"(block_size). window_size={w}, block_size={draft_tokens}")
 
 
 def resolve_context_length(profile: Profile, model: ModelConfig) -> Profile:
@@ -226,12 +283,22 @@ def resolve(p: Profile) -> ServerArgs:
     attn_dp = p.dp_size if p.enable_dp_attention else 1
     validate_caps(p, page, attn_dp)
     mrr = effective_max_running_requests(p)
+    draft = load_draft(p.speculative_draft_model_path) if p.speculative_algorithm == "DFLASH" else None
+    draft_tokens = draft_token_count(p, draft)
+    draft_tp = p.tp_size   # draft_attn_tp_size(): attn_tp, or tp with CP (DP attention is refused)
+    draft_kv = 0
+    if draft is not None:
+        validate_draft_window(p, draft_tokens)
+        # draft_kv_budget: the draft worker's KV dtype is the target's resolved kv_cache_dtype
+        # (the default draft backend, flashinfer, keeps it; only fa4 would not, and it is not modelled)
+        draft_kv = draft_kv_bytes_per_token(draft, draft_tp, 1 if kv_dtype == "fp8_e4m3" else 2)
     return ServerArgs(
         profile=p, model=model, gpu=gpu, kv_cache_dtype=kv_dtype, dsa_prefill_backend=prefill,
         dsa_decode_backend=decode, index_kpool=effective_kpool(model), page_size=page,
-        mamba_strategy=strategy, draft_tokens=draft_token_count(p),
-        draft_layers=model.num_nextn_predict_layers if p.speculative_algorithm else 0,
+        mamba_strategy=strategy, draft_tokens=draft_tokens,
+        draft_layers=model.num_nextn_predict_layers if p.speculative_algorithm in ("EAGLE", "NEXTN") else 0,
         attn_dp_size=attn_dp, max_running_requests_global=mrr,
         requests_per_worker=None if mrr is None else requests_per_worker(mrr, attn_dp),
-        context_length=p.context_length,
+        context_length=p.context_length, draft=draft, draft_attn_tp_size=draft_tp,
+        draft_kv_bytes_per_token=draft_kv,
     )

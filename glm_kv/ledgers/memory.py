@@ -258,6 +258,18 @@ def estimate_draft_bytes(model: ModelConfig, tp_size: int, attn_tp_size: int,
     return int(layer + embed + head + eh_proj) * max(model.num_nextn_predict_layers, 1)
 
 
+def dflash_draft_weights(p, draft_tp: int) -> tuple[int, str]:
+    """(the DFLASH draft checkpoint on one rank, "safetensors" or "estimate"): its folder's safetensors
+    headers split over the draft's attention TP, else ``estimate_draft_weights`` from its config."""
+    from ..inputs.draft import estimate_draft_weights, load_draft
+    from ..inputs.weights import safetensors_bytes
+
+    exact = safetensors_bytes(p.speculative_draft_model_path)
+    if exact is not None:
+        return exact // draft_tp, "safetensors"
+    return estimate_draft_weights(load_draft(p.speculative_draft_model_path), draft_tp), "estimate"
+
+
 # ---------------------------------------------------------------------------------------------
 # pre-load memory and the rest
 
@@ -345,6 +357,8 @@ def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_req
     draft_src = None
     if draft_weights_bytes is None and p.draft_weights_bytes is not None and p.speculative_algorithm:
         draft_weights_bytes, draft_src = int(p.draft_weights_bytes), "profile"
+    elif p.speculative_algorithm == "DFLASH" and draft_weights_bytes is None:
+        draft_weights_bytes, draft_src = dflash_draft_weights(p, p.tp_size)
     elif p.speculative_algorithm and draft_weights_bytes is None:
         draft_weights_bytes = estimate_draft_bytes(model, p.tp_size, a_tp, dp_attention=attn_dp > 1)
         draft_src = "estimate"

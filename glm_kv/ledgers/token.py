@@ -39,6 +39,10 @@ class TokenLedger:
     draft_bytes_per_token: int  # MTP draft layer KV + indexer (0 without speculative decoding)
     cell_size_bytes: int
     target_cell_size_bytes: int  # KV + indexer of the target model's pools (no MTP draft layer)
+    # DFLASH: the draft checkpoint's own KV pool, per token on one rank (dflash_draft_cell_size_per_token);
+    # SGLang adds it to the target's cell (scale_kv_cell_size_per_token_for_dflash) so one token budget
+    # sizes both pools. 0 without DFLASH.
+    dflash_draft_bytes_per_token: int = 0
 
 
 JSON_NAMES = {"store_dtype": "kv_storage_dtype",
@@ -103,5 +107,6 @@ def token_ledger(args: ServerArgs) -> TokenLedger:
         indexer_effective_bytes_per_token=math.ceil(row / kpool) * n_indexed,
         index_groups_per_page=ARTICLE_PAGE_SIZE // kpool, index_topk_groups=model.index_topk // kpool,
         draft_layers=args.draft_layers, draft_bytes_per_token=draft,
-        cell_size_bytes=kv + indexer + draft, target_cell_size_bytes=kv + indexer,
+        cell_size_bytes=kv + indexer + draft + args.draft_kv_bytes_per_token, target_cell_size_bytes=kv + indexer,
+        dflash_draft_bytes_per_token=args.draft_kv_bytes_per_token,
     )

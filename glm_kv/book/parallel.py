@@ -62,6 +62,21 @@ class ProfileJob:
 # The Sphinx builder: one server process per run (POSIX), else one jupyter-book process per book
 # ------------------------------------------------------------------------------------------------
 
+def close_thread_event_loop() -> None:
+    """Close the event loop that jupyter_core's ``run_sync`` (papermill, nbclient, the kernel
+    manager) created for this thread and never closes: an open loop holds its self-pipe (two
+    Unix sockets), which the test suite reports as a leak."""
+    import asyncio
+
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        return
+    if not loop.is_running() and not loop.is_closed():
+        loop.close()
+    asyncio.set_event_loop(None)
+
+
 def bundle_cache_dir(root: Path) -> Path:
     """Where the Vega bundle is kept between builds and runs (inside the book's ``_build``)."""
     return root / "_build" / ".cache" / "glm_kv_static"
@@ -312,6 +327,9 @@ def run_jobs(jobs: Sequence[ProfileJob], *, workers: int, html: bool, strict: bo
                         run_sync(km.shutdown_kernel)(now=True)
                 except Exception:  # noqa: BLE001 - the kernel may already be gone
                     pass
+                if getattr(km, "_created_context", False):
+                    km.context.destroy(linger=0)  # its own ZMQ context (its sockets are closed)
+            close_thread_event_loop()
 
     n = max(1, min(workers, len(state.steps) or 1))
     threads = [threading.Thread(target=worker, daemon=True, name=f"glm-kv-book-{k}") for k in range(n)]

@@ -152,6 +152,11 @@ BOOK_CSS = """
 .glm-kv-table td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 .glm-kv-table td { white-space: nowrap; }
 .glm-kv-table th { min-width: 4em; overflow-wrap: normal; word-break: normal; }
+.glm-kv-table.wrap td { white-space: normal; }
+.glm-kv-table.wrap td.num { white-space: nowrap; }
+.glm-kv-table.sticky-first th:first-child, .glm-kv-table.sticky-first td:first-child {
+  position: sticky; left: 0; z-index: 1; background: #fff; box-shadow: 1px 0 0 #d0d7de; }
+.glm-kv-table.sticky-first th:first-child { background: #f6f8fa; }
 p.glm-kv-caption { color: #555; font-size: 0.9em; margin: 0.5em 0 0.2em; }
 .glm-kv-chart { max-width: 100%; overflow-x: auto; overflow-y: hidden; }
 .glm-kv-chart svg, .glm-kv-figure svg { max-width: 100%; height: auto; }

@@ -181,12 +181,14 @@ def plan_variants(profile, variants: dict, columns: dict):
     return df
 
 
-def show(df, *, caption: str | None = None) -> "Table":
+def show(df, *, caption: str | None = None, css: str = "") -> "Table":
     """``df`` for reading: integers with thousands separators, no 0..n index, never truncated.
 
     A named index (``variant``, ``figure``) becomes the first column; a plain 0..n index is
     dropped. The table renders as HTML inside its own horizontally scrolling box, so a wide
-    table never widens the page (the data stays numeric in ``df`` itself).
+    table never widens the page (the data stays numeric in ``df`` itself). ``css``: extra classes
+    of the box: ``wrap`` lets text cells wrap (a narrow table that fits a phone), ``sticky-first``
+    keeps the first column in view while the rest scrolls.
     """
     import pandas as pd
 
@@ -206,15 +208,16 @@ def show(df, *, caption: str | None = None) -> "Table":
         if out.index.name is None:
             out.index.name = ""  # row labels (a transposed table): no "index" header
         out = out.reset_index()
-    return Table(out, caption=caption)
+    return Table(out, caption=caption, css=css)
 
 
 class Table:
     """A display-only table: HTML in a scrolling box (no index, no truncation), text for terminals."""
 
-    def __init__(self, df, caption: str | None = None):
+    def __init__(self, df, caption: str | None = None, css: str = ""):
         self.df = df
         self.caption = caption
+        self.css = css
 
     def _repr_html_(self) -> str:
         import html as _html
@@ -229,7 +232,8 @@ class Table:
                        for row in self.df.itertuples(index=False, name=None))
         # the caption sits above the scrolling box, so it wraps with the page instead of scrolling
         cap = f'<p class="glm-kv-caption">{_html.escape(self.caption)}</p>' if self.caption else ""
-        return (f'{cap}<div class="glm-kv-table"><table><thead><tr>{head}</tr></thead>'
+        box = " ".join(["glm-kv-table", *self.css.split()])
+        return (f'{cap}<div class="{box}"><table><thead><tr>{head}</tr></thead>'
                 f"<tbody>{body}</tbody></table></div>")
 
     def __repr__(self) -> str:
@@ -247,7 +251,7 @@ def _cell_text(v) -> str:
     return str(v)
 
 
-_NUMERIC = __import__("re").compile(r"^[-+]?[\d,]+(\.\d+)?( ?[KMG]i?B| B| %)?$")
+_NUMERIC = __import__("re").compile(r"^[-+]?[\d,]+(\.\d+)?( ?[KMG]i?B| B| %)?( ★)?$")
 
 
 class Html:

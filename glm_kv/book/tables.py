@@ -8,7 +8,8 @@ from ..errors import ProfileError
 from ..inputs.profile import Profile, load_profile, make_profile
 from ..ledgers.plan import build_plan, compute_plan
 from ..ledgers.workload import workload
-from ..units import dotted, fmt_bytes  # noqa: F401  (fmt_bytes: the chapters import it from here)
+from ..units import dotted
+from .fmt import fmt_bytes  # noqa: F401  (the chapters import it from here: binary units)
 
 
 def comparison_table(profiles: Sequence[str]):
@@ -181,14 +182,14 @@ def plan_variants(profile, variants: dict, columns: dict):
     return df
 
 
-def show(df, *, caption: str | None = None, css: str = "") -> "Table":
+def show(df, *, caption: str | None = None, css: str = "wrap sticky-first") -> "Table":
     """``df`` for reading: integers with thousands separators, no 0..n index, never truncated.
 
     A named index (``variant``, ``figure``) becomes the first column; a plain 0..n index is
     dropped. The table renders as HTML inside its own horizontally scrolling box, so a wide
     table never widens the page (the data stays numeric in ``df`` itself). ``css``: extra classes
     of the box: ``wrap`` lets text cells wrap (a narrow table that fits a phone), ``sticky-first``
-    keeps the first column in view while the rest scrolls.
+    keeps the first column (the row's name) in view while the rest scrolls; both by default.
     """
     import pandas as pd
 
@@ -527,15 +528,15 @@ def capacity_summary(plan, how: str) -> dict:
     mamba_cap = cap.max_mamba_cache_size // req.slots_per_request
     token_cap = cap.max_total_num_tokens // ctx
     if binding == "tokens":
-        verdict = (f"the token pool binds first: {n_fit:,} requests of {ctx:,} tokens fit per rank, "
-                   f"fewer than the {mamba_cap:,} the mamba pool would hold and the {requested:,} asked for")
+        verdict = (f"the KV pool binds first: {n_fit:,} requests of {ctx:,} tokens fit per rank, "
+                   f"fewer than the {mamba_cap:,} the state pool would hold and the {requested:,} asked for")
     elif binding == "mamba":
-        verdict = (f"the mamba pool binds first: {n_fit:,} requests per rank "
+        verdict = (f"the state pool binds first: {n_fit:,} requests per rank "
                    f"({cap.max_mamba_cache_size:,} state slots / {req.slots_per_request}), fewer than the "
-                   f"{token_cap:,} the token pool holds at {ctx:,} tokens and the {requested:,} asked for")
+                   f"{token_cap:,} the KV pool holds at {ctx:,} tokens and the {requested:,} asked for")
     else:
         verdict = (f"neither pool binds: the {requested:,} requests asked for fit per rank "
-                   f"(the token pool holds {token_cap:,} at {ctx:,} tokens, the mamba pool {mamba_cap:,})")
+                   f"(the KV pool holds {token_cap:,} at {ctx:,} tokens, the state pool {mamba_cap:,})")
     # numbers glue as ints (``{glue:text}`cap_tokens:,```): a "6,370,368" string would be read back
     # by myst-nb's glue role as a tuple
     return {"cap_tokens": int(cap.max_total_num_tokens), "cap_mamba_slots": int(cap.max_mamba_cache_size),
@@ -553,12 +554,12 @@ def capacity_table(plan):
 
     c = plan.capacity
     rows = [("bytes left for the pools (rest)", fmt_bytes(c.available_bytes)),
-            ("mamba pool budget", fmt_bytes(c.mamba_budget_bytes)),
+            ("state pool budget (mamba budget)", fmt_bytes(c.mamba_budget_bytes)),
             ("max_mamba_cache_size (state slots)", f"{c.max_mamba_cache_size:,}"),
-            ("mamba pool", fmt_bytes(c.mamba_pool_bytes)),
-            ("token pool budget", fmt_bytes(c.token_pool_budget_bytes)),
+            ("state pool (Mamba Cache size)", fmt_bytes(c.mamba_pool_bytes)),
+            ("KV pool budget", fmt_bytes(c.token_pool_budget_bytes)),
             ("max_total_num_tokens", f"{c.max_total_num_tokens:,}"),
-            ("token pool", fmt_bytes(c.token_pool_bytes)),
+            ("KV pool (KV Cache size)", fmt_bytes(c.token_pool_bytes)),
             ("max_running_requests asked for (per worker)", f"{c.requested_max_running_requests_per_worker:,}"),
             ("SGLang's max_running_requests (per worker)", f"{c.max_running_requests_per_worker:,}"),
             ("SGLang's binding limit", c.binding_limit),

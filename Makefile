@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 STAMP  := $(VENV)/.glm-kv-installed
-PROFILE ?= article
+PROFILE ?= h200-0.5.23
 # One kernel name everywhere: the notebooks' kernelspec, papermill, nbval and JupyterLab.
 KERNEL := glm-kv
 KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json

@@ -83,9 +83,16 @@ def _chart_id(spec: Mapping[str, Any]) -> str:
 
 def offline_html(spec: Mapping[str, Any]) -> str:
     """HTML for one chart: a container and a script that waits for ``vegaEmbed`` on the page."""
+    import vl_convert as vlc
+
     div = _chart_id(spec)
-    payload = json.dumps(spec, sort_keys=True).replace("</", "<\\/")
-    options = json.dumps(_EMBED_OPTIONS)
+    # Compiled to Vega here (vl-convert, offline) and embedded in Vega mode: vega-embed's own
+    # Vega-Lite path warns in the console that Vega-Lite 5 targets Vega 5 while the bundle runs
+    # Vega 6 (issue 21: a clean console). The Vega-Lite spec stays in the notebook's mime bundle.
+    vega = vlc.vegalite_to_vega(dict(spec), vl_version=_vega_lite_version().replace(".", "_"))
+    vega.pop("$schema", None)   # the page's Vega (6) runs it; a v5 $schema only makes vega-embed warn
+    payload = json.dumps(vega, sort_keys=True).replace("</", "<\\/")
+    options = json.dumps({**_EMBED_OPTIONS, "mode": "vega"})
     return (
         f'<div id="{div}" class="glm-kv-chart"></div>\n'
         "<script type=\"text/javascript\">\n"
@@ -152,6 +159,13 @@ BOOK_CSS = """
 .glm-kv-table td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 .glm-kv-table td { white-space: nowrap; }
 .glm-kv-table th { min-width: 4em; overflow-wrap: normal; word-break: normal; }
+.glm-kv-table.wrap td { white-space: normal; }
+.glm-kv-table.wrap td.num { white-space: nowrap; }
+.glm-kv-table.sticky-first th:first-child, .glm-kv-table.sticky-first td:first-child {
+  position: sticky; left: 0; z-index: 1; background: #fff; box-shadow: 1px 0 0 #d0d7de; }
+.glm-kv-table.sticky-first th:first-child { background: #f6f8fa; }
+article.bd-article table td code, article.bd-article table td code span.pre {
+  white-space: normal; overflow-wrap: anywhere; }
 p.glm-kv-caption { color: #555; font-size: 0.9em; margin: 0.5em 0 0.2em; }
 .glm-kv-chart { max-width: 100%; overflow-x: auto; overflow-y: hidden; }
 .glm-kv-chart svg, .glm-kv-figure svg { max-width: 100%; height: auto; }
@@ -371,13 +385,13 @@ def ledgers_vs_context_chart(df, crossover: int):
     color = alt.Color("ledger:N", scale=alt.Scale(domain=domain, range=[LEDGER_COLORS["MLA latent KV"],
                                                                       LEDGER_COLORS["KDA state"]]),
                       title=None, legend=alt.Legend(orient="bottom", labelLimit=0))
-    df = df.assign(GB=df["bytes"] / 1e9)  # display unit only (decimal GB, as the article)
+    df = df.assign(GiB=df["bytes"] / (1 << 30))  # display unit only (binary, as SGLang sizes pools)
     ticks = sorted(set(int(c) for c in df["context"]))
     label = TOKENS_LABEL
     lines = alt.Chart(df).mark_line(point=True).encode(
         x=alt.X("context:Q", title="context length (tokens)", scale=alt.Scale(type="log", base=2, nice=False),
                 axis=alt.Axis(values=ticks, labelExpr=label, labelOverlap=False)),
-        y=alt.Y("GB:Q", title="GB for one request (log scale)", scale=alt.Scale(type="log"),
+        y=alt.Y("GiB:Q", title="GiB for one request (log scale)", scale=alt.Scale(type="log"),
                 axis=alt.Axis(format="~g")),
         color=color,
         tooltip=_tooltip(alt, [("ledger", "nominal", "ledger"), ("context", "quantitative", "tokens"),

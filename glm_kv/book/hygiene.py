@@ -77,3 +77,76 @@ def ensure_kernel() -> str:
 
     install(prefix=sys.prefix, kernel_name=KERNEL_NAME, display_name=KERNELSPEC["display_name"])
     return KERNEL_NAME
+
+
+# ------------------------------------------------------------------------------------------------
+# Scaffolding out of sight: reader pages show answers, tables and figures, never the checks
+# ------------------------------------------------------------------------------------------------
+
+HIDDEN_TAGS = ("remove-cell", "remove-input")   # the source does not reach the page
+GONE_TAGS = ("remove-cell", "remove-output")    # the output does not reach the page
+_BARE_ASSERT = __import__("re").compile(r"^\s*assert\b", __import__("re").M)
+_RAW_DICT = __import__("re").compile(r"^\s*[\[{]['\"(\w]")
+
+
+def _tags(cell: Any) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def _plain_only(out: Any) -> str | None:
+    """An output's text when it is shown as bare text (a repr), else None."""
+    if out.get("output_type") == "stream":
+        return "".join(out.get("text", ""))
+    data = out.get("data", {})
+    if out.get("output_type") in ("execute_result", "display_data") and set(data) <= {"text/plain"}:
+        return "".join(data.get("text/plain", ""))
+    return None
+
+
+def visible_scaffolding(nb: Any) -> list[str]:
+    """Cells a reader would see that are checks, not answers, one line each (empty: clean).
+
+    Flagged: visible source holding an nbval marker (``# NBVAL_...``) or a bare ``assert``, and a
+    visible output that is a raw ``dict``/``list`` repr. nbval still executes and compares every
+    cell; the tags (``remove-cell``, ``remove-input``) only keep them off the HTML page.
+    """
+    out = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        tags = _tags(cell)
+        if not any(t in tags for t in HIDDEN_TAGS):
+            if "NBVAL" in cell.source:
+                out.append(f"cell {i}: visible nbval marker")
+            if _BARE_ASSERT.search(cell.source):
+                out.append(f"cell {i}: visible bare assert")
+        if not any(t in tags for t in GONE_TAGS):
+            for o in cell.get("outputs", []):
+                text = _plain_only(o)
+                if text is not None and _RAW_DICT.match(text):
+                    out.append(f"cell {i}: visible raw dict/list output {text[:40]!r}")
+    return out
+
+
+def hide_scaffolding(nb: Any) -> Any:
+    """Tag every check cell ``remove-cell`` and fold every other code cell's source (``hide-input``).
+
+    A cell with an nbval marker, a bare ``assert`` or a raw dict output is a check: it leaves the
+    page entirely. Any other untagged code cell keeps its output (a table, a figure) and shows its
+    code only on a click. The parameters cell stays as it is: it names the profile.
+    """
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        tags = _tags(cell)
+        if "parameters" in tags or "injected-parameters" in tags:
+            continue
+        single = type(nb)(cells=[cell], metadata={}) if hasattr(nb, "cells") else None
+        is_check = bool(visible_scaffolding(single)) if single is not None else False
+        if is_check and "remove-cell" not in tags:
+            tags = [t for t in tags if t not in ("hide-input", "remove-input")] + ["remove-cell"]
+        elif not any(t in tags for t in (*HIDDEN_TAGS, "hide-input", "hide-cell")):
+            tags = [*tags, "hide-input"]
+        if tags:
+            cell.metadata["tags"] = tags
+    return nb

@@ -8,7 +8,8 @@ from ..errors import ProfileError
 from ..inputs.profile import Profile, load_profile, make_profile
 from ..ledgers.plan import build_plan, compute_plan
 from ..ledgers.workload import workload
-from ..units import dotted, fmt_bytes  # noqa: F401  (fmt_bytes: the chapters import it from here)
+from ..units import dotted
+from .fmt import fmt_bytes  # noqa: F401  (the chapters import it from here: binary units)
 
 
 def comparison_table(profiles: Sequence[str]):
@@ -181,12 +182,14 @@ def plan_variants(profile, variants: dict, columns: dict):
     return df
 
 
-def show(df, *, caption: str | None = None) -> "Table":
+def show(df, *, caption: str | None = None, css: str = "wrap sticky-first") -> "Table":
     """``df`` for reading: integers with thousands separators, no 0..n index, never truncated.
 
     A named index (``variant``, ``figure``) becomes the first column; a plain 0..n index is
     dropped. The table renders as HTML inside its own horizontally scrolling box, so a wide
-    table never widens the page (the data stays numeric in ``df`` itself).
+    table never widens the page (the data stays numeric in ``df`` itself). ``css``: extra classes
+    of the box: ``wrap`` lets text cells wrap (a narrow table that fits a phone), ``sticky-first``
+    keeps the first column (the row's name) in view while the rest scrolls; both by default.
     """
     import pandas as pd
 
@@ -206,15 +209,16 @@ def show(df, *, caption: str | None = None) -> "Table":
         if out.index.name is None:
             out.index.name = ""  # row labels (a transposed table): no "index" header
         out = out.reset_index()
-    return Table(out, caption=caption)
+    return Table(out, caption=caption, css=css)
 
 
 class Table:
     """A display-only table: HTML in a scrolling box (no index, no truncation), text for terminals."""
 
-    def __init__(self, df, caption: str | None = None):
+    def __init__(self, df, caption: str | None = None, css: str = ""):
         self.df = df
         self.caption = caption
+        self.css = css
 
     def _repr_html_(self) -> str:
         import html as _html
@@ -229,7 +233,8 @@ class Table:
                        for row in self.df.itertuples(index=False, name=None))
         # the caption sits above the scrolling box, so it wraps with the page instead of scrolling
         cap = f'<p class="glm-kv-caption">{_html.escape(self.caption)}</p>' if self.caption else ""
-        return (f'{cap}<div class="glm-kv-table"><table><thead><tr>{head}</tr></thead>'
+        box = " ".join(["glm-kv-table", *self.css.split()])
+        return (f'{cap}<div class="{box}"><table><thead><tr>{head}</tr></thead>'
                 f"<tbody>{body}</tbody></table></div>")
 
     def __repr__(self) -> str:
@@ -247,7 +252,7 @@ def _cell_text(v) -> str:
     return str(v)
 
 
-_NUMERIC = __import__("re").compile(r"^[-+]?[\d,]+(\.\d+)?( ?[KMG]i?B| B| %)?$")
+_NUMERIC = __import__("re").compile(r"^[-+]?[\d,]+(\.\d+)?( ?[KMG]i?B| B| %)?( ★)?$")
 
 
 class Html:
@@ -523,15 +528,15 @@ def capacity_summary(plan, how: str) -> dict:
     mamba_cap = cap.max_mamba_cache_size // req.slots_per_request
     token_cap = cap.max_total_num_tokens // ctx
     if binding == "tokens":
-        verdict = (f"the token pool binds first: {n_fit:,} requests of {ctx:,} tokens fit per rank, "
-                   f"fewer than the {mamba_cap:,} the mamba pool would hold and the {requested:,} asked for")
+        verdict = (f"the KV pool binds first: {n_fit:,} requests of {ctx:,} tokens fit per rank, "
+                   f"fewer than the {mamba_cap:,} the state pool would hold and the {requested:,} asked for")
     elif binding == "mamba":
-        verdict = (f"the mamba pool binds first: {n_fit:,} requests per rank "
+        verdict = (f"the state pool binds first: {n_fit:,} requests per rank "
                    f"({cap.max_mamba_cache_size:,} state slots / {req.slots_per_request}), fewer than the "
-                   f"{token_cap:,} the token pool holds at {ctx:,} tokens and the {requested:,} asked for")
+                   f"{token_cap:,} the KV pool holds at {ctx:,} tokens and the {requested:,} asked for")
     else:
         verdict = (f"neither pool binds: the {requested:,} requests asked for fit per rank "
-                   f"(the token pool holds {token_cap:,} at {ctx:,} tokens, the mamba pool {mamba_cap:,})")
+                   f"(the KV pool holds {token_cap:,} at {ctx:,} tokens, the state pool {mamba_cap:,})")
     # numbers glue as ints (``{glue:text}`cap_tokens:,```): a "6,370,368" string would be read back
     # by myst-nb's glue role as a tuple
     return {"cap_tokens": int(cap.max_total_num_tokens), "cap_mamba_slots": int(cap.max_mamba_cache_size),
@@ -549,12 +554,12 @@ def capacity_table(plan):
 
     c = plan.capacity
     rows = [("bytes left for the pools (rest)", fmt_bytes(c.available_bytes)),
-            ("mamba pool budget", fmt_bytes(c.mamba_budget_bytes)),
+            ("state pool budget (mamba budget)", fmt_bytes(c.mamba_budget_bytes)),
             ("max_mamba_cache_size (state slots)", f"{c.max_mamba_cache_size:,}"),
-            ("mamba pool", fmt_bytes(c.mamba_pool_bytes)),
-            ("token pool budget", fmt_bytes(c.token_pool_budget_bytes)),
+            ("state pool (Mamba Cache size)", fmt_bytes(c.mamba_pool_bytes)),
+            ("KV pool budget", fmt_bytes(c.token_pool_budget_bytes)),
             ("max_total_num_tokens", f"{c.max_total_num_tokens:,}"),
-            ("token pool", fmt_bytes(c.token_pool_bytes)),
+            ("KV pool (KV Cache size)", fmt_bytes(c.token_pool_bytes)),
             ("max_running_requests asked for (per worker)", f"{c.requested_max_running_requests_per_worker:,}"),
             ("SGLang's max_running_requests (per worker)", f"{c.max_running_requests_per_worker:,}"),
             ("SGLang's binding limit", c.binding_limit),

@@ -30,15 +30,17 @@ def test_the_glm_kv_kernel_is_registered_with_this_python():
     assert Path(spec.argv[0]).resolve() == Path(sys.executable).resolve(), spec.argv
 
 
-@pytest.mark.parametrize("profile", ["h200-0.5.23"])
+@pytest.mark.parametrize("profile", ["article"])
 def test_a_chapter_reruns_for_another_profile_in_the_named_kernel(profile, tmp_path):
     """What a reader does in JupyterLab: edit the parameters cell, Run All, in the glm-kv kernel."""
     from nbclient import NotebookClient
 
     nb = nbformat.read(ROOT / "notebooks" / "01_token.ipynb", as_version=4)
     params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    assert 'profile = "article"' in params.source
-    params.source = params.source.replace('profile = "article"', f'profile = "{profile}"')
+    from glm_kv.book.default_profile import BOOK_DEFAULT_PROFILE
+
+    assert f'profile = "{BOOK_DEFAULT_PROFILE}"' in params.source
+    params.source = params.source.replace(f'profile = "{BOOK_DEFAULT_PROFILE}"', f'profile = "{profile}"')
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []

@@ -59,7 +59,7 @@ def test_each_chapter_ends_with_a_folded_answer(chapter):
     assert {"problem_q", "problem_a"} <= glued
 
 
-def test_a_planted_wrong_answer_is_caught(contract, monkeypatch):
+def test_a_planted_wrong_answer_is_caught(contract):
     """A problem that forgot the indexer (KV bytes only) no longer matches the contract."""
     import dataclasses
 
@@ -67,7 +67,7 @@ def test_a_planted_wrong_answer_is_caught(contract, monkeypatch):
     from glm_kv.book.tables import capacity_plan
 
     plan = capacity_plan(BOOK_DEFAULT_PROFILE)[0]
-    wrong_tok = dataclasses.replace(plan.token, cell_size_bytes=plan.token.kv_bytes_per_token)
-    wrong = dataclasses.replace(plan, token=wrong_tok)
+    wrong = dataclasses.replace(plan, token=dataclasses.replace(plan.token,
+                                                                 cell_size_bytes=plan.token.kv_bytes_per_token))
     n = quarter(contract)
     assert not bold(token_problem(wrong).answer).startswith(f"{n * contract['token']['cell_size_bytes']:,} B")

@@ -23,7 +23,7 @@ def test_show_has_no_index_and_never_truncates():
     html = show(pd.DataFrame({"n": [1234567, 2], "why": [long, "short"]}))._repr_html_()
     assert "1,234,567" in html and long.strip() in html and "..." not in html
     assert "<th>n</th>" in html and not re.search(r"<t[dh][^>]*>0</t[dh]>", html), "no 0..n index"
-    assert html.startswith('<div class="glm-kv-table">'), "wide tables scroll in their own box"
+    assert html.startswith('<div class="glm-kv-table wrap sticky-first">'), "wide tables scroll in their own box"
     named = show(pd.DataFrame({"v": [1]}, index=pd.Index(["bf16"], name="variant")))._repr_html_()
     assert "<th>variant</th>" in named and ">bf16<" in named
 
@@ -184,7 +184,7 @@ def test_chapter_six_answers_and_its_takeaway_follows_the_numbers(profile):
               "mamba": c.max_mamba_cache_size // ratio}
     assert s["cap_fit"] == min(limits.values()) == limits[s["cap_binding"]]
     assert s["cap_tokens"] == c.max_total_num_tokens and s["cap_mamba_slots"] == c.max_mamba_cache_size
-    words = {"tokens": "the token pool binds first", "mamba": "the mamba pool binds first",
+    words = {"tokens": "the KV pool binds first", "mamba": "the state pool binds first",
              "requested": "neither pool binds"}
     assert s["cap_verdict"].startswith(words[s["cap_binding"]])
     assert f"{s['cap_fit']:,}" in s["cap_verdict"]

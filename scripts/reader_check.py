@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Open every built page as a new reader would (headless Chromium, 1,400 and 400 px); check issue 21.
+
+Per page and width:
+
+* **first page answers:** the root page (``book/intro.html``) contains the tokens per rank and the
+  requests that fit, as ``glm-kv plan --json`` computes them for the book's profile (a separate
+  process: the page is checked against the CLI's contract, not against itself);
+* **no scaffolding:** no visible cell shows an nbval marker (``NBVAL``), a bare ``assert`` line or
+  a raw ``dict``/``list`` repr as its output (folded ``hide-input`` sources are not visible);
+* **no table wider than its page:** every table fits the content column, except one in a
+  ``glm-kv-table sticky-first`` box (it scrolls under a first column that stays in view);
+* **clean console:** no ``console.warn``/``console.error``, no uncaught exception and no browser
+  log entry of level warning or error. ``console.log``/``info`` lines (the theme's own, e.g.
+  "[PST]: Changed to light mode") are printed as notes, not failures (``--strict-console``
+  fails them too).
+* **calculator:** where a page holds the knob calculator (``.glm-kv-calculator``), ``--calculator N``
+  drives it over N random knob settings and compares every shown value with ``glm-kv plan``.
+
+The browser and page loading come from ``scripts/screenshot_check.py`` (no network at all).
+
+Usage::
+
+    python scripts/reader_check.py [--html _build/html] [--profile h200-0.5.23] [PAGE ...]
+    python scripts/reader_check.py --self-test     # a page made to fail each check must fail it
+
+Exit status 0 when every page passes; 1 with one line per failure; 77 without Chromium.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from screenshot_check import Browser, _eval, _load, book_pages, find_chromium  # noqa: E402
+
+WIDTHS = (1400, 400)
+STRICT_CONSOLE = False   # --strict-console: console.log / info count too
+
+# Visible text of each cell part, and every table's width against its column (run in the page).
+_PAGE_STATE = r"""
+(() => {
+  const visible = el => el.checkVisibility ? el.checkVisibility({checkVisibilityCSS: true})
+                                           : el.offsetParent !== null;
+  const cells = [];
+  document.querySelectorAll('div.cell').forEach((cell, i) => {
+    const src = [...cell.querySelectorAll('.cell_input pre')].filter(visible).map(e => e.innerText).join('\n');
+    const plain = [...cell.querySelectorAll('.cell_output .output.text_plain, .cell_output .output.stream')]
+      .filter(visible).map(e => e.innerText).join('\n');
+    cells.push({i, src, plain});
+  });
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const col = article.getBoundingClientRect();
+  const tables = [...article.querySelectorAll('table')].filter(visible).map((t, i) => {
+    const r = t.getBoundingClientRect();
+    return {i, width: Math.round(r.width), column: Math.round(col.width),
+            sticky: !!t.closest('.glm-kv-table.sticky-first'),
+            head: (t.querySelector('th') || {}).innerText || ''};
+  });
+  return {cells, tables, text: article.innerText};
+})()
+"""
+
+
+def plan_numbers(profile: str) -> tuple[int, int]:
+    """(tokens per rank, requests that fit) from ``glm-kv plan --json``: SGLang's three limits."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "glm_kv.cli", "plan", "--profile", profile, "--json"],
+                         capture_output=True, text=True, check=True, env=env, timeout=120)
+    d = json.loads(out.stdout)
+    cap = d["capacity"]
+    n = min(cap["max_running_requests"], cap["max_total_num_tokens"] // d["profile"]["context_length"],
+            cap["max_mamba_cache_size"] // d["request"]["slots_per_request"])
+    return cap["max_total_num_tokens"], n
+
+
+def console_messages(events: list[dict]) -> list[str]:
+    """Everything a reader's console would show: any console call, exception, warning or error."""
+    out = []
+    for e in events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.exceptionThrown":
+            d = p.get("exceptionDetails", {})
+            out.append("exception: " + (d.get("exception", {}).get("description") or d.get("text", "")).splitlines()[0])
+        elif m == "Runtime.consoleAPICalled" and (STRICT_CONSOLE or p.get("type") in ("warning", "error", "assert")):
+            text = " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+            out.append(f"console.{p.get('type')}: {text[:160]}")
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") in ("warning", "error"):
+            out.append(f"log {p['entry']['level']}: {p['entry'].get('text', '')[:160]}")
+    return list(dict.fromkeys(out))
+
+
+def scaffolding(cells: list[dict]) -> list[str]:
+    import re
+
+    out = []
+    for c in cells:
+        if "NBVAL" in c["src"]:
+            out.append(f"cell {c['i']}: visible NBVAL marker")
+        if re.search(r"^\s*assert\b", c["src"], re.M):
+            out.append(f"cell {c['i']}: visible bare assert")
+        if re.match(r"^\s*[\[{]['\"(\w]", c["plain"] or ""):
+            out.append(f"cell {c['i']}: visible raw dict/list {c['plain'][:40]!r}")
+    return out
+
+
+def wide_tables(tables: list[dict]) -> list[str]:
+    return [f"table {t['i']} ({t['head'][:30]!r}) is {t['width']} px, wider than its {t['column']} px column"
+            for t in tables if not t["sticky"] and t["width"] > t["column"] + 1]
+
+
+def check_page(browser: Browser, page: Path, widths, *, expect: tuple[int, int] | None, name: str) -> list[str]:
+    failures = []
+    for w in widths:
+        target, session = _load(browser, page, w)
+        try:
+            browser.pump(0.5)
+            state = _eval(browser, session, _PAGE_STATE) or {}
+            found = scaffolding(state.get("cells", [])) + wide_tables(state.get("tables", []))
+            found += console_messages(browser.events)
+            if expect is not None:
+                tokens, requests = expect
+                text = state.get("text", "")
+                if f"{tokens:,} tokens" not in text:
+                    found.append(f"first page lacks the plan's tokens per rank ({tokens:,})")
+                if f"{requests:,} requests" not in text:
+                    found.append(f"first page lacks the plan's requests that fit ({requests:,})")
+        finally:
+            browser.send("Target.closeTarget", {"targetId": target})
+        print(f"{name} @{w}px: {len(found)} problem(s)")
+        failures += [f"{name} @{w}px: {f}" for f in found]
+    return failures
+
+
+BAD_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head>
+<body><main><article class="bd-article" style="max-width:360px">
+<p>A first page that does not say what fits.</p>
+<div class="cell"><div class="cell_input"><pre># NBVAL_CHECK_OUTPUT
+assert report.ok</pre></div>
+<div class="cell_output"><div class="output text_plain"><pre>{'profile': 'article', 'n': 1}</pre></div></div></div>
+<table><tr><td style="min-width:900px">a table wider than its page</td></tr></table>
+<script>console.warn("a Vega warning");</script>
+</article></main></body></html>
+"""
+
+BAD_EXPECTED = ("NBVAL marker", "bare assert", "raw dict", "wider than", "console.warning",
+                "lacks the plan's tokens", "lacks the plan's requests")
+
+
+def self_test(browser: Browser) -> list[str]:
+    """Every check must fire on a page built to break it; returns the checks that did NOT fire."""
+    folder = Path(tempfile.mkdtemp(prefix="glm-kv-reader-bad-"))
+    page = folder / "bad.html"
+    page.write_text(BAD_PAGE, encoding="utf-8")
+    try:
+        failures = check_page(browser, page, (1400,), expect=(3_792_640, 8), name="bad")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    for f in failures:
+        print(f"  (expected) {f}")
+    return [k for k in BAD_EXPECTED if not any(k in f for f in failures)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("pages", nargs="*", type=Path, help="HTML pages (default: every page of the book)")
+    ap.add_argument("--html", type=Path, default=ROOT / "_build" / "html", help="built book folder")
+    ap.add_argument("--profile", default=None, help="the profile the book was built for (default: the book's)")
+    ap.add_argument("--width", type=int, action="append", help="viewport width(s) (default 1400 and 400)")
+    ap.add_argument("--self-test", action="store_true", help="a page made to fail each check must fail it")
+    ap.add_argument("--strict-console", action="store_true", help="console.log / info lines fail too")
+    args = ap.parse_args(argv)
+    global STRICT_CONSOLE
+    STRICT_CONSOLE = args.strict_console
+
+    chromium = find_chromium()
+    if not chromium:
+        print("chromium not found: apt-get install -y chromium", file=sys.stderr)
+        return 77
+    browser = Browser(chromium)
+    failures: list[str] = []
+    try:
+        browser.send("Browser.getVersion")
+        if args.self_test:
+            missed = self_test(browser)
+            if missed:
+                print(f"SELF-TEST FAILED: no failure reported for: {', '.join(missed)}")
+                return 1
+            print("self-test: every check fired on the page made to fail")
+            return 0
+        if args.profile is None:
+            sys.path.insert(0, str(ROOT))
+            from glm_kv.book.default_profile import BOOK_DEFAULT_PROFILE
+            args.profile = BOOK_DEFAULT_PROFILE
+        expect = plan_numbers(args.profile)
+        pages = args.pages or book_pages(args.html)
+        first = (args.html / "book" / "intro.html").resolve()
+        for page in pages:
+            name = str(page.resolve().relative_to(args.html.resolve()).with_suffix("")) \
+                if page.resolve().is_relative_to(args.html.resolve()) else page.stem
+            try:
+                failures += check_page(browser, page, tuple(args.width or WIDTHS), name=name,
+                                       expect=expect if page.resolve() == first else None)
+            except (RuntimeError, TimeoutError) as err:
+                failures.append(f"{name}: {err}")
+    finally:
+        browser.close()
+    for f in failures:
+        print(f"FAIL {f}")
+    print(f"reader check: {len(failures)} problem(s) on {len(pages)} page(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

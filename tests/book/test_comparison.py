@@ -1,0 +1,81 @@
+"""The comparison that chooses (issue 21, item 6): profiles sorted by the requests that fit, the best
+per question marked, a narrow answer table; the reference is ``glm-kv plan --json`` per profile."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = ["article", "h200-0.5.23", "b200-0.5.23", "worked-example-0.5.23", "mtp"]   # each gives memory
+
+
+def plan_json(profile: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "glm_kv.cli", "plan", "--profile", profile, "--json"],
+                         capture_output=True, text=True, check=True, cwd=ROOT, timeout=120)
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[str, tuple[int, int]]:
+    """(requests that fit, tokens per rank) per profile, from the CLI's plan contract."""
+    ref = {}
+    for p in PROFILES:
+        d = plan_json(p)
+        cap = d["capacity"]
+        n = min(cap["max_running_requests"], cap["max_total_num_tokens"] // d["profile"]["context_length"],
+                cap["max_mamba_cache_size"] // d["request"]["slots_per_request"])
+        ref[p] = (n, cap["max_total_num_tokens"])
+    return ref
+
+
+def sorted_like_the_page(ref):
+    return sorted(ref, key=lambda p: (-ref[p][0], -ref[p][1], p))
+
+
+def test_rows_are_sorted_by_what_fits(reference):
+    from glm_kv.book.comparison import profile_rows
+
+    rows, refused = profile_rows(PROFILES)
+    assert not refused
+    assert [r.profile for r in rows] == sorted_like_the_page(reference)
+    assert {r.profile: (r.requests_fit, r.tokens_per_rank) for r in rows} == reference
+
+
+def test_best_per_question_is_marked(reference):
+    from glm_kv.book.comparison import BEST, answer_table, best_per_question, profile_rows
+
+    rows, _ = profile_rows(PROFILES)
+    best = best_per_question(rows)
+    most_req = max(v[0] for v in reference.values())
+    most_tok = max(v[1] for v in reference.values())
+    assert {r.profile for r in best["Most requests of the profile's context at once, per rank"]} == \
+        {p for p, v in reference.items() if v[0] == most_req}
+    assert {r.profile for r in best["Most tokens of KV cache per rank (longest contexts)"]} == \
+        {p for p, v in reference.items() if v[1] == most_tok}
+    html = answer_table(rows)._repr_html_()
+    assert f"{most_req:,} {BEST}" in html and f"{most_tok:,} {BEST}" in html
+    assert html.count(BEST) == len(best["Most requests of the profile's context at once, per rank"]) + \
+        len(best["Most tokens of KV cache per rank (longest contexts)"])
+    assert html.count("<th>") == 4, "the answer table stays four columns (it fits 400 px)"
+
+
+def test_planted_sort_error_is_caught(reference, monkeypatch):
+    """Sorting by tokens instead of requests reorders the rows: the order check fails."""
+    from glm_kv.book import comparison
+
+    rows, _ = comparison.profile_rows(PROFILES)
+    by_tokens = sorted(rows, key=lambda r: -r.tokens_per_rank)
+    assert [r.profile for r in by_tokens] != sorted_like_the_page(reference)
+
+
+def test_committed_page_shows_the_answer_table_first():
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(ROOT / "book" / "profiles.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])]
+    assert code[1].source.strip() == "answer_table(rows)"
+    html = "".join(o.get("data", {}).get("text/html", "") for o in code[1].outputs)
+    assert 'class="glm-kv-table wrap"' in html

@@ -68,7 +68,10 @@ def _slot_attn_tp1(profile: Profile, plan: dict) -> int:
 
 
 def _state_at_double_context(profile: Profile, plan: dict) -> int:
-    return _variant(profile, context_length=2 * profile.context_length)["request"]["state_bytes_per_request"]
+    # the context the server runs at: the profile's, or (omitted) SGLang's default, the model's maximum
+    context = plan["profile"]["context_length"]
+    return _variant(profile, context_length=2 * context, allow_overwrite_longer_context_len=True)[
+        "request"]["state_bytes_per_request"]
 
 
 def _cell_with_mtp_toggled(profile: Profile, plan: dict) -> int:

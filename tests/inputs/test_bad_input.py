@@ -346,15 +346,22 @@ def gen_malformed_yaml(rng, tmp: Path) -> list[Case]:
         for _ in range(rng.randint(1, 6)):
             chars.insert(rng.randrange(len(chars) + 1), rng.choice(noise))
         text = "".join(chars)
-        try:  # keep only mutations that no longer describe a valid profile
-            data = yaml.safe_load(text)
+        # keep only mutations that no longer describe a valid profile under either of PyYAML's
+        # loaders: the pure-Python one refuses a tab after a value (``auto\t``) that the C loader,
+        # glm-kv's, reads as YAML allows (seed 839691872 drew one)
+        still_valid = False
+        for loader in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            try:
+                data = yaml.load(text, Loader=loader)  # noqa: S506 - safe loaders only
+            except Exception:  # noqa: BLE001 - this loader refuses it
+                continue
             if isinstance(data, dict) and set(map(str, data)) <= {"description", "sglang_layout", "gpu",
                                                                  "kv_cache_dtype", "tp_size", "dp_size",
                                                                  "enable_dp_attention", "max_running_requests",
                                                                  "weights_bytes", "context_length"}:
-                continue
-        except Exception:  # noqa: BLE001 - PyYAML refuses it too
-            pass
+                still_valid = True
+        if still_valid:
+            continue
         f = tmp / f"noise{i}.yaml"
         f.write_text(text)
         cases.append(Case("malformed-yaml", ["plan", "--profile", str(f)], None))

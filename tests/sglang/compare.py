@@ -108,6 +108,9 @@ ENGINE_ONLY: dict[str, tuple[str, str]] = {
                     "tests/inputs (GPU table sources)"),
     "gpu.integrated": ("a label of the GPU table: memory shared with the CPU (GB10)",
                        "tests/inputs (GPU table sources)"),
+    "token.dflash_draft_bytes_per_token": ("the DFLASH draft's KV per token (0 without DFLASH); SGLang sizes "
+                                           "it only with a draft model loaded",
+                                           "tests/sglang/test_flags_dflash.py (SGLang's own draft pool bytes)"),
     "token.kv_layout": ("glm-kv's name for the row layout (bf16 / fp8_scaled / fp8_raw)",
                         "token.kv_row_bytes and kv_storage_dtype compared"),
     "token.index_kpool": ("glm-kv's factor page_size / 64; SGLang keeps no such value",

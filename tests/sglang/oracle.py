@@ -79,13 +79,16 @@ def shipped_config() -> dict:
 def fake_gpu(profile: dict) -> FakeGpu:
     """The GPU facts SGLang would read on the profile's GPU (this suite's table, not glm-kv's)."""
     name = profile.get("gpu")
-    if name is None:
-        if profile.get("memory_bytes") is None or profile.get("sm") is None:
-            raise KeyError("profile names no gpu and not both memory_bytes and sm: state the hardware "
-                           "(profiles.hardware does)")
+    stated = profile.get("memory_bytes") is not None and profile.get("sm") is not None
+    if name in GPU_FACTS:
+        facts = dict(GPU_FACTS[name])
+    elif stated:  # a GPU this suite has no facts for, its hardware stated (memory and SM)
         facts = dict(sm=0, capability=(0, 0), memory_mib=0.0)
+    elif name is None:
+        raise KeyError("profile names no gpu and not both memory_bytes and sm: state the hardware "
+                       "(profiles.hardware does)")
     else:
-        facts = dict(GPU_FACTS[name])  # KeyError naming a GPU this suite has no facts for
+        raise KeyError(f"{name}: this suite has no facts for it; state memory_bytes and sm")
     if profile.get("memory_bytes"):
         facts["memory_mib"] = profile["memory_bytes"] / (1 << 20)
     if profile.get("sm"):

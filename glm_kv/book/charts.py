@@ -720,7 +720,13 @@ def plan_explorer_chart(df, profile=None):
     p = profile
     g0 = p.gpu if p is not None and p.gpu in gpus else gpus[0]
     d0 = p.kv_cache_dtype if p is not None and p.kv_cache_dtype in dtypes else dtypes[-1]
-    c0 = min(max((p.context_length.bit_length() - 1) if p is not None else 17, int(lc[0])), int(lc[-1]))
+    if p is not None:  # the context the server runs at (SGLang's default, the model's, when omitted)
+        from ..inputs.resolve import resolve
+
+        c_log2 = resolve(p).context_length.bit_length() - 1
+    else:
+        c_log2 = 17
+    c0 = min(max(c_log2, int(lc[0])), int(lc[-1]))
     attn_dp = (p.dp_size if p.enable_dp_attention else 1) if p is not None else 1
     r_asked = max(1, ((p.max_running_requests or 64) if p is not None else 64) // attn_dp)  # per rank
     r0 = min(max(r_asked.bit_length() - 1, int(lr[0])), int(lr[-1]))

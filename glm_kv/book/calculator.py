@@ -163,6 +163,9 @@ class Calculator:
     def _repr_html_(self) -> str:
         return self.html
 
+    def __repr__(self) -> str:   # the notebook's text/plain: one line, not the page twice
+        return f"glm-kv calculator ({len(self.html.encode()) / 1024:,.0f} KiB, offline)"
+
 
 def calculator_fragment(data: dict | None = None) -> str:
     """A self-contained <div> + <style> + <script> (data inlined: works from file://, no network)."""
@@ -494,3 +497,16 @@ JS = r"""
   };
 })();
 """
+
+
+def calculator_facts(data: dict) -> dict[str, str]:
+    """Figures the calculator page's prose glues (thousands separators applied)."""
+    n = 1
+    for a in data["axis_order"]:
+        n *= len(data["axes"][a])
+    width, err = data["width"]["err"], data["index"]["err"]
+    refused = sum(1 for i in range(n) if data["tables"]["err"][int(err[i * width:(i + 1) * width], 36)])
+    size = len(calculator_fragment(data).encode())
+    return {"calc_combinations": f"{n:,}", "calc_refused": f"{refused:,}", "calc_gpus": f"{len(data['axes']['gpu']):,}",
+            "calc_kib": f"{size / 1024:,.0f}", "calc_base_profile": data["base_profile"],
+            "calc_context_max": f"{data['ranges']['context_length'][1]:,}"}

@@ -427,7 +427,7 @@ JS = r"""
     }
   }
   var BIND = {requested: "max_running_requests (as requested)", auto: "SGLang's automatic max_running_requests",
-              tokens: "the token pool (two tokens per request)", mamba: "the state slots (max_mamba_cache_size)"};
+              tokens: "the token slots (two per request)", mamba: "the state slots (max_mamba_cache_size)"};
   function row(name, value, text) {
     return '<tr><td>' + name + '</td><td class="v" data-field="' + value[0] + '" data-value="' + value[1] + '">' + text + "</td></tr>";
   }
@@ -451,14 +451,14 @@ JS = r"""
       "</b> requests at once per DP worker (" + fmtInt(r.max_running_requests * r.attn_dp_size) + " over " + r.attn_dp_size +
       " worker" + (r.attn_dp_size > 1 ? "s" : "") + "); the limit that binds: " + BIND[r.binding_limit] + ". <b>" +
       fmtInt(r.requests_at_context) + "</b> requests of " + fmtInt(r.context_length) + " tokens each fit at once" +
-      (full ? " (the token pool binds)." : ".");
+      (full ? " (the token slots bind)." : ".");
     var rows = [
       row("GPU memory", ["gpu_memory_bytes", r.gpu_memory_bytes], fmtGiB(r.gpu_memory_bytes)),
       row("weights per rank (estimate, with the MTP draft)", ["weights_bytes", r.weights_bytes], fmtGiB(r.weights_bytes)),
       row("mem_fraction_static", ["mem_fraction_static", r.mem_fraction_static], r.mem_fraction_static.toFixed(4)),
       row("memory left for the pools (rest)", ["rest_bytes", r.rest_bytes], fmtGiB(r.rest_bytes)),
       row("tokens per rank (max_total_num_tokens)", ["max_total_num_tokens", r.max_total_num_tokens], fmtInt(r.max_total_num_tokens)),
-      row("KV pool (tokens x cell size)", ["token_pool_bytes", r.token_pool_bytes], fmtGiB(r.token_pool_bytes)),
+      row("KV pool (token slots x cell size)", ["token_pool_bytes", r.token_pool_bytes], fmtGiB(r.token_pool_bytes)),
       row("state slots (max_mamba_cache_size)", ["max_mamba_cache_size", r.max_mamba_cache_size], fmtInt(r.max_mamba_cache_size)),
       row("state pool ((slots + 1) x slot)", ["mamba_pool_bytes", r.mamba_pool_bytes], fmtGiB(r.mamba_pool_bytes)),
       row("MTP verify scratch", ["spec_scratch_bytes", r.spec_scratch_bytes], fmtGiB(r.spec_scratch_bytes)),

@@ -302,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, action="append", help="viewport width(s) (default 1400 and 400)")
     ap.add_argument("--self-test", action="store_true", help="a page made to fail each check must fail it")
     ap.add_argument("--strict-console", action="store_true", help="console.log / info lines fail too")
+    ap.add_argument("--calculator", type=int, default=0, metavar="N",
+                    help="drive the knob calculator (pages holding one) over N random settings against glm-kv plan")
     args = ap.parse_args(argv)
     global STRICT_CONSOLE
     STRICT_CONSOLE = args.strict_console
@@ -336,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
                                        expect=expect if page.resolve() == first else None)
             except (RuntimeError, TimeoutError) as err:
                 failures.append(f"{name}: {err}")
+            if args.calculator and 'glm-kv-calculator' in page.read_text(encoding="utf-8", errors="replace"):
+                seed = int(os.environ.get("GLM_KV_SEED") or int.from_bytes(os.urandom(4), "little"))
+                found, counts = calculator_check(browser, page, args.calculator, seed)
+                print(f"{name}: calculator, seed {seed}: {counts}, {len(found)} disagreement(s)")
+                failures += [f"{name}: calculator {f}" for f in found]
     finally:
         browser.close()
     for f in failures:

@@ -197,13 +197,18 @@ CSS = """
 .glm-kv-calc{font-family:inherit;max-width:100%;box-sizing:border-box}
 .glm-kv-calc fieldset{border:1px solid #ccc;border-radius:6px;margin:0 0 .8em;padding:.5em .8em;min-width:0}
 .glm-kv-calc .knobs{display:grid;grid-template-columns:repeat(auto-fill,minmax(15em,1fr));gap:.5em 1em}
-.glm-kv-calc label{display:flex;flex-direction:column;font-size:.9em;min-width:0}
+.glm-kv-calc label,.glm-kv-calc .knob{display:flex;flex-direction:column;font-size:.9em;min-width:0;margin:0}
+.glm-kv-calc .knob .title{font-weight:600}
+.glm-kv-calc label.row,.glm-kv-calc div.row{display:flex;flex-direction:row;gap:.4em;align-items:center;flex-wrap:nowrap}
+.glm-kv-calc .row input[type=checkbox]{margin:0;flex:none;width:auto}
+.glm-kv-calc .row input[type=range]{flex:1 1 8em;min-width:6em;width:auto}
+.glm-kv-calc .row input[type=number]{flex:none;width:6.5em;box-sizing:border-box}
+.glm-kv-calc .row output{flex:0 0 4em;width:4em;display:inline-block;text-align:right}
 .glm-kv-calc select,.glm-kv-calc input[type=number]{max-width:100%;box-sizing:border-box}
 .glm-kv-calc input[type=range]{width:100%}
-.glm-kv-calc .row{display:flex;gap:.4em;align-items:center;flex-wrap:wrap}
 .glm-kv-calc table{border-collapse:collapse;width:100%;table-layout:fixed}
 .glm-kv-calc td{padding:.2em .4em;border-bottom:1px solid #eee;overflow-wrap:anywhere}
-.glm-kv-calc td.v{text-align:right;font-variant-numeric:tabular-nums;font-weight:600}
+.glm-kv-calc td.v{text-align:right;font-variant-numeric:tabular-nums;font-weight:600;white-space:nowrap;width:8em;overflow-wrap:normal}
 .glm-kv-calc .err{color:#b00020;font-weight:600}
 .glm-kv-calc .answer{font-size:1.05em;margin:.3em 0 .6em}
 """
@@ -377,23 +382,25 @@ JS = r"""
     var opts = D.axes[name].map(function (v, i) { return '<option value="' + i + '">' + label(v) + "</option>"; }).join("");
     return '<label>' + text + '<select data-knob="' + name + '">' + opts + "</select></label>";
   }
+  function numeric(title, name, range, box, boxText, boxOff, typed) {
+    var h = '<div class="knob"><div class="title">' + title + "</div>";
+    if (box) h += '<label class="row"><input type="checkbox" data-num="' + box + '"> ' + boxText + "</label>";
+    h += '<div class="row"><input type="range" data-num="' + name + '" min="' + range[0] + '" max="' + range[1] +
+         '" step="' + range[2] + '">';
+    h += typed ? '<input type="number" data-typed="' + name + '" min="' + range[0] + '" max="' + range[1] + '" step="' + range[2] + '">'
+               : '<output data-out="' + name + '"></output>';
+    return h + "</div></div>";
+  }
   root.innerHTML =
     '<fieldset><legend>Deployment (precomputed by glm-kv per combination)</legend><div class="knobs">' +
     select("gpu", "GPU") + select("layout", "TP / DP attention") + select("kv_cache_dtype", "kv_cache_dtype") +
     select("mamba_ssm_dtype", "mamba_ssm_dtype") + select("mamba_scheduler_strategy", "mamba strategy") +
     select("speculative", "speculative algorithm") + "</div></fieldset>" +
     '<fieldset><legend>Numbers (computed in the browser)</legend><div class="knobs">' +
-    '<label>mem_fraction_static <span class="row"><input type="checkbox" data-num="mfs_default" checked> SGLang\'s default</span>' +
-    '<span class="row"><input type="range" data-num="mfs" min="' + R.mem_fraction_static[0] + '" max="' + R.mem_fraction_static[1] +
-    '" step="' + R.mem_fraction_static[2] + '"><output data-out="mfs"></output></span></label>' +
-    '<label>max_running_requests (global) <span class="row"><input type="checkbox" data-num="mrr_auto"> automatic</span>' +
-    '<span class="row"><input type="range" data-num="mrr" min="' + R.max_running_requests[0] + '" max="' + R.max_running_requests[1] +
-    '" step="1"><output data-out="mrr"></output></span></label>' +
-    '<label>context_length (tokens) <span class="row"><input type="range" data-num="ctx" min="' + R.context_length[0] +
-    '" max="' + R.context_length[1] + '" step="1"><output data-out="ctx"></output></span></label>' +
-    '<label>HiCache <span class="row"><input type="checkbox" data-num="hicache_on"> hicache_ratio</span>' +
-    '<span class="row"><input type="range" data-num="hicache" min="' + R.hicache_ratio[0] + '" max="' + R.hicache_ratio[1] +
-    '" step="' + R.hicache_ratio[2] + '"><output data-out="hicache"></output></span></label>' +
+    numeric("mem_fraction_static", "mfs", R.mem_fraction_static, "mfs_default", "SGLang's default", true, false) +
+    numeric("max_running_requests (global)", "mrr", R.max_running_requests.concat([1]), "mrr_auto", "automatic", true, true) +
+    numeric("context_length (tokens)", "ctx", R.context_length.concat([1]), null, null, false, true) +
+    numeric("HiCache (hicache_ratio)", "hicache", R.hicache_ratio, "hicache_on", "HiCache on", false, false) +
     "</div></fieldset>" +
     '<div class="answer" data-out="answer"></div><table data-out="table"><tbody></tbody></table>';
 
@@ -435,9 +442,9 @@ JS = r"""
     var s = read(), r = compute(s);
     q('[data-out="mfs"]').textContent = r.mem_fraction_static !== undefined ? r.mem_fraction_static.toFixed(4) : "";
     num("mfs").disabled = num("mfs_default").checked;
-    q('[data-out="mrr"]').textContent = s.max_running_requests === null ? "auto" : fmtInt(s.max_running_requests);
-    num("mrr").disabled = num("mrr_auto").checked;
-    q('[data-out="ctx"]').textContent = fmtInt(s.context_length);
+    q('[data-typed="mrr"]').value = num("mrr").value;
+    num("mrr").disabled = q('[data-typed="mrr"]').disabled = num("mrr_auto").checked;
+    q('[data-typed="ctx"]').value = num("ctx").value;
     q('[data-out="hicache"]').textContent = s.hicache_ratio === null ? "off" : s.hicache_ratio.toFixed(1);
     num("hicache").disabled = !num("hicache_on").checked;
     var ans = q('[data-out="answer"]'), body = q('[data-out="table"] tbody');
@@ -454,7 +461,7 @@ JS = r"""
       (full ? " (the token slots bind)." : ".");
     var rows = [
       row("GPU memory", ["gpu_memory_bytes", r.gpu_memory_bytes], fmtGiB(r.gpu_memory_bytes)),
-      row("weights per rank (estimate, with the MTP draft)", ["weights_bytes", r.weights_bytes], fmtGiB(r.weights_bytes)),
+      row("weights per rank (estimate; with the MTP draft when on)", ["weights_bytes", r.weights_bytes], fmtGiB(r.weights_bytes)),
       row("mem_fraction_static", ["mem_fraction_static", r.mem_fraction_static], r.mem_fraction_static.toFixed(4)),
       row("memory left for the pools (rest)", ["rest_bytes", r.rest_bytes], fmtGiB(r.rest_bytes)),
       row("tokens per rank (max_total_num_tokens)", ["max_total_num_tokens", r.max_total_num_tokens], fmtInt(r.max_total_num_tokens)),
@@ -485,7 +492,11 @@ JS = r"""
     });
     return out;
   }
-  root.addEventListener("input", render);
+  root.addEventListener("input", function (e) {
+    var t = e.target.getAttribute("data-typed");
+    if (t) { if (e.target.value === "" || !e.target.checkValidity()) return; num(t).value = e.target.value; }
+    render();
+  });
   root.addEventListener("change", render);
   write(DEF);
   num("mfs").value = "0.85"; num("hicache").value = "2";

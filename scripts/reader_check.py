@@ -169,6 +169,131 @@ def self_test(browser: Browser) -> list[str]:
     return [k for k in BAD_EXPECTED if not any(k in f for f in failures)]
 
 
+# ------------------------------------------------------------------------------------------------
+# the knob calculator (issue 21, deliverable 4): the page's figures against glm-kv's plan
+# ------------------------------------------------------------------------------------------------
+
+CALC_PROFILE = "h200-0.5.23"   # the calculator's base profile (weights estimated per layout)
+# page field -> where the plan-contract JSON holds it
+CALC_FIELDS = {
+    "max_total_num_tokens": ("capacity", "max_total_num_tokens"),
+    "max_mamba_cache_size": ("capacity", "max_mamba_cache_size"),
+    "max_running_requests": ("capacity", "max_running_requests"),
+    "requested_max_running_requests": ("capacity", "requested_max_running_requests"),
+    "binding_limit": ("capacity", "binding_limit"),
+    "token_pool_bytes": ("capacity", "token_pool_bytes"),
+    "mamba_pool_bytes": ("capacity", "mamba_pool_bytes"),
+    "spec_scratch_bytes": ("capacity", "spec_scratch_bytes"),
+    "mem_fraction_static": ("capacity", "mem_fraction_static"),
+    "rest_bytes": ("capacity", "rest_bytes"),
+    "weights_bytes": ("capacity", "weights_bytes"),
+    "slots_per_request": ("request", "slots_per_request"),
+}
+CALC_HOST_FIELDS = {"host_kv_tokens": "kv_tokens", "host_mamba_slots": "mamba_slots",
+                    "host_total_bytes": "total_bytes"}
+
+
+def calculator_settings(rng, axes: dict, ranges: dict) -> dict:
+    """One random knob setting: every categorical axis uniformly, the numbers in natural units."""
+    s = {name: rng.choice(values) for name, values in axes.items()}
+    lo, hi, _ = ranges["mem_fraction_static"]
+    s["mem_fraction_static"] = None if rng.random() < 0.3 else round(rng.uniform(lo, hi), 3)
+    lo, hi = ranges["max_running_requests"]
+    s["max_running_requests"] = None if rng.random() < 0.2 else int(round(lo * (hi / lo) ** rng.random()))
+    lo, hi = ranges["context_length"]
+    s["context_length"] = max(lo, min(hi, int(round(lo * (hi / lo) ** rng.random()))))
+    lo, hi, _ = ranges["hicache_ratio"]
+    s["hicache_ratio"] = None if rng.random() < 0.5 else round(rng.uniform(lo, hi), 1)
+    return s
+
+
+def calculator_overrides(s: dict) -> dict:
+    """The profile fields of a knob setting, as a user writes them for ``glm-kv plan``."""
+    tp, dp, dpa = s["layout"]
+    alg, draft = s["speculative"]
+    o = {"weights_bytes": None, "weights_estimate": True, "gpu": s["gpu"], "tp_size": tp, "dp_size": dp,
+         "enable_dp_attention": dpa, "kv_cache_dtype": s["kv_cache_dtype"], "mamba_ssm_dtype": s["mamba_ssm_dtype"],
+         "mamba_scheduler_strategy": s["mamba_scheduler_strategy"], "context_length": s["context_length"],
+         "max_running_requests": s["max_running_requests"]}
+    if alg is not None:
+        o.update(speculative_algorithm=alg, speculative_num_steps=draft - 1, speculative_num_draft_tokens=draft)
+    if s["mem_fraction_static"] is not None:
+        o["mem_fraction_static"] = s["mem_fraction_static"]
+    if s["hicache_ratio"] is not None:
+        o.update(enable_hierarchical_cache=True, hicache_ratio=s["hicache_ratio"])
+    return o
+
+
+def plan_for(overrides: dict) -> dict:
+    """``glm-kv plan --json`` for the calculator's profile plus overrides, in process; {"error": field}."""
+    sys.path.insert(0, str(ROOT))
+    from glm_kv import ProfileError, build_plan
+    try:
+        return build_plan(CALC_PROFILE, overrides)
+    except ProfileError as err:
+        return {"error": err.field}
+
+
+def compare_calculator(shown: dict, plan: dict, ctx: int) -> list[str]:
+    """Every figure the page shows against the plan (numbers exactly, the big ones as shown too)."""
+    if "error" in plan:
+        return [] if shown.get("error") == plan["error"] else \
+            [f"plan refuses ({plan['error']}), page shows {shown.get('error', 'figures')}"]
+    if "error" in shown:
+        return [f"page refuses ({shown['error']}), plan gives {plan['capacity']['max_total_num_tokens']:,} tokens"]
+    bad = []
+    for field, (part, key) in CALC_FIELDS.items():
+        want = plan[part][key]
+        got = shown.get(field)
+        if got != want and not (isinstance(want, float) and isinstance(got, float) and got == want):
+            bad.append(f"{field}: page {got!r}, plan {want!r}")
+    cap = plan["capacity"]
+    fit = min(cap["max_running_requests"], cap["max_total_num_tokens"] // ctx)
+    if shown.get("requests_at_context") != fit:
+        bad.append(f"requests_at_context: page {shown.get('requests_at_context')!r}, plan {fit!r}")
+    for field, key in CALC_HOST_FIELDS.items():
+        want = plan["host"][key]
+        if shown.get(field) != want:
+            bad.append(f"{field}: page {shown.get(field)!r}, plan {want!r}")
+    for field in ("max_total_num_tokens", "max_running_requests", "max_mamba_cache_size"):
+        if shown.get(f"{field}__text") != f"{plan['capacity'][field]:,}":
+            bad.append(f"{field} shown as {shown.get(field + '__text')!r}, not {plan['capacity'][field]:,}")
+    return bad
+
+
+def calculator_check(browser: Browser, page: Path, n: int, seed: int, width: int = 1400) -> tuple[list[str], dict]:
+    """Drive the page's calculator (``window.glmKvCalculator.set``) over ``n`` random settings and
+    compare each with the plan; returns (failures, counts). The seed is in every failure line."""
+    import random
+
+    rng = random.Random(seed)
+    target, session = _load(browser, page, width)
+    failures: list[str] = []
+    counts = {"settings": 0, "plans": 0, "refusals": 0, "hicache": 0, "speculative": 0}
+    try:
+        meta = _eval(browser, session, "({axes: glmKvCalculator.data.axes, ranges: glmKvCalculator.data.ranges})")
+        for i in range(n):
+            s = calculator_settings(rng, meta["axes"], meta["ranges"])
+            shown = _eval(browser, session, f"glmKvCalculator.set({json.dumps(s)})")
+            back = _eval(browser, session, "glmKvCalculator.get().settings")
+            if back != s:
+                failures.append(f"seed {seed} #{i}: the page's knobs read back {back}, not {s}")
+                continue
+            plan = plan_for(calculator_overrides(s))
+            counts["settings"] += 1
+            counts["refusals" if "error" in plan else "plans"] += 1
+            counts["hicache"] += s["hicache_ratio"] is not None and "error" not in plan
+            counts["speculative"] += s["speculative"][0] is not None and "error" not in plan
+            if "error" not in plan:
+                key = "binding " + plan["capacity"]["binding_limit"]
+                counts[key] = counts.get(key, 0) + 1
+            failures += [f"seed {seed} #{i} {json.dumps(s)}: {b}" for b in compare_calculator(shown, plan, s["context_length"])]
+        failures += [f"console: {m}" for m in console_messages(browser.events)]
+    finally:
+        browser.send("Target.closeTarget", {"targetId": target})
+    return failures, counts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("pages", nargs="*", type=Path, help="HTML pages (default: every page of the book)")
@@ -177,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, action="append", help="viewport width(s) (default 1400 and 400)")
     ap.add_argument("--self-test", action="store_true", help="a page made to fail each check must fail it")
     ap.add_argument("--strict-console", action="store_true", help="console.log / info lines fail too")
+    ap.add_argument("--calculator", type=int, default=0, metavar="N",
+                    help="drive the knob calculator (pages holding one) over N random settings against glm-kv plan")
     args = ap.parse_args(argv)
     global STRICT_CONSOLE
     STRICT_CONSOLE = args.strict_console
@@ -211,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
                                        expect=expect if page.resolve() == first else None)
             except (RuntimeError, TimeoutError) as err:
                 failures.append(f"{name}: {err}")
+            if args.calculator and 'glm-kv-calculator' in page.read_text(encoding="utf-8", errors="replace"):
+                seed = int(os.environ.get("GLM_KV_SEED") or int.from_bytes(os.urandom(4), "little"))
+                found, counts = calculator_check(browser, page, args.calculator, seed)
+                print(f"{name}: calculator, seed {seed}: {counts}, {len(found)} disagreement(s)")
+                failures += [f"{name}: calculator {f}" for f in found]
     finally:
         browser.close()
     for f in failures:

@@ -50,6 +50,10 @@ def groups() -> list[Group]:
             ("make", "--no-print-directory", "html", "chromium"),
             (py, "scripts/screenshot_check.py", "--self-test", "--out", "_build/screenshots-self-test"),
             (py, "scripts/screenshot_check.py", "--html", "_build/html", "--out", "_build/screenshots"),
+            # the reader's view: page one answers, no scaffolding, tables fit, console empty, and the
+            # knob calculator against glm-kv plan on 200 random settings
+            (py, "scripts/reader_check.py", "--self-test"),
+            (py, "scripts/reader_check.py", "--html", "_build/html", "--calculator", "200"),
         )),
         Group("unit", "unit tests (the package, the CLI, the book's code)", (
             # GLM_KV_SGLANG=1: the unit tests that ask SGLang's own parser/pools in .venv-sglang run too
@@ -64,6 +68,7 @@ def groups() -> list[Group]:
 
 _PYTEST_COUNTS = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 _PAGES = re.compile(r"screenshot check: (\d+) page\(s\) ok, (\d+) with problems")
+_READER = re.compile(r"reader check: (\d+) problem\(s\) on (\d+) page\(s\)")
 
 
 def summarise(output: str) -> tuple[str, dict[str, int]]:
@@ -81,6 +86,10 @@ def summarise(output: str) -> tuple[str, dict[str, int]]:
     if pages:
         ok, bad = pages[-1]
         parts.append(f"{int(ok):,} page(s) ok, {int(bad):,} with problems")
+    reader = _READER.findall(output)
+    if reader:
+        bad, n = reader[-1]
+        parts.append(f"reader: {int(bad):,} problem(s) on {int(n):,} page(s)")
     return ", ".join(parts) or "no count reported", counts
 
 

@@ -1,0 +1,56 @@
+"""Tests added to kill mutants that survived the fast suite (`make mutants`, benchmarks/mutants.md).
+
+Each expected value comes from outside glm_kv: SGLang 0.5.23's source (the wheel's
+``kv_cache_configurator.calculate_mla_kv_cache_dim`` and the facts in
+tests/reference/sglang-0.5.23.md), the article's figures (tests/reference/article-figures.md),
+or a hand derivation written in the test's docstring. None is computed by the code under test.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from glm_kv.inputs.model import load_model
+from glm_kv.ledgers.token import kv_cache_dim
+
+
+@pytest.fixture(scope="module")
+def glm():
+    return load_model()
+
+
+@pytest.fixture(scope="module")
+def rope64(glm):
+    """An MLA model with a rope part, as DeepSeek-V3/V3.2 (kv_lora_rank 512, qk_rope_head_dim 64).
+
+    GLM-5.3-Flash has qk_rope_head_dim 0, so ``kv_lora_rank +/- qk_rope_head_dim`` and the rope
+    term of the fp8 row cannot be told apart on it alone.
+    """
+    return dataclasses.replace(glm, qk_rope_head_dim=64)
+
+
+def test_mla_row_adds_the_rope_part(rope64):
+    """``calculate_mla_kv_cache_dim`` (0.5.23): ``kv_cache_dim = kv_lora_rank + qk_rope_head_dim``.
+
+    By hand for DeepSeek-V3's widths: 512 + 64 = 576 (bf16 and raw fp8 rows, the well-known
+    576-wide MLA latent); scaled fp8 (FlashMLA): 512 fp8 + 512/128 x 4 B scales + 64 x 2 B bf16
+    rope = 512 + 16 + 128 = 656 B, FlashMLA's documented 656-byte fp8 KV row.
+    """
+    assert kv_cache_dim(rope64, "bfloat16", "flashmla_sparse", "flashmla_kv") == (576, "bf16")
+    assert kv_cache_dim(rope64, "fp8_e4m3", "flashmla_sparse", "flashmla_kv") == (656, "fp8_scaled")
+    assert kv_cache_dim(rope64, "fp8_e4m3", "trtllm", "trtllm") == (576, "fp8_raw")
+
+
+@pytest.mark.parametrize("prefill,decode,expected", [
+    ("tilelang", "tilelang", (512, "fp8_raw")),        # both TileLang: raw rows
+    ("flashmla_sparse", "tilelang", (528, "fp8_scaled")),  # one side only: scaled
+    ("tilelang", "flashmla_kv", (528, "fp8_scaled")),
+    ("trtllm", "flashmla_kv", (512, "fp8_raw")),        # trtllm on either side: raw
+    ("flashmla_sparse", "trtllm", (512, "fp8_raw")),
+])
+def test_fp8_row_by_backend_pair(glm, prefill, decode, expected):
+    """0.5.23 ``calculate_mla_kv_cache_dim`` (CUDA): raw 512 when trtllm serves prefill *or* decode,
+    or TileLang serves *both* ("validation requires both consumers to use the same TileLang
+    layout"); otherwise scaled 512 + 512/128 x 4 = 528 (article figure 3)."""
+    assert kv_cache_dim(glm, "fp8_e4m3", prefill, decode) == expected

@@ -54,3 +54,31 @@ def test_fp8_row_by_backend_pair(glm, prefill, decode, expected):
     or TileLang serves *both* ("validation requires both consumers to use the same TileLang
     layout"); otherwise scaled 512 + 512/128 x 4 = 528 (article figure 3)."""
     assert kv_cache_dim(glm, "fp8_e4m3", prefill, decode) == expected
+
+
+@pytest.fixture(scope="module")
+def article_args():
+    from glm_kv import load_profile
+    from glm_kv.inputs.resolve import resolve
+
+    return resolve(load_profile("article"))
+
+
+@pytest.mark.parametrize("kpool,topk,rule_has", [
+    (3, 2048, ("index_kpool (3)", "64-token indexer page")),      # 64 % 3 = 1
+    (4, 2046, ("index_kpool (4)", "index_topk (2046)")),           # 64 % 4 = 0, 2046 % 4 = 2
+])
+def test_kpool_must_divide_page_and_topk(article_args, kpool, topk, rule_has):
+    """The indexer page holds 64 / index_kpool pooled groups and top-k is scored as
+    index_topk / index_kpool groups (article figure 11: 64/4 = 16, 2048/4 = 512), so both
+    divisions must be exact; the refusal names the field ``model.index_kpool`` and the rule."""
+    from glm_kv import ProfileError
+    from glm_kv.ledgers.token import token_ledger
+
+    args = dataclasses.replace(article_args, index_kpool=kpool,
+                               model=dataclasses.replace(article_args.model, index_topk=topk))
+    with pytest.raises(ProfileError) as e:
+        token_ledger(args)
+    assert e.value.field == "model.index_kpool"
+    for text in rule_has:
+        assert text in e.value.rule, e.value.rule

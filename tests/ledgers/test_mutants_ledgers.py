@@ -82,3 +82,20 @@ def test_kpool_must_divide_page_and_topk(article_args, kpool, topk, rule_has):
     assert e.value.field == "model.index_kpool"
     for text in rule_has:
         assert text in e.value.rule, e.value.rule
+
+
+@pytest.mark.parametrize("prefill,decode,row", [
+    ("trtllm", "flashmla_kv", 512), ("flashmla_sparse", "trtllm", 512),
+    ("tilelang", "tilelang", 512), ("flashmla_sparse", "flashmla_kv", 528),
+])
+def test_token_ledger_reads_both_backends(article_args, prefill, decode, row):
+    """The ledger passes the resolved prefill *and* decode backends to the row rule: trtllm on
+    one side alone gives the raw 512 B fp8 row, TileLang on both too, FlashMLA on both the scaled
+    528 (article figures 3 and 5); x 11 full layers: 5,632 / 5,808 B per token."""
+    from glm_kv.ledgers.token import token_ledger
+
+    args = dataclasses.replace(article_args, kv_cache_dtype="fp8_e4m3",
+                               dsa_prefill_backend=prefill, dsa_decode_backend=decode)
+    t = token_ledger(args)
+    assert (t.kv_cache_dim, t.kv_row_bytes, t.kv_bytes_per_token) == (row, row, row * 11)
+    assert (t.dsa_prefill_backend, t.dsa_decode_backend) == (prefill, decode)

@@ -99,3 +99,40 @@ def test_token_ledger_reads_both_backends(article_args, prefill, decode, row):
     t = token_ledger(args)
     assert (t.kv_cache_dim, t.kv_row_bytes, t.kv_bytes_per_token) == (row, row, row * 11)
     assert (t.dsa_prefill_backend, t.dsa_decode_backend) == (prefill, decode)
+
+
+def test_no_tail_without_kpool_compression(glm):
+    """SGLang 0.5.23 ``DSATokenToKVPool`` (memory_pool.py, the tail set-up): when
+    ``kpool_use_compress`` is false, ``_compress_tail_k`` and ``_compress_tail_score`` are None:
+    no rows, no width, no layers, zero bytes."""
+    from glm_kv.ledgers.tail import tail_bytes_per_row, tail_ledger
+
+    plain = dataclasses.replace(glm, index_kpool_compress=False)
+    t = tail_ledger(plain, 64, 4)
+    assert (t.rows, t.width, t.num_layers, t.bytes_per_row, t.bytes) == (0, 0, 0, 0, 0)
+    assert (t.head_dim, t.dtype) == (128, "bfloat16")
+    assert tail_bytes_per_row(plain, 4) == 0
+
+
+def test_tail_one_worker_by_hand(glm):
+    """Article figure 21: 64 requests per worker -> 66 rows x (4 + 0) width x 128 x 2 B x 2
+    tensors x 11 layers = 1,486,848 B; one row 22,528 B. With 4 MTP draft tokens the width is 8
+    (tests/reference/sglang-0.5.23.md, item 6): 2 x 22,528 = 45,056 B per row."""
+    from glm_kv.ledgers.tail import tail_bytes_per_row, tail_ledger
+
+    t = tail_ledger(glm, 64, 0)
+    assert (t.rows, t.width, t.head_dim, t.num_layers, t.bytes_per_row, t.bytes) == (
+        66, 4, 128, 11, 22_528, 1_486_848)
+    assert tail_bytes_per_row(glm, 4) == 45_056
+
+
+@pytest.mark.xfail(strict=True, reason="SGLang 0.5.23 allocates the compress tail only when "
+                   "index_kpool > 1 and index_kpool_compress (memory_pool.py: kpool_use_compress); "
+                   "glm_kv.ledgers.tail checks index_kpool_compress alone (found by mutation testing)")
+def test_no_tail_when_kpool_is_one(glm):
+    """``kpool_use_compress = index_kpool > 1 and index_kpool_compress``: a kpool of 1 with
+    compression on allocates no tail in SGLang 0.5.23."""
+    from glm_kv.ledgers.tail import tail_ledger
+
+    t = tail_ledger(dataclasses.replace(glm, index_kpool=1, index_kpool_compress=True), 64, 0)
+    assert t.bytes == 0

@@ -136,3 +136,36 @@ def test_no_tail_when_kpool_is_one(glm):
 
     t = tail_ledger(dataclasses.replace(glm, index_kpool=1, index_kpool_compress=True), 64, 0)
     assert t.bytes == 0
+
+
+@pytest.mark.parametrize("strategy,skip,overlap_off,slots", [
+    ("no_buffer", True, False, 3), ("no_buffer", False, False, 3),
+    ("extra_buffer", True, False, 4), ("extra_buffer", False, False, 5),
+])
+def test_slots_per_request_skip_decode_lock(strategy, skip, overlap_off, slots):
+    """0.5.23 ``_calculate_mamba_ratio``: base 3, minus 1 under SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK;
+    extra_buffer adds 2 with overlap; no_buffer under skip adds the dropped 1 back ("so effective
+    stays 3", the wheel's comment): 3 - 1 + 1 = 3; extra_buffer under skip: 3 - 1 + 2 = 4
+    (tests/reference/sglang-0.5.23.md, item 4: skip takes one off the extra_buffer cases)."""
+    from types import SimpleNamespace
+
+    from glm_kv.ledgers.request import slots_per_request
+
+    p = SimpleNamespace(mamba_skip_decode_lock=skip, disable_overlap_schedule=overlap_off)
+    assert slots_per_request(p, strategy) == slots
+
+
+@pytest.mark.parametrize("tp,what", [(3, "KDA projection (8192 is not divisible by 3)"),
+                                     (128, "KDA heads (64 is not divisible by 128)")])
+def test_state_shape_division_refused_by_name(article_args, tp, what):
+    """KimiLinearStateShape divides proj_size 64 x 128 = 8,192 and the 64 heads by the
+    linear-attention TP; SGLang fails at that division ("8192 is not divisible by 3",
+    tests/reference/sglang-0.5.23.md). 128 divides 8,192 but not the 64 heads. The refusal names
+    ``tp_size`` and which quantity failed."""
+    from glm_kv import ProfileError
+    from glm_kv.ledgers.request import request_ledger
+
+    with pytest.raises(ProfileError) as e:
+        request_ledger(article_args, tp)
+    assert e.value.field == "tp_size"
+    assert what in e.value.rule and f"linear-attention TP {tp}" in e.value.rule, e.value.rule

@@ -11,7 +11,7 @@ PROFILE ?= h200-0.5.23
 KERNEL := glm-kv
 KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json
 
-.PHONY: setup book books html lab test test-unit test-sglang test-book chromium bench clean
+.PHONY: setup book books html lab test test-unit test-sglang test-book chromium bench clean mutants
 
 setup: $(STAMP) $(KERNEL_SPEC)
 
@@ -70,6 +70,17 @@ test-book: setup
 	$(BIN)/python scripts/test_groups.py --seed "$(SEED)" --only book
 test-unit: setup
 	$(BIN)/python scripts/test_groups.py --seed "$(SEED)" --only unit --only notebooks
+
+## Mutation score of glm_kv/inputs and glm_kv/ledgers under the fast tests (mutmut, in its own
+## .venv-mutants; not part of `make test`). MODULES="token request" scopes it (default: the
+## arithmetic ledgers, then resolve and profile; "all": every module); SEED=N reproduces a run.
+## Results add up under mutants/; `scripts/mutants.py --report` reprints the table.
+mutants:
+	@test -f .venv-mutants/.glm-kv-mutants || { $(PYTHON) -m venv .venv-mutants && \
+	  .venv-mutants/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH) && \
+	  .venv-mutants/bin/python -m pip install --quiet --disable-pip-version-check ".[mutants,test]" && \
+	  .venv-mutants/bin/python -m pip uninstall --quiet -y glm-kv && touch .venv-mutants/.glm-kv-mutants; }
+	GLM_KV_SEED="$(SEED)" nice .venv-mutants/bin/python scripts/mutants.py $(MODULES)
 
 bench: setup
 	$(BIN)/python -m benchmarks

@@ -41,8 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
         seed = int(given)
     elif isinstance(randomly, int):
         seed = randomly
-    elif os.environ.get("PYTEST_XDIST_WORKER"):
-        return  # a worker: the controller exported the seed before starting it
+    elif hasattr(config, "workerinput"):
+        return  # an xdist worker: the controller exported the seed before starting it
     else:
         seed = _draw_seed()
     if randomly is not None and not isinstance(randomly, int) and randomly in ("default", None):

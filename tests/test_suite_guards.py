@@ -43,8 +43,9 @@ def _inner(tmp_path: Path, source: str, *args: str, env: dict | None = None) -> 
     test.write_text(source)
     cmd = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
            "-p", "no:cacheprovider", "-p", "no:xdist", "-q", str(test), *args]
+    outer = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not an xdist worker's
     return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120,
-                          env={**os.environ, **(env or {})})
+                          env={**outer, **(env or {})})
 
 
 def test_a_fixture_that_leaves_a_socket_open_fails_the_run(tmp_path):
@@ -79,7 +80,7 @@ def test_the_run_seed_reaches_tests_and_is_printed(tmp_path):
     assert "make test SEED=424242" in out
     assert "SEED=424242" in out
     # without a seed each run draws its own, and says which
-    fresh = {k: v for k, v in os.environ.items() if k != "GLM_KV_SEED"}
+    fresh = {k: v for k, v in os.environ.items() if k != "GLM_KV_SEED" and not k.startswith("PYTEST_")}
     seeds = set()
     for _ in range(2):
         run = subprocess.run([sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"),

@@ -80,9 +80,14 @@ def test_waterfall_adds_up_and_matches_the_plan(profile):
 def test_each_binding_limit_has_its_own_words():
     from glm_kv.book.first_page import answer_sentence, first_answer
 
+    from glm_kv.inputs.profile import load_profile
+
     seen = {}
-    for profile in ("h200-0.5.23", "article", "worked-example-0.5.23"):
-        a = first_answer(profile)
+    # one deployment per limit: 8 requests per rank asked for at 128K (requested), the article's
+    # long requests (tokens), a small context with many requests asked for (state slots)
+    for profile, overrides in (("h200-0.5.23", {"context_length": 131072}), ("article", {}),
+                               ("h200-0.5.23", {"context_length": 4096, "max_running_requests": 4096})):
+        a = first_answer(load_profile(profile, overrides))
         seen[a.binding] = answer_sentence(a)
     assert set(seen) == {"requested", "tokens", "mamba"}, seen.keys()
     assert "`max_running_requests`" in seen["requested"]

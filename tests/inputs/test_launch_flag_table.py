@@ -69,8 +69,9 @@ def test_the_word_ignored_needs_proof(monkeypatch):
 
 @pytest.mark.parametrize("cmd,flag,words", [
     ("--enable-unified-memory", "--enable-unified-memory", ("cannot start", "qk_rope_head_dim")),
-    ("--speculative-algorithm DFLASH --speculative-draft-model-path z-lab/x", "--speculative-algorithm",
-     ("'DFLASH'", "does not model")),
+    # DFLASH is modelled now: a Hub id with no local config.json is refused naming the draft path
+    ("--speculative-algorithm DFLASH --speculative-draft-model-path z-lab/x", "speculative_draft_model_path",
+     ("'z-lab/x'", "no readable config.json")),
     ("--speculative-algorithm DSPARK", "--speculative-algorithm", ("'DSPARK'", "does not model")),
     ("--enable-linear-replayssm-spec", "--enable-linear-replayssm-spec", ("does not model",)),
     ("--dcp-size 2", "--dcp-size", ("does not model",)),

@@ -9,6 +9,8 @@ SGLang 0.5.23's own classes.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")

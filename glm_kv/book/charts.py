@@ -185,6 +185,12 @@ dl.glm-kv-dl dd { margin-left: 1.2em; }
 dl.glm-kv-dl .note { color: #555; font-size: 0.9em; }
 div.cell_output .output.text_plain pre, div.cell_output pre { white-space: pre-wrap; word-break: break-word; }
 .bd-article-container { max-width: 100%; }
+/* a long path or flag in prose (`glm_kv/inputs/data/sglang-0.5.23-flag-table.json`) wraps instead of
+   widening the page at 400 px */
+.bd-article p code.literal, .bd-article li code.literal, .bd-article dd code.literal,
+.bd-article p code.literal span.pre, .bd-article li code.literal span.pre,
+.bd-article dd code.literal span.pre { white-space: normal !important; overflow-wrap: anywhere !important;
+  word-break: break-word; }
 """
 
 

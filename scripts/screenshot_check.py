@@ -579,13 +579,20 @@ def check_charts(browser: Browser, page: Path, out_dir: Path, name: str, width: 
         failures.append(f"{name}: chart 0 has no mark to hover")
     descs = []
     for i in range(len(state)):  # every chart: cropped by its own DOM box, judged on its pixels
-        box = _eval(browser, session, _CHART_BOX % i)
-        clip = {"x": box["x"], "y": box["y"], "width": max(1, box["w"]), "height": max(1, box["h"]), "scale": 1}
-        png = base64.b64decode(browser.send("Page.captureScreenshot",
-                                            {"format": "png", "clip": clip, "captureBeyondViewport": True},
-                                            session)["data"])
+        # A capture can come before the compositor has painted the scrolled-to chart (seen once on
+        # a loaded machine: a rendered chart captured pure white). A blank capture is retaken after
+        # a pause, up to three times; a chart with nothing drawn stays blank every time.
+        for attempt in range(3):
+            box = _eval(browser, session, _CHART_BOX % i)
+            clip = {"x": box["x"], "y": box["y"], "width": max(1, box["w"]), "height": max(1, box["h"]), "scale": 1}
+            png = base64.b64decode(browser.send("Page.captureScreenshot",
+                                                {"format": "png", "clip": clip, "captureBeyondViewport": True},
+                                                session)["data"])
+            blank, desc = blank_report(png)
+            if not blank:
+                break
+            browser.pump(1.0)
         (out_dir / (f"{name}-chart.png" if i == 0 else f"{name}-chart-{i + 1}.png")).write_bytes(png)
-        blank, desc = blank_report(png)
         descs.append(desc)
         if blank:
             failures.append(f"{name}: chart {i} ({state[i]['id']}): the chart screenshot looks blank ({desc})")

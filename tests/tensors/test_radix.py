@@ -387,8 +387,15 @@ def test_property_10000_random_operations(reduced_config, one_thread):
 @pytest.mark.parametrize("profile", ["h200-0.5.23", "article-bf16"])
 def test_property_other_layouts(profile, reduced_config, one_thread):
     """Shorter runs: 0.5.23 (INDEXER host entry, 256-token pages) and a bf16 article row."""
-    stats = _random_ops(profile, reduced_config, 600, SEED + 1)
-    assert stats["loaded_tokens"] > 0
+    # every run checks the invariants after each op; a short run need not reach a load-back
+    # (seed 1510629081 + 1 did not), so up to four more sequences are drawn until one does
+    tried = []
+    for k in range(1, 6):
+        stats = _random_ops(profile, reduced_config, 600, SEED + k)
+        tried.append(SEED + k)
+        if stats["loaded_tokens"] > 0:
+            break
+    assert stats["loaded_tokens"] > 0, f"no load-back in 600 ops of seeds {tried}"
 
 
 def test_shared_prefix_workload_hit_rate(reduced_config):

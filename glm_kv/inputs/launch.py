@@ -70,6 +70,11 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--language-only": ("language_only", "flag"),
     "--chunked-prefill-size": ("chunked_prefill_size", "int"),
     "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs_decode", "int"),
+    "--disable-cuda-graph": ("disable_cuda_graph", "flag"),
+    "--disable-decode-cuda-graph": ("disable_decode_cuda_graph", "flag"),
+    "--disable-prefill-cuda-graph": ("disable_prefill_cuda_graph", "flag"),
+    "--enable-linear-replayssm-spec": ("enable_linear_replayssm_spec", "flag"),
+    "--linear-replayssm-cache-len": ("linear_replayssm_cache_len", "int"),
     "--moe-a2a-backend": ("moe_a2a_backend", "str"),
     "--max-prefill-tokens": ("max_prefill_tokens", "hint"),
     "--disaggregation-mode": ("disaggregation_mode", "str"),
@@ -117,6 +122,20 @@ MODELLED: dict[str, str] = {
     "language_only": "memory: no VLM factor in the default fraction",
     "chunked_prefill_size": "memory: default fraction (activation reservation)",
     "cuda_graph_max_bs_decode": "memory: default fraction (decode graph reservation)",
+    "disable_cuda_graph": "memory: default fraction (no decode max_bs x 2, no MLA prefill graph 1.5 GiB, "
+                          "no DeepEP a2a buffers)",
+    "disable_decode_cuda_graph": "memory: default fraction (no decode max_bs x 2, no DeepEP a2a buffers; "
+                                 "the DP-attention padding stays)",
+    "disable_prefill_cuda_graph": "memory: default fraction (no MLA prefill graph 1.5 GiB)",
+    "enable_linear_replayssm_spec": "request/capacity: a replay ring per KDA state slot "
+                                    "(replayssm_ring_bytes_per_req) joins every slot of the mamba budget and "
+                                    "replaces the speculative verify scratch (_handle_max_mamba_cache)",
+    "linear_replayssm_cache_len": "request: the replay ring's length L (ring bytes per slot; power of two, "
+                                  ">= 2 x draft tokens, as MambaPool refuses otherwise)",
+    "dcp_size": "parallel: 1 only (the default, no effect); > 1 refused as SGLang 0.5.23 refuses it for "
+                "this model (DSA with index_kpool=4)",
+    "mamba_max_states_per_path": "nothing in the pools (a radix-tree eviction cap at run time, proven by "
+                                 "tests/sglang/test_flags_refusals.py); its value validated as SGLang does",
     "moe_a2a_backend": "memory: default fraction (DeepEP buffers, prefill graph)",
     "max_prefill_tokens": "memory: default fraction (activation reservation without chunking)",
     "disaggregation_mode": "memory: default fraction; host: HiCache refused on decode",
@@ -162,15 +181,66 @@ class NotModelled(ProfileError):
     """A flag SGLang 0.5.23 takes whose effect on memory glm-kv does not compute (exit 2, named)."""
 
 
+# SGLang 0.5.23's own words for the refusals below (its validators, quoted; tests/sglang/
+# test_flags_refusals.py drives the validators on several profiles and checks each quote is the
+# message SGLang raises).
+SGLANG_SAYS: dict[str, str] = {
+    # arg_groups/kv_cache_hook.py handle_page_major_kv_layout (--enable-unified-memory implies the layout)
+    "page_major_backends": ("--enable-page-major-kv-layout: the resolved attention backends ['dsa'] are not in "
+                            "the allowed set ['cutedsl_mla', 'fa3', 'flashinfer', 'flashmla', 'triton', "
+                            "'trtllm_mla'] for this configuration. Pass a compatible --attention-backend."),
+    "page_major_alone": ("--enable-page-major-kv-layout without --enable-unified-memory is temporarily "
+                         "unsupported"),
+    # arg_groups/attention_hook.py (the ReplaySSM decode ring) and mamba_hook.py (no_buffer)
+    "replayssm_extra_buffer": ("--enable-linear-replayssm requires --mamba-radix-cache-strategy no_buffer (the "
+                               "default); the extra_buffer ping-pong donation path is not yet supported"),
+    "no_buffer_page": "no_buffer only supports page_size=1.",
+    # arg_groups/model_overrides/deepseek_v2.py, arg_groups/parallel_hook.py
+    "dcp_kpool": ("--dcp-size > 1 is not supported for DSA with index_kpool=4: a pooled index key spans positions "
+                  "owned by different DCP ranks."),
+    "dcp_min": "Decode context parallel size (--dcp-size / --decode-context-parallel-size) must be >= 1",
+    # arg_groups/mamba_hook.py handle_mamba_backend
+    "states_per_path": "--mamba-max-states-per-path must be -1 (unlimited) or a positive integer",
+}
+
 # Flags SGLang 0.5.23 takes but cannot start this model with: refused with SGLang's own reason.
 REFUSED_BY_SGLANG: dict[str, str] = {
     "enable_unified_memory": (
-        "SGLang 0.5.23 cannot start GLM-5.3-Flash with it: it implies --enable-page-major-kv-layout, whose "
-        "attention-backend allow-list has no 'dsa' (arg_groups/kv_cache_hook.py), and the unified pool asserts "
-        "qk_rope_head_dim > 0 (mem_cache/unified_memory_pool.py), which is 0 for this model"),
+        "SGLang 0.5.23 cannot start GLM-5.3-Flash with it: it implies --enable-page-major-kv-layout, and "
+        f"SGLang says \"{SGLANG_SAYS['page_major_backends']}\" (arg_groups/kv_cache_hook.py; 'dsa' is the only "
+        "attention backend this model has); past that the unified pool asserts qk_rope_head_dim > 0 "
+        "(mem_cache/unified_memory_pool.py), which is 0 for this model"),
     "enable_page_major_kv_layout": (
-        "SGLang 0.5.23 cannot start GLM-5.3-Flash with it: the page-major layout's attention-backend allow-list "
-        "has no 'dsa' (arg_groups/kv_cache_hook.py), and it is supported only with --enable-unified-memory"),
+        f"SGLang 0.5.23 cannot start GLM-5.3-Flash with it: \"{SGLANG_SAYS['page_major_alone']}\" and, with "
+        f"--enable-unified-memory, \"{SGLANG_SAYS['page_major_backends']}\" (arg_groups/kv_cache_hook.py)"),
+    "enable_linear_replayssm": (
+        f"SGLang 0.5.23 cannot start GLM-5.3-Flash with it: \"{SGLANG_SAYS['replayssm_extra_buffer']}\" "
+        f"(arg_groups/attention_hook.py), and with --mamba-radix-cache-strategy no_buffer \""
+        f"{SGLANG_SAYS['no_buffer_page']}\" (arg_groups/mamba_hook.py; this model runs with 256-token pages)"),
+}
+
+
+def _check_dcp_size(flag: str, value: int) -> None:
+    """--dcp-size: 1 is the default (nothing moves); SGLang 0.5.23 refuses every other value for this model."""
+    if value < 1:
+        raise ProfileError(flag, f"SGLang 0.5.23 refuses it: \"{SGLANG_SAYS['dcp_min']}, but got dcp_size={value}.\"")
+    if value > 1:
+        raise NotModelled(flag, f"SGLang 0.5.23 cannot start GLM-5.3-Flash with it: \"{SGLANG_SAYS['dcp_kpool']}\" "
+                                f"(arg_groups/model_overrides/deepseek_v2.py)")
+
+
+def _check_states_per_path(flag: str, value: int) -> None:
+    """--mamba-max-states-per-path: a run-time eviction cap (no pool byte); SGLang's value rule."""
+    if value == 0 or value < -1:
+        raise ProfileError(flag, f"SGLang 0.5.23 refuses it: \"{SGLANG_SAYS['states_per_path']}, got {value}.\"")
+
+
+# Flags glm-kv reads for their value only: no profile field (nothing in the pools moves at the values
+# SGLang starts this model with); a value SGLang refuses is refused the same way.
+CHECKED: dict[str, tuple[str, Any]] = {
+    "--dcp-size": ("dcp_size", _check_dcp_size),
+    "--decode-context-parallel-size": ("dcp_size", _check_dcp_size),
+    "--mamba-max-states-per-path": ("mamba_max_states_per_path", _check_states_per_path),
 }
 
 
@@ -393,6 +463,9 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
         if canonical in ("--model-path", "--model"):
             fields["model"] = values[0]
             fields["weights_estimate"] = True   # the model is named: its weights are predictable (issue 20)
+            continue
+        if canonical in CHECKED:
+            CHECKED[canonical][1](flag, _int(flag, values[0]))
             continue
         if canonical not in FLAGS:
             try:

@@ -169,6 +169,10 @@ FIELDS: dict[str, Field] = {
     "mamba_skip_decode_lock": Bool(),    # env SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=1
     "disable_overlap_schedule": Bool(),
     "disable_radix_cache": Bool(),
+    # --enable-linear-replayssm-spec: a replay ring per KDA state slot replaces the verify scratch
+    # (kv_cache_configurator._handle_max_mamba_cache); ring length --linear-replayssm-cache-len
+    "enable_linear_replayssm_spec": Bool(),
+    "linear_replayssm_cache_len": Int(16, ge=1, le=1 << 16),
 
     "max_running_requests": Int(None, optional=True, ge=1, le=COUNT_MAX),   # None: SGLang's automatic value
     "max_total_tokens": Int(None, optional=True, ge=1, le=1 << 40),
@@ -202,6 +206,11 @@ FIELDS: dict[str, Field] = {
     # flags that change SGLang's default mem_fraction_static (None: SGLang's own default)
     "chunked_prefill_size": Int(None, optional=True, ge=-1, le=COUNT_MAX),   # -1 disables chunking
     "cuda_graph_max_bs_decode": Int(None, optional=True, ge=1, le=1 << 20),
+    # the graph reservation of the default fraction (memory_hook.reserve_for_graph_mb): decode
+    # max_bs x 2 and the MLA prefill graph's flat 1.5 GiB drop with their phase's graph
+    "disable_cuda_graph": Bool(),           # both phases (the legacy global switch)
+    "disable_decode_cuda_graph": Bool(),
+    "disable_prefill_cuda_graph": Bool(),
     "moe_a2a_backend": Choice("none", MOE_A2A_BACKEND_CHOICES),
     "max_prefill_tokens": Int(16384, ge=1, le=COUNT_MAX),
     "disaggregation_mode": Choice("null", DISAGGREGATION_MODE_CHOICES),

@@ -64,6 +64,8 @@ class ServerArgs:
         and unified memory, which keep it, are refused by the flag table). The KV cell, the tail
         width and ``req_to_token`` still count every draft token.
         """
+        if self.profile.enable_linear_replayssm_spec:   # the replay ring owns rollback: no verify scratch
+            return 0
         return 0 if self.profile.disaggregation_mode == "prefill" else self.draft_tokens
 
 
@@ -248,6 +250,42 @@ def validate_draft_window(p: Profile, draft_tokens: int) -> None:
                            f"(block_size). window_size={w}, block_size={draft_tokens}")
 
 
+def validate_replayssm_spec(p: Profile, draft_tokens: int) -> None:
+    """``--enable-linear-replayssm-spec``: SGLang 0.5.23's refusals, in its words.
+
+    arg_groups/attention_hook.py (linear draft chain, decode backend, PD prefill) and MambaPool's
+    ring checks at allocation (mem_cache/memory_pool.py: the ring length is a power of two and at
+    least twice the draft tokens, the early-flush margin). HiCache with the ring is not modelled.
+    """
+    if not p.enable_linear_replayssm_spec:
+        return
+    if p.speculative_eagle_topk not in (None, 1):
+        raise ProfileError("enable_linear_replayssm_spec",
+                           "--enable-linear-replayssm-spec requires a linear draft chain (--speculative-eagle-topk "
+                           "in {None, 1}); the chunked verify kernel uses a strictly-lower causal mask and is "
+                           f"invalid for EAGLE tree verify. Got --speculative-eagle-topk={p.speculative_eagle_topk!r}.")
+    if p.linear_attn_backend not in ("triton", "flashinfer"):
+        raise ProfileError("enable_linear_replayssm_spec",
+                           "--enable-linear-replayssm-spec requires the triton or flashinfer linear-attn decode "
+                           f"backend, got --linear-attn-decode-backend={p.linear_attn_backend!r}.")
+    if p.disaggregation_mode == "prefill":
+        raise ProfileError("enable_linear_replayssm_spec",
+                           "--enable-linear-replayssm-spec is not supported on a PD prefill server: the ring is "
+                           "spec-verify-only scratch and the prefill server never runs spec verify.")
+    length = p.linear_replayssm_cache_len
+    if length & (length - 1):
+        raise ProfileError("linear_replayssm_cache_len",
+                           f"spec-verify ring length must be a power of two, got {length} (MambaPool refuses it "
+                           f"when SGLang 0.5.23 allocates the pools)")
+    if draft_tokens and length < 2 * draft_tokens:
+        raise ProfileError("linear_replayssm_cache_len",
+                           f"spec-verify ring too small: {length} < 2 * {draft_tokens} (early-flush margin) "
+                           f"(MambaPool refuses it when SGLang 0.5.23 allocates the pools)")
+    if p.enable_hierarchical_cache:
+        raise ProfileError("enable_hierarchical_cache", "with --enable-linear-replayssm-spec the HiCache mamba host "
+                                                        "pool beside the replay rings is not modelled: no plan is given")
+
+
 def resolve_context_length(profile: Profile, model: ModelConfig) -> Profile:
     """SGLang's context_len: --context-length when given, else the model's max_position_embeddings.
 
@@ -285,6 +323,7 @@ def resolve(p: Profile) -> ServerArgs:
     mrr = effective_max_running_requests(p)
     draft = load_draft(p.speculative_draft_model_path) if p.speculative_algorithm == "DFLASH" else None
     draft_tokens = draft_token_count(p, draft)
+    validate_replayssm_spec(p, draft_tokens)
     draft_tp = p.tp_size   # draft_attn_tp_size(): attn_tp, or tp with CP (DP attention is refused)
     draft_kv = 0
     if draft is not None:

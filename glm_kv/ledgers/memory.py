@@ -66,6 +66,8 @@ class FractionInputs:
     is_vlm: bool
     vision_num_hidden_layers: int
     vision_hidden_size: int
+    decode_graph_disabled: bool = False    # --disable-cuda-graph / --disable-decode-cuda-graph
+    prefill_graph_disabled: bool = False   # --disable-cuda-graph / --disable-prefill-cuda-graph
 
 
 def gpu_defaults(gpu_mem_mib: float, tp_size: int) -> tuple[int, int]:
@@ -98,12 +100,15 @@ def reserved_mib(f: FractionInputs) -> float:
     elif f.max_running_requests is not None and max_bs > f.max_running_requests:
         max_bs = f.max_running_requests
     mode = f.disaggregation_mode or "null"
-    decode_graph = mode != "prefill"
+    # the decode graph's backend (cuda_graph_config.decode): DISABLED drops max_bs x 2 and the DeepEP
+    # a2a buffers, not the DP-attention padding term (reserve_for_graph_mb reads max_bs there whatever
+    # the backend); a disabled prefill graph drops the MLA prefill graph's flat 1.5 GiB
+    decode_graph = mode != "prefill" and not f.decode_graph_disabled
     # disable_breakable_cudagraph_if_incompatible runs before the fraction: an a2a backend outside
     # its list, or attn_cp_size > 1 (supports_prefill_cp_bcg needs the DSA prefill backend, not yet
     # resolved then), turns the prefill graph off; it comes back only after the fraction is fixed.
     prefill_graph = (mode != "decode" and f.moe_a2a_backend in BREAKABLE_PREFILL_A2A
-                     and f.attn_cp_size == 1)
+                     and f.attn_cp_size == 1 and not f.prefill_graph_disabled)
     if mode == "decode":
         act = max((f.max_running_requests or max_bs or 1) * (f.speculative_num_draft_tokens or 1), 2048)
     elif chunk > 0:
@@ -162,6 +167,8 @@ def fraction_inputs(p, model: ModelConfig, gpu: Gpu, attn_dp: int,
         attn_cp_size=p.attn_cp_size, is_vlm=vlm,
         vision_num_hidden_layers=getattr(model, "vision_num_hidden_layers", None) or VIT_BASE_LAYERS,
         vision_hidden_size=getattr(model, "vision_hidden_size", None) or VIT_BASE_HIDDEN,
+        decode_graph_disabled=p.disable_cuda_graph or p.disable_decode_cuda_graph,
+        prefill_graph_disabled=p.disable_cuda_graph or p.disable_prefill_cuda_graph,
     )
 
 

@@ -96,7 +96,7 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     cap = None
     if avail is not None:
         cap = capacity_ledger(p, rest_gib=rest_gib, available_bytes=avail, available_source=source,
-                              attn_dp=args.attn_dp_size, slot=req.state_slot_bytes,
+                              attn_dp=args.attn_dp_size, slot=req.budget_slot_bytes,
                               ratio=req.slots_per_request, cell_size=tok.cell_size_bytes,
                               page_size=tok.page_size, draft_tokens=args.verify_state_draft_tokens,
                               requests_per_worker=args.requests_per_worker, context_len=args.context_length)

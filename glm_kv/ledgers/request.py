@@ -25,6 +25,13 @@ class RequestLedger:
     mamba_strategy: str         # resolved mamba_scheduler_strategy ("none" when radix cache is off)
     slots_per_request: int
     state_bytes_per_request: int
+    replayssm_ring_bytes_per_slot: int = 0   # --enable-linear-replayssm-spec: the KDA replay ring of one slot
+
+    @property
+    def budget_slot_bytes(self) -> int:
+        """What one state slot costs the mamba budget: the slot, plus its replay ring under ReplaySSM
+        spec-verify (``_handle_max_mamba_cache``: KDA keeps the ring attached to every slot)."""
+        return self.state_slot_bytes + self.replayssm_ring_bytes_per_slot
 
 
 def slots_per_request(p, strategy: str) -> int:
@@ -39,6 +46,23 @@ def slots_per_request(p, strategy: str) -> int:
     else:
         add = 0
     return base + add
+
+
+def replayssm_ring_bytes(temporal_shape: tuple[int, int, int], num_layers: int, record_len: int) -> int:
+    """``BaseLinearStateParams.replayssm_ring_bytes_per_req`` for KDA (configs/mamba_utils.py), all layers.
+
+    Per layer, for a ring of ``record_len`` steps: raw v, raw k, d and k rings in the conv dtype (bf16),
+    beta and the per-K vector gate in fp32. KDA's k heads are its v heads (``num_k_heads_per_tp``).
+    """
+    hv, v_dim, k_dim = temporal_shape
+    h_k, conv_b, fp32_b, n = hv, DTYPE_BYTES[CONV_DTYPE], 4, record_len
+    per_layer = (hv * n * v_dim * conv_b            # rawv
+                 + h_k * n * k_dim * conv_b         # rawk
+                 + hv * n * fp32_b                  # beta
+                 + hv * n * k_dim * fp32_b          # vector g
+                 + hv * n * v_dim * conv_b          # d
+                 + h_k * n * k_dim * conv_b)        # k
+    return per_layer * num_layers
 
 
 def request_ledger(args: ServerArgs, linear_tp: int) -> RequestLedger:
@@ -62,4 +86,7 @@ def request_ledger(args: ServerArgs, linear_tp: int) -> RequestLedger:
         conv_state_bytes=conv_b, temporal_state_bytes=temporal_b,
         state_bytes_per_layer=conv_b + temporal_b, state_slot_bytes=slot,
         mamba_strategy=args.mamba_strategy, slots_per_request=spr, state_bytes_per_request=spr * slot,
+        replayssm_ring_bytes_per_slot=(replayssm_ring_bytes(temporal_shape, model.num_linear_layers,
+                                                            p.linear_replayssm_cache_len)
+                                       if p.enable_linear_replayssm_spec else 0),
     )

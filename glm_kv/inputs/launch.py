@@ -115,8 +115,9 @@ MODELLED: dict[str, str] = {
                                      "draft KV bytes per token in cell_size (its own device pool), draft weights"),
     "speculative_dflash_block_size": "DFLASH: speculative_num_draft_tokens (verify scratch, tail width); "
                                      "must match --speculative-num-draft-tokens",
-    "speculative_draft_window_size": "DFLASH: validated (>= block_size, as SGLang refuses); its compact draft "
-                                     "req->token table is not counted (outside the pools)",
+    "speculative_draft_window_size": "DFLASH: validated as SGLang does (>= block_size), then refused by name: "
+                                     "the draft worker's own req->token table (dflash_worker_v2 alloc_memory_pool, "
+                                     "allocated after the pools) is not counted",
     "mem_fraction_static": "memory: the rest for the pools",
     "language_model_only": "memory: refused for this architecture, as SGLang refuses it",
     "language_only": "memory: no VLM factor in the default fraction",
@@ -190,10 +191,12 @@ SGLANG_SAYS: dict[str, str] = {
                             "the allowed set ['cutedsl_mla', 'fa3', 'flashinfer', 'flashmla', 'triton', "
                             "'trtllm_mla'] for this configuration. Pass a compatible --attention-backend."),
     "page_major_alone": ("--enable-page-major-kv-layout without --enable-unified-memory is temporarily "
-                         "unsupported"),
+                         "unsupported: the strided MHA K/V views were removed and the static-pool page-major "
+                         "layout awaits its per-layer-view reimplementation. Run with --enable-unified-memory, "
+                         "or drop --enable-page-major-kv-layout."),
     # arg_groups/attention_hook.py (the ReplaySSM decode ring) and mamba_hook.py (no_buffer)
     "replayssm_extra_buffer": ("--enable-linear-replayssm requires --mamba-radix-cache-strategy no_buffer (the "
-                               "default); the extra_buffer ping-pong donation path is not yet supported"),
+                               "default); the extra_buffer ping-pong donation path is not yet supported (follow-up)."),
     "no_buffer_page": "no_buffer only supports page_size=1.",
     # arg_groups/model_overrides/deepseek_v2.py, arg_groups/parallel_hook.py
     "dcp_kpool": ("--dcp-size > 1 is not supported for DSA with index_kpool=4: a pooled index key spans positions "

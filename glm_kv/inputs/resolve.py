@@ -248,6 +248,11 @@ def validate_draft_window(p: Profile, draft_tokens: int) -> None:
         raise ProfileError("speculative_draft_window_size",
                            f"--speculative-draft-window-size must be >= --speculative-num-draft-tokens "
                            f"(block_size). window_size={w}, block_size={draft_tokens}")
+    if w is not None:   # a window SGLang takes: its memory is not computed, so no plan (issue 20)
+        raise ProfileError("speculative_draft_window_size",
+                           "not modelled by glm-kv: with a draft window the DFLASH draft worker allocates its own "
+                           "req->token table (speculative/dflash_worker_v2.py alloc_memory_pool, after the target's "
+                           "pools are sized), which glm-kv does not count; leave the flag out for a plan")
 
 
 def validate_replayssm_spec(p: Profile, draft_tokens: int) -> None:

@@ -161,7 +161,7 @@ def prove_inert(field: str, kwargs: dict, base: dict) -> str | None:
 
 
 def build_table(progress=None) -> dict:
-    from glm_kv.inputs.launch import MODELLED
+    from glm_kv.inputs.launch import MODELLED, REFUSED_BY_SGLANG
 
     p = parser()
     by_dest = options_by_dest(p)
@@ -176,6 +176,8 @@ def build_table(progress=None) -> dict:
             row.update(status="no-flag", why="no command-line option in 0.5.23 (set by SGLang itself)")
         elif name in MODELLED:
             row.update(status="modelled", moves=MODELLED[name])
+        elif name in REFUSED_BY_SGLANG:
+            row.update(status="refused", why=REFUSED_BY_SGLANG[name])
         elif (ns in INERT_NAMESPACES and name not in INERT_EXCLUDED) or name in INERT_FIELDS:
             argv = sample_argv(actions[0], default)
             if argv is None:
@@ -206,7 +208,7 @@ def build_table(progress=None) -> dict:
 def reclassify_modelled(table: dict) -> dict:
     """The table with every row's modelled status re-read from ``launch.MODELLED`` (inert proofs kept):
     a flag that became modelled moves to *modelled*; one that left MODELLED goes back to *refused*."""
-    from glm_kv.inputs.launch import MODELLED
+    from glm_kv.inputs.launch import MODELLED, REFUSED_BY_SGLANG
 
     rows = []
     for r in table["rows"]:
@@ -215,6 +217,8 @@ def reclassify_modelled(table: dict) -> dict:
             rows.append(r)
         elif r["field"] in MODELLED:
             rows.append({**base, "status": "modelled", "moves": MODELLED[r["field"]]})
+        elif r["field"] in REFUSED_BY_SGLANG:   # SGLang cannot start this model with it: its reason
+            rows.append({**base, "status": "refused", "why": REFUSED_BY_SGLANG[r["field"]]})
         elif r["status"] == "modelled":
             rows.append({**base, "status": "refused", "why": "not modelled by glm-kv"})
         else:

@@ -296,6 +296,20 @@ def test_sglang_refusals_are_refused_the_same_way(sglang_ready, tmp_path):
         assert head.lower() in e.value.rule.replace("--", "").lower(), (pid, head, e.value.rule)
 
 
+def test_a_draft_window_sglang_takes_is_refused_by_name(tmp_path):
+    """--speculative-draft-window-size >= block: SGLang starts, with a private draft req->token table
+    glm-kv does not count, so glm-kv refuses it naming the flag (issue 20: no silent acceptance)."""
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.ledgers.plan import compute_plan
+
+    prof = {"speculative_algorithm": "DFLASH", "gpu": "H200", "tp_size": 8, "weights_bytes": 40 * GiB,
+            "speculative_draft_model_path": write_draft(tmp_path), "speculative_draft_window_size": 64}
+    with pytest.raises(ProfileError) as e:
+        compute_plan(make_profile(prof))
+    assert e.value.field == "speculative_draft_window_size" and "not modelled" in e.value.rule
+    compute_plan(make_profile({k: v for k, v in prof.items() if k != "speculative_draft_window_size"}))
+
+
 def test_unreadable_draft_path_is_named(tmp_path):
     from glm_kv.inputs.profile import make_profile
     from glm_kv.ledgers.plan import compute_plan

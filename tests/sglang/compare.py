@@ -53,6 +53,7 @@ KEYS: dict[str, str] = {
     "request.slots_per_request": "function: KVCacheConfigurator._calculate_mamba_ratio",
     "request.state_bytes_per_request": "measured slot bytes x slots per request",
     "request.mamba_strategy": "resolved: _mamba_radix_cache_resolution",
+    "request.replayssm_ring_bytes_per_slot": "function: replayssm_ring_bytes_per_req (0 without the flag)",
     "tail.rows": "measured: _compress_tail_k rows (requests + 2), at the resolved requests",
     "tail.width": "measured: _compress_tail_k width",
     "tail.head_dim": "measured: _compress_tail_k last dimension",

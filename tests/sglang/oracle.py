@@ -252,6 +252,10 @@ def _plan(profile: dict, measured: dict, gpu: FakeGpu, config: dict) -> dict:
             # unused - no strategy runs (the plan's "none")
             "mamba_strategy": v.mamba_radix_cache_strategy if not v.disable_radix_cache else "none",
             "slots_per_request": slots_per_request,
+            # --enable-linear-replayssm-spec: SGLang's own ring size per KDA slot (mamba_utils.py)
+            "replayssm_ring_bytes_per_slot": (
+                int(cache_params.replayssm_ring_bytes_per_req(record_len=v.linear_replayssm_cache_len))
+                if getattr(v, "enable_linear_replayssm_spec", False) else 0),
         },
         "resolved": {
             "mem_fraction_static": v.mem_fraction_static,

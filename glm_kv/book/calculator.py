@@ -20,6 +20,8 @@ when speculative decoding is on) and the pre-load free memory is its estimate, a
 """
 from __future__ import annotations
 
+import copy
+import functools
 import itertools
 import json
 from dataclasses import dataclass
@@ -119,7 +121,17 @@ def _b36(i: int, width: int) -> str:
 
 
 def build_data() -> dict:
-    """Every categorical combination's constants, deduplicated per group and indexed in base 36."""
+    """Every categorical combination's constants, deduplicated per group and indexed in base 36.
+
+    The data does not depend on the book's profile (it starts from ``BASE_PROFILE``), and resolving
+    every combination costs seconds, so a kernel that builds several profiles' books computes it
+    once (``_build_data_once``); each caller gets its own copy.
+    """
+    return copy.deepcopy(_build_data_once())
+
+
+@functools.lru_cache(maxsize=1)
+def _build_data_once() -> dict:
     gpus = tuple(GPU_NAMES)
     axes = {"gpu": list(gpus), "layout": [list(x) for x in LAYOUTS], "kv_cache_dtype": list(KV_DTYPES),
             "mamba_ssm_dtype": list(SSM_DTYPES), "mamba_scheduler_strategy": list(STRATEGIES),

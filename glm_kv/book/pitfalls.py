@@ -264,6 +264,7 @@ def pitfall_sections(profile: Profile | str | None = None):
     Drawn on by notebooks/07_pitfalls.ipynb."""
     import html as _html
 
+    from .sources import link_names
     from .tables import Html
 
     prof = _profile(profile)
@@ -292,8 +293,8 @@ def pitfall_sections(profile: Profile | str | None = None):
                           f"assumes {_show(wrong)}, and check({pf.number}, profile, {_show(wrong)!s}) {caught}."),
             ("In SGLang 0.5.23", f"{pf.in_0523.format(**vals)} For this profile {layouts}."),
         ]
-        dl = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in items)
+        dl = "".join(f"<dt>{e(k)}</dt><dd>{link_names(v)}</dd>" for k, v in items)  # SGLang names linked
         parts.append(f'<div class="glm-kv-pitfall"><p class="rubric"><strong>Pitfall {pf.number}: '
-                     f'{e(pf.title)}</strong></p><dl class="glm-kv-dl">{dl}</dl></div>')
+                     f'{link_names(pf.title)}</strong></p><dl class="glm-kv-dl">{dl}</dl></div>')
         text.append(f"{pf.number}. {pf.title}: plan {_show(right)}, mistaken {_show(wrong)}")
     return Html("".join(parts), "\n".join(text))

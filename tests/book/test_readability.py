@@ -108,8 +108,8 @@ def test_comparison_index_lists_every_shipped_profile(tmp_path):
     (tmp_path / "article" / "html" / "index.html").write_text("<html></html>")
     page = write_index(tmp_path, ["article"]).read_text()
     for p in shipped_profiles():
-        assert f"<td>{p}</td>" in page
-    assert '<a href="article/html/index.html">open</a>' in page and "not built" in page
+        assert f'<td class="text">{p}</td>' in page, p    # the detail table's sticky first column
+    assert '<a href="article/html/index.html">article</a>' in page and "(no book built)" in page
     assert "requests that fit per rank" in page and "binding limit" in page
 
 

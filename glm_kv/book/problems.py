@@ -223,9 +223,11 @@ def glue_problem(chapter: str, plan: "Plan") -> Problem:
     from IPython.display import Markdown
     from myst_nb import glue
 
+    from .sources import link_md
+
     p = PROBLEMS[chapter](plan)
-    glue("problem_q", Markdown(p.question), display=False)
-    glue("problem_a", Markdown(p.answer), display=False)
+    glue("problem_q", Markdown(link_md(p.question)), display=False)   # SGLang names linked to their line
+    glue("problem_a", Markdown(link_md(p.answer)), display=False)
     return p
 
 

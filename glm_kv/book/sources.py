@@ -127,3 +127,12 @@ def glue_source_names(names: dict[str, str]) -> None:
 
     for key, name in names.items():
         glue(key, Markdown(source_md(name)), display=False)
+
+
+_MD_NAMES = re.compile(r"(?<![\[\w])`(" + "|".join(sorted(map(re.escape, SOURCES), key=len, reverse=True))
+                       + r")`(?!\])")
+
+
+def link_md(markdown: str) -> str:
+    """Markdown with every SOURCES name in plain backticks made a link to its line (glued prose)."""
+    return _MD_NAMES.sub(lambda m: source_md(m.group(1)), markdown)

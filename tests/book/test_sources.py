@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from glm_kv.book.sources import SOURCES, link_names, source_md, source_url
+from glm_kv.book.sources import SOURCES, link_md, link_names, source_md, source_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,14 +49,17 @@ def test_each_entry_names_itself_on_its_line():
 
 
 def prose_texts() -> list[tuple[str, str]]:
-    """(file, Markdown) for every chapter and book page, markdown cells only, code fences dropped."""
+    """(file, Markdown) for every chapter and book page: markdown cells and glued Markdown, code fences dropped."""
     nbformat = pytest.importorskip("nbformat")
     out = []
     files = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.ipynb")) \
         + sorted((ROOT / "book").glob("*.md"))
     for f in files:
         if f.suffix == ".ipynb":
-            texts = [c.source for c in nbformat.read(f, as_version=4).cells if c.cell_type == "markdown"]
+            cells = nbformat.read(f, as_version=4).cells
+            texts = [c.source for c in cells if c.cell_type == "markdown"]
+            texts += [o["data"][k] for c in cells for o in c.get("outputs", [])     # glued Markdown
+                      for k in ("application/papermill.record/text/markdown",) if k in o.get("data", {})]
         else:
             texts = [f.read_text(encoding="utf-8")]
         out += [(f.name, re.sub(r"```(?!\{).*?```", "", t, flags=re.S)) for t in texts]
@@ -120,3 +123,9 @@ def test_the_role_renders_a_link_and_refuses_an_unknown_name(tmp_path):
     (src / "index.md").write_text("# t\n\nOne {sglang}`NoSuchPool`.\n")
     proc = subprocess.run(cmd + ["-W"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode != 0 and "NoSuchPool" in proc.stderr
+
+
+def test_glued_markdown_links_sglang_names():
+    out = link_md("How many `IndexKeyCache` pages, `index_kpool` and [`MambaPool`](x)?")
+    assert out == f"How many [`IndexKeyCache`]({source_url('IndexKeyCache')}) pages, `index_kpool` and [`MambaPool`](x)?"
+    assert not unlinked([("glued.md", out)])

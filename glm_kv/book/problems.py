@@ -187,7 +187,7 @@ def pitfalls_problem(plan: "Plan") -> Problem:
     wrong = tokens_in_budget(budget, t.kv_bytes_per_token, t.page_size)
     right = tokens_in_budget(budget, t.cell_size_bytes, t.page_size)
     return Problem(
-        question=(f"The token pool of one rank of `{plan.profile.label}` gets {budget:,} B. A reader divides it by "
+        question=(f"The token pool of one rank of `{plan.profile.label}` gets {fmt_bytes(budget)}. A reader divides it by "
                   f"the MLA latent KV alone ({t.kv_bytes_per_token:,} B per token, pitfall 2). How many token "
                   f"slots do they predict, and how far off are they?"),
         answer=(f"SGLang divides by `cell_size` = {t.kv_bytes_per_token:,} + {t.indexer_bytes_per_token:,} = "
@@ -204,11 +204,12 @@ def changed_problem(plan: "Plan") -> Problem:
     ta = tokens_in_budget(budget, a.cell_size_bytes, a.page_size)
     tb = tokens_in_budget(budget, b.cell_size_bytes, b.page_size)
     return Problem(
-        question=(f"Keep `{plan.profile.label}`'s token-pool budget ({budget:,} B) and change only the SGLang "
-                  f"layout. How many token slots does it hold under the article's layout and under 0.5.23?"),
+        question=(f"Keep the token-pool budget of one rank of `{plan.profile.label}`, {fmt_bytes(budget)}, and change "
+                  f"only the SGLang layout. How many token slots does it hold under the article's layout and under 0.5.23?"),
         answer=(f"Article: `cell_size` = {a.cell_size_bytes:,} B, pages of {a.page_size:,}: {budget:,} // "
                 f"{a.cell_size_bytes:,} → {ta:,} tokens. 0.5.23: the indexer reserves only pooled keys, "
-                f"`cell_size` = {b.cell_size_bytes:,} B, pages of {b.page_size:,}: → {tb:,} tokens. "
+                f"`cell_size` = {b.cell_size_bytes:,} B, pages of {b.page_size:,}: {budget:,} // "
+                f"{b.cell_size_bytes:,} → {tb:,} tokens. "
                 f"**0.5.23 holds {tb - ta:,} more tokens** ({(tb - ta) / ta:.1%})."))
 
 

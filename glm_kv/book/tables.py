@@ -271,15 +271,16 @@ class Html:
 def definitions(items, *, css: str = "glm-kv-dl") -> Html:
     """Explanations as a definition list (term -> description): they wrap, never truncate.
 
-    ``items``: (term, description) pairs, or (term, description, note) triples; text is escaped.
+    ``items``: (term, description) pairs, or (term, description, note) triples; text is escaped, and
+    an SGLang class or function it names links to its line (``glm_kv.book.sources.link_names``).
     """
-    import html as _html
+    from .sources import link_names
 
     parts, text = [], []
     for item in items:
         term, desc, *note = item
-        parts.append(f"<dt>{_html.escape(str(term))}</dt><dd>{_html.escape(str(desc))}"
-                     + (f'<br><span class="note">{_html.escape(str(note[0]))}</span>' if note and note[0] else "")
+        parts.append(f"<dt>{link_names(str(term))}</dt><dd>{link_names(str(desc))}"
+                     + (f'<br><span class="note">{link_names(str(note[0]))}</span>' if note and note[0] else "")
                      + "</dd>")
         text.append(f"{term}: {desc}")
     return Html(f'<dl class="{css}">' + "".join(parts) + "</dl>", "\n".join(text))

@@ -129,3 +129,12 @@ def test_glued_markdown_links_sglang_names():
     out = link_md("How many `IndexKeyCache` pages, `index_kpool` and [`MambaPool`](x)?")
     assert out == f"How many [`IndexKeyCache`]({source_url('IndexKeyCache')}) pages, `index_kpool` and [`MambaPool`](x)?"
     assert not unlinked([("glued.md", out)])
+
+
+def test_definition_lists_link_the_names_they_mention():
+    pytest.importorskip("pandas")
+    from glm_kv.book.tables import definitions
+
+    out = definitions([("compress tail (_compress_tail_k)", "not a HostPoolGroup entry <b>")]).html
+    assert f'<a href="{source_url("_compress_tail_k")}"><code>_compress_tail_k</code></a>' in out
+    assert f'<a href="{source_url("HostPoolGroup")}"><code>HostPoolGroup</code></a>' in out and "&lt;b&gt;" in out

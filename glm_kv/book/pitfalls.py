@@ -198,8 +198,8 @@ def check(number: int, profile: Profile | str | None, assumed: Any) -> Any:
     pf = pitfall(number)
     actual = truth(number, profile)
     if assumed != actual:
-        raise PitfallError(f"pitfall {number} ({pf.title}): assumed {pf.quantity} = {assumed!r}, "
-                           f"the plan says {actual!r}")
+        raise PitfallError(f"pitfall {number} ({pf.title}): assumed {pf.quantity} = {_shown(assumed)}, "
+                           f"the plan says {_shown(actual)}")
     return actual
 
 
@@ -226,6 +226,15 @@ def pitfall_table(profile: Profile | str | None = None):
                      "the mistake": pf.mistake, "mistaken value": _show(wrong),
                      "the plan says": _show(right), "mistake caught": caught, "plan passes": passes})
     return pd.DataFrame(rows).set_index("#")
+
+
+def _shown(v: Any) -> str:
+    """A value in an error message: integers with thousands separators, the rest as repr."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(map(_shown, v)) + ")"
+    return repr(v)
 
 
 def _show(v: Any) -> str:

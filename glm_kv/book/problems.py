@@ -170,7 +170,7 @@ def flags_problem(plan: "Plan") -> Problem:
     longest = per_request // t.page_size * t.page_size
     return Problem(
         question=(f"At the split `{plan.profile.label}` gives (`--mamba-full-memory-ratio` "
-                  f"{plan.profile.mamba_full_memory_ratio}), up to what request length does the state pool, "
+                  f"{plan.profile.mamba_full_memory_ratio}, KV cache in {t.kv_cache_dtype}), up to what request length does the state pool, "
                   f"not the token pool, limit how many requests one rank holds (leaving `max_running_requests` "
                   f"aside)?"),
         answer=(f"The state pool holds {c.max_mamba_cache_size:,} // {spr} = {by_state:,} requests whatever their "

@@ -202,6 +202,10 @@ def show(df, *, caption: str | None = None, css: str = "wrap sticky-first") -> "
     for col in out.columns:
         if pd.api.types.is_integer_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
             out[col] = out[col].map(lambda v: f"{v:,}")
+        elif pd.api.types.is_float_dtype(out[col]) and len(out[col].dropna()) \
+                and (out[col].dropna() % 1 == 0).all():
+            # byte counts that pandas made float (a column with a gap): whole numbers, separated
+            out[col] = out[col].map(lambda v: f"{int(v):,}" if pd.notna(v) else v)
         elif out[col].dtype == object:
             out[col] = out[col].map(lambda v: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v)
     out = out.astype(object).where(out.notna(), "-")

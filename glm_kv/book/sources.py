@@ -68,9 +68,21 @@ def source_url(name: str) -> str:
     return f"{SGLANG_REPO}/blob/{RELEASE_TAG}/python/sglang/{path}#L{line}"
 
 
-def source_links(names, *, article_note: bool = True):
+class SourceList:
+    """Literal HTML for the page, like ``tables.Html`` (kept here: ``tables`` imports this module)."""
+
+    def __init__(self, html: str, text: str = ""):
+        self.html, self.text = html, text
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        return self.text or "<html>"
+
+
+def source_links(names, *, article_note: bool = True) -> SourceList:
     """A short list of links to SGLang's code at the release tag (HTML for the page)."""
-    from .tables import Html
 
     items = "".join(f'<li><a href="{html.escape(source_url(n))}"><code>{html.escape(n)}</code></a> '
                     f'<span class="where">python/sglang/{html.escape(SOURCES[n][0])}:{SOURCES[n][1]}</span></li>'
@@ -79,7 +91,7 @@ def source_links(names, *, article_note: bool = True):
             f'objects at upstream commit <a href="{SGLANG_REPO}/tree/{ARTICLE_COMMIT}"><code>{ARTICLE_COMMIT}</code></a>'
             f' (the book\'s <code>article</code> layout).</p>') if article_note else ""
     text = "\n".join(source_url(n) for n in names)
-    return Html(f'<div class="glm-kv-sources"><p><strong>SGLang source</strong></p><ul>{items}</ul>{note}</div>', text)
+    return SourceList(f'<div class="glm-kv-sources"><p><strong>SGLang source</strong></p><ul>{items}</ul>{note}</div>', text)
 
 
 def source_md(name: str) -> str:

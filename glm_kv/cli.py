@@ -16,6 +16,12 @@ from .errors import ProfileError, one_line, shown
 from .units import fmt_bytes
 
 
+# The profile a command without --profile plans: the book's default (a 0.5.23 deployment, issue 21),
+# so `glm-kv plan` and the first page of `make book` give the same answer. The article's example
+# stays a shipped profile (`--profile article`).
+from .book.default_profile import BOOK_DEFAULT_PROFILE as DEFAULT_PROFILE  # noqa: E402
+
+
 def _profile_from_args(args):
     from .inputs.profile import load_profile, parse_override
 
@@ -39,7 +45,7 @@ def _profile_from_args(args):
 
         profile = make_profile(overrides)
     else:
-        profile = load_profile(args.profile, overrides)
+        profile = load_profile(DEFAULT_PROFILE if args.profile is None else args.profile, overrides)
     if args.sglang_args is not None and profile.sglang_layout == "0.5.23":
         # modelling 0.5.23: every flag must be one its parser takes (else the server would not start)
         _, ignored = parse_launch_command(args.sglang_args, layout="0.5.23")
@@ -402,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
         if many:
             sp.add_argument("--profile", action="append", help="shipped name or YAML file (repeatable)")
         else:
-            sp.add_argument("--profile", help="shipped profile name or YAML file (default: article)")
+            sp.add_argument("--profile", help=f"shipped profile name or YAML file (default: {DEFAULT_PROFILE})")
         sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a profile field")
         sp.add_argument("--sglang-args", metavar="COMMAND", help="a pasted sglang.launch_server command")
 

@@ -10,6 +10,8 @@ Per page and width:
   a raw ``dict``/``list`` repr as its output (folded ``hide-input`` sources are not visible);
 * **no table wider than its page:** every table fits the content column, except one in a
   ``glm-kv-table sticky-first`` box (it scrolls under a first column that stays in view);
+* **SGLang names linked:** an SGLang class or function of ``glm_kv.book.sources.SOURCES`` shown in
+  code type outside a code block is inside a link (to its line in the v0.5.23 source);
 * **clean console:** no ``console.warn``/``console.error``, no uncaught exception and no browser
   log entry of level warning or error. ``console.log``/``info`` lines (the theme's own, e.g.
   "[PST]: Changed to light mode") are printed as notes, not failures (``--strict-console``
@@ -65,7 +67,10 @@ _PAGE_STATE = r"""
             sticky: !!t.closest('.glm-kv-table.sticky-first'),
             head: (t.querySelector('th') || {}).innerText || ''};
   });
-  return {cells, tables, text: article.innerText};
+  const codes = [...article.querySelectorAll('code')]
+    .filter(c => visible(c) && !c.closest('a') && !c.closest('pre') && !c.closest('.cell_input'))
+    .map(c => c.innerText.trim());
+  return {cells, tables, codes, text: article.innerText};
 })()
 """
 
@@ -117,6 +122,19 @@ def wide_tables(tables: list[dict]) -> list[str]:
             for t in tables if not t["sticky"] and t["width"] > t["column"] + 1]
 
 
+def sglang_names() -> frozenset[str]:
+    sys.path.insert(0, str(ROOT))
+    from glm_kv.book.sources import SOURCES
+
+    return frozenset(SOURCES)
+
+
+def unlinked_names(codes: list[str], names: frozenset[str] | None = None) -> list[str]:
+    """Inline code that names an SGLang object (``SOURCES``) but sits in no link."""
+    names = sglang_names() if names is None else names
+    return [f"names SGLang's {c} without its link" for c in dict.fromkeys(codes) if c in names]
+
+
 def check_page(browser: Browser, page: Path, widths, *, expect: tuple[int, int] | None, name: str) -> list[str]:
     failures = []
     for w in widths:
@@ -125,6 +143,7 @@ def check_page(browser: Browser, page: Path, widths, *, expect: tuple[int, int] 
             browser.pump(0.5)
             state = _eval(browser, session, _PAGE_STATE) or {}
             found = scaffolding(state.get("cells", [])) + wide_tables(state.get("tables", []))
+            found += unlinked_names(state.get("codes", []))
             found += console_messages(browser.events)
             if expect is not None:
                 tokens, requests = expect
@@ -142,7 +161,7 @@ def check_page(browser: Browser, page: Path, widths, *, expect: tuple[int, int] 
 
 BAD_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head>
 <body><main><article class="bd-article" style="max-width:360px">
-<p>A first page that does not say what fits.</p>
+<p>A first page that does not say what fits, naming one <code>HybridLinearKVPool</code> unlinked.</p>
 <div class="cell"><div class="cell_input"><pre># NBVAL_CHECK_OUTPUT
 assert report.ok</pre></div>
 <div class="cell_output"><div class="output text_plain"><pre>{'profile': 'article', 'n': 1}</pre></div></div></div>
@@ -152,7 +171,7 @@ assert report.ok</pre></div>
 """
 
 BAD_EXPECTED = ("NBVAL marker", "bare assert", "raw dict", "wider than", "console.warning",
-                "lacks the plan's tokens", "lacks the plan's requests")
+                "lacks the plan's tokens", "lacks the plan's requests", "HybridLinearKVPool without its link")
 
 
 def self_test(browser: Browser) -> list[str]:

@@ -111,7 +111,7 @@ def _one_line_error(r, field):
     (["--set", "max_running_requests=-4"], "max_running_requests"),
     (["--set", "available_bytes=0"], "available_bytes"),
     (["--set", "tp_size=3"], "tp_size"),
-    (["--set", "tp_size=128"], "tp_size"),
+    (["--profile", "article", "--set", "tp_size=128"], "tp_size"),  # article (no DP attention): attn_tp 128 does not divide 64 heads
     (["--set", "sglang_layout=0.5.23", "--set", "mamba_scheduler_strategy=no_buffer"], "mamba_scheduler_strategy"),
     (["--set", "model=/nonexistent/config.json"], "model"),
     (["--set", "gpu=A999"], "gpu"),
@@ -146,7 +146,7 @@ def _config(tmp_path, **text_over):
 
 def test_user_config_loads(tmp_path):
     path = _config(tmp_path)
-    r = run_cli("plan", "--set", f"model={path}", "--json")
+    r = run_cli("plan", "--profile", "article", "--set", f"model={path}", "--json")  # scaled fp8: 528 B rows
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["token"]["kv_bytes_per_token"] == 5808
 
@@ -170,7 +170,7 @@ def test_layers_come_from_config_not_a_rule(tmp_path):
     path = _config(tmp_path, layer_types=types, linear_attn_config={
         "num_heads": 64, "head_dim": 128, "short_conv_kernel_size": 4,
         "kda_layers": kda, "full_attn_layers": full})
-    d = json.loads(run_cli("plan", "--set", f"model={path}", "--json").stdout)
+    d = json.loads(run_cli("plan", "--profile", "article", "--set", f"model={path}", "--json").stdout)
     assert d["model"]["full_attention_layers"] == full
     assert d["token"]["kv_bytes_per_token"] == 528 * 9
 

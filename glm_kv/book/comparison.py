@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..inputs.profile import ProfileError, load_profile
-from ..units import GiB
+from ..units import fmt_bytes
 
 BEST = "★"   # marks the best value of a column in the answer table
 
@@ -148,6 +148,104 @@ def detail_table(rows: Sequence[Row]):
         "B per token": r.bytes_per_token, "slots per request": r.slots_per_request,
         "KDA B per request": r.state_bytes_per_request, "tp / dp / attn_tp": r.parallel,
         "KV dtype, row": r.kv, "SGLang": r.layout,
-        "HiCache DRAM per rank, GiB": "off" if r.host_bytes_per_rank is None else f"{r.host_bytes_per_rank / GiB:,.2f}",
+        "HiCache DRAM per rank": "off" if r.host_bytes_per_rank is None else fmt_bytes(r.host_bytes_per_rank, "GiB"),
     } for r in rows])
     return show(df, css="sticky-first")
+
+
+# ------------------------------------------------------------------------------------------------
+# The `glm-kv book` run's index page (OUT/index.html): the same comparison, standalone HTML
+# ------------------------------------------------------------------------------------------------
+
+INDEX_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Arial,"Noto Sans","Noto Sans CJK SC","Noto Sans SC",
+"WenQuanYi Micro Hei","PingFang SC","Microsoft YaHei",sans-serif;margin:1em auto;max-width:80em;padding:0 1em;
+line-height:1.45}
+table{border-collapse:collapse;font-size:.85em}
+td,th{border:1px solid #ccc;padding:.3em .5em;text-align:right;vertical-align:top}
+th{background:#f4f4f4}
+td.text,th.text{text-align:left}
+table.answer{width:100%}
+table.answer td,table.answer th{white-space:nowrap}
+table.answer th,table.answer td.text{white-space:normal}
+table.answer td:first-child{overflow-wrap:anywhere}
+.gpu{color:#555;font-size:.9em}
+.glm-kv-table.sticky-first{overflow-x:auto;max-width:100%}
+.glm-kv-table.sticky-first td,.glm-kv-table.sticky-first th{white-space:nowrap}
+.glm-kv-table.sticky-first td:first-child,.glm-kv-table.sticky-first th:first-child{position:sticky;left:0;
+background:#fff;z-index:1;box-shadow:1px 0 0 #ccc}
+.glm-kv-table.sticky-first th:first-child{background:#f4f4f4}
+.none{color:#666}
+.best{font-weight:600}
+dt{font-weight:600;margin-top:.6em}
+dd{margin-left:1.2em;overflow-wrap:anywhere}
+"""
+
+
+def index_page(profiles: Sequence[str], books: dict[str, str]) -> str:
+    """The run's index: ``profiles`` sorted by what fits, the best profile per question first, a
+    four-column answer table that fits 400 px, every figure in a box scrolling under a sticky first
+    column, then what each profile is. ``books`` maps a profile label to its built book's href."""
+    import html
+
+    e = html.escape
+    rows, refused = profile_rows(profiles)
+
+    def name(label: str, say_unbuilt: bool = True) -> str:
+        href = books.get(label)
+        return (f'<a href="{e(href)}">{e(label)}</a>' if href
+                else e(label) + (' <span class="none">(no book built)</span>' if say_unbuilt else ""))
+
+    by_text = {q.text: q for q in QUESTIONS}
+    best = "".join(
+        f"<dt>{e(text)}</dt><dd>" + "; ".join(f"{name(r.profile)}{e(_est(r))}: {e(by_text[text].shown(r))}"
+                                            for r in winners) + "</dd>"
+        for text, winners in best_per_question(rows).items()) if rows else ""
+    best_req = max((r.requests_fit for r in rows), default=None)
+    best_tok = max((r.tokens_per_rank for r in rows), default=None)
+
+    def mark(v: int, top: int | None) -> str:
+        return f'<span class="best">{v:,} {BEST}</span>' if v == top else f"{v:,}"
+
+    answer = "".join(
+        f'<tr><td class="text">{name(r.profile, False)} <span class="gpu">{e(r.gpu)}{e(_est(r))}</span></td>'
+        f"<td>{mark(r.requests_fit, best_req)}</td><td>{mark(r.tokens_per_rank, best_tok)}</td>"
+        f'<td class="text">{e(r.binding)}</td></tr>' for r in rows)
+    cols = ["profile", "context", "state slots per rank", "requests asked for per rank", "B per token",
+            "slots per request", "KDA B per request", "tp / dp / attn_tp", "KV dtype, row", "SGLang",
+            "HiCache DRAM per rank"]
+    detail = "".join(
+        f'<tr><td class="text">{e(r.profile)}</td><td>{r.context_length:,}</td><td>{r.state_slots_per_rank:,}</td>'
+        f"<td>{r.requests_asked_for:,}</td><td>{r.bytes_per_token:,}</td><td>{r.slots_per_request:,}</td>"
+        f"<td>{r.state_bytes_per_request:,}</td><td>{e(r.parallel)}</td><td class=\"text\">{e(r.kv)}</td>"
+        f'<td class="text">{e(r.layout)}</td>'
+        f"<td>{'off' if r.host_bytes_per_rank is None else e(fmt_bytes(r.host_bytes_per_rank, 'GiB'))}</td></tr>"
+        for r in rows)
+    refusals = ("<h2>Profiles SGLang would refuse</h2><dl>" + "".join(
+        f"<dt>{name(p)}</dt><dd>{e(why)}</dd>" for p, why in refused) + "</dl>") if refused else ""
+    desc = "".join(f"<dt>{name(load_profile(n).label)}</dt><dd>{e(load_profile(n).description or '-')}</dd>"
+                   for n in profiles)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>glm-kv: the book per profile</title><style>{INDEX_CSS}</style></head><body><main>
+<h1>The three ledgers (三本账), per deployment profile</h1>
+<p>Every shipped profile, computed from its plan by <code>glm_kv</code> whether or not its book was built,
+sorted by the requests that fit, then by the tokens per rank; a linked name opens its book. "Requests that fit" are requests of the
+profile's context length resident at once on one rank: the smallest of the requests asked for, the token
+slots over the context length and the state slots over the slots per request; "binding limit" names
+which. {BEST} marks the best value of a column; "(est.)" marks a profile that gives no memory (its
+weights are the engine's estimate on the named GPU). Memory in GiB (2<sup>30</sup> B), exact bytes first.</p>
+<h2>Which profile, for which question</h2>
+<dl class="best-per-question">{best}</dl>
+<h2>What fits, per rank</h2>
+<table class="answer"><thead><tr><th class="text">profile, GPU</th><th>requests that fit per rank</th>
+<th>tokens per rank</th><th class="text">binding limit</th></tr></thead><tbody>{answer}</tbody></table>
+<h2>Every figure</h2>
+<div class="glm-kv-table sticky-first"><table><thead><tr>{"".join(
+        f'<th class="text">{e(c)}</th>' if c == "profile" else f"<th>{e(c)}</th>" for c in cols)}</tr></thead>
+<tbody>{detail}</tbody></table></div>
+{refusals}
+<h2>What each profile is</h2>
+<dl>{desc}</dl>
+</main></body></html>
+"""

@@ -178,7 +178,8 @@ def waterfall_figure(a: FirstAnswer):
     """
     from .figures import _rect, _svg, _text
 
-    width, left, right, row, top = 640, 150, 150, 30, 10
+    # narrow user units: on a 400 px phone the 12-unit labels still show at about 10 px
+    width, left, right, row, top = 440, 160, 80, 30, 10
     bar_w = width - left - right
     total = a.steps[0].bytes
     body, x0, y = [], 0, top
@@ -196,7 +197,7 @@ def waterfall_figure(a: FirstAnswer):
         elif s.kind == "spent":
             x0 -= s.bytes
         y += row
-    title = (f"Where one {a.gpu} rank's memory goes ({a.profile}), in GiB (2^30 bytes)"
+    title = (f"Where one {a.gpu} rank's memory goes ({a.profile}), in GiB (2³⁰ B)"
              + (" (memory partly estimated)" if a.memory_estimated else ""))
     return _svg(width, y + 4, body, title)
 

@@ -198,8 +198,8 @@ def check(number: int, profile: Profile | str | None, assumed: Any) -> Any:
     pf = pitfall(number)
     actual = truth(number, profile)
     if assumed != actual:
-        raise PitfallError(f"pitfall {number} ({pf.title}): assumed {pf.quantity} = {assumed!r}, "
-                           f"the plan says {actual!r}")
+        raise PitfallError(f"pitfall {number} ({pf.title}): assumed {pf.quantity} = {_shown(assumed)}, "
+                           f"the plan says {_shown(actual)}")
     return actual
 
 
@@ -226,6 +226,15 @@ def pitfall_table(profile: Profile | str | None = None):
                      "the mistake": pf.mistake, "mistaken value": _show(wrong),
                      "the plan says": _show(right), "mistake caught": caught, "plan passes": passes})
     return pd.DataFrame(rows).set_index("#")
+
+
+def _shown(v: Any) -> str:
+    """A value in an error message: integers with thousands separators, the rest as repr."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(map(_shown, v)) + ")"
+    return repr(v)
 
 
 def _show(v: Any) -> str:
@@ -264,6 +273,7 @@ def pitfall_sections(profile: Profile | str | None = None):
     Drawn on by notebooks/07_pitfalls.ipynb."""
     import html as _html
 
+    from .sources import link_names
     from .tables import Html
 
     prof = _profile(profile)
@@ -292,8 +302,8 @@ def pitfall_sections(profile: Profile | str | None = None):
                           f"assumes {_show(wrong)}, and check({pf.number}, profile, {_show(wrong)!s}) {caught}."),
             ("In SGLang 0.5.23", f"{pf.in_0523.format(**vals)} For this profile {layouts}."),
         ]
-        dl = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in items)
+        dl = "".join(f"<dt>{e(k)}</dt><dd>{link_names(v)}</dd>" for k, v in items)  # SGLang names linked
         parts.append(f'<div class="glm-kv-pitfall"><p class="rubric"><strong>Pitfall {pf.number}: '
-                     f'{e(pf.title)}</strong></p><dl class="glm-kv-dl">{dl}</dl></div>')
+                     f'{link_names(pf.title)}</strong></p><dl class="glm-kv-dl">{dl}</dl></div>')
         text.append(f"{pf.number}. {pf.title}: plan {_show(right)}, mistaken {_show(wrong)}")
     return Html("".join(parts), "\n".join(text))

@@ -24,7 +24,6 @@ them in place after a change.
 """
 from __future__ import annotations
 
-import html
 import os
 import re
 import shutil
@@ -436,51 +435,18 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
 
 
 def write_index(out_dir: Path, profiles: Sequence[str]) -> Path:
-    """``OUT/index.html``: every shipped profile (and the run's own) side by side, chosen by the
-    figures a deployment is planned with, computed from the plans whether or not a book was
-    built; each profile links to its book where one is built."""
+    """``OUT/index.html``: every shipped profile (and the run's own) compared by what fits, sorted,
+    the best profile per question named, computed from the plans whether or not a book was built;
+    each profile links to its book where one is built (``glm_kv.book.comparison.index_page``)."""
     from ..inputs.profile import load_profile, shipped_profiles
-    from .tables import profile_overview
+    from .comparison import index_page
 
     names = list(dict.fromkeys([*shipped_profiles(), *profiles]))
-    df = profile_overview(names)
     built = {p.name for p in out_dir.iterdir() if p.is_dir() and (p / "html" / "index.html").is_file()}
-    slugs = [profile_slug(n) for n in names]
-    cols = list(df.columns)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in ["book", *cols])
-    body = []
-    for slug, row in zip(slugs, df.itertuples(index=False, name=None)):
-        link = (f'<a href="{html.escape(slug)}/html/index.html">open</a>' if slug in built
-                else '<span class="none">not built</span>')
-        cells = "".join(f"<td>{html.escape(f'{v:,}' if isinstance(v, int) else str(v))}</td>" for v in row)
-        body.append(f"<tr><td>{link}</td>{cells}</tr>")
-    desc = "\n".join(f"<dt>{html.escape(load_profile(n).label)}</dt><dd>{html.escape(load_profile(n).description or '-')}</dd>"
-                     for n in names)
-    page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>glm-kv: the book per profile</title>
-<style>body{{font-family:system-ui,-apple-system,"Segoe UI",Arial,"Noto Sans","Noto Sans CJK SC","Noto Sans SC",
-"WenQuanYi Micro Hei","PingFang SC","Microsoft YaHei",sans-serif;margin:1em auto;max-width:80em;padding:0 1em}}
-.scroll{{overflow-x:auto;max-width:100%}}table{{border-collapse:collapse;font-size:.85em}}
-td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:right;white-space:nowrap}}th{{background:#f4f4f4}}
-td:nth-child(2){{text-align:left;font-weight:600}}.none{{color:#888}}dt{{font-weight:600;margin-top:.5em}}</style></head><body>
-<h1>The three ledgers (三本账), per deployment profile</h1>
-<p>Every shipped profile, computed from its plan by <code>glm_kv</code> whether or not its book was built.
-"Requests that fit" are requests of the profile's context length resident at once on one rank:
-the smallest of the requests asked for, the token slots over the context length and the mamba
-slots over the slots per request; "binding limit" names which. "(est.)" marks a profile that
-gives no memory: its weights are the engine's estimate on the named GPU.</p>
-<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>
-{"".join(body)}
-</tbody></table></div>
-<h2>What each profile is</h2>
-<dl>
-{desc}
-</dl>
-</body></html>
-"""
+    books = {load_profile(n).label: f"{profile_slug(n)}/html/index.html" for n in names
+             if profile_slug(n) in built}
     path = out_dir / "index.html"
-    path.write_text(page, encoding="utf-8")
+    path.write_text(index_page(names, books), encoding="utf-8")
     return path
 
 

@@ -29,7 +29,7 @@ PRELOAD = ("jupyter_book.cli.main", "jupyter_book.sphinx", "jupyter_book.config"
            "sphinx.builders.html", "myst_nb", "myst_parser", "sphinx_book_theme", "pydata_sphinx_theme",
            "sphinx_togglebutton", "sphinx_copybutton", "sphinx_thebe", "sphinx_comments",
            "sphinx_external_toc", "sphinx_multitoc_numbering", "sphinx_design", "sphinx_jupyterbook_latex",
-           "glm_kv.book.charts")
+           "glm_kv.book.charts", "glm_kv.book.sources")
 STATIC = "glm_kv_static"  # charts.setup: Path(app.doctreedir).parent / "glm_kv_static"
 
 

@@ -202,6 +202,10 @@ def show(df, *, caption: str | None = None, css: str = "wrap sticky-first") -> "
     for col in out.columns:
         if pd.api.types.is_integer_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
             out[col] = out[col].map(lambda v: f"{v:,}")
+        elif pd.api.types.is_float_dtype(out[col]) and len(out[col].dropna()) \
+                and (out[col].dropna() % 1 == 0).all():
+            # byte counts that pandas made float (a column with a gap): whole numbers, separated
+            out[col] = out[col].map(lambda v: f"{int(v):,}" if pd.notna(v) else v)
         elif out[col].dtype == object:
             out[col] = out[col].map(lambda v: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v)
     out = out.astype(object).where(out.notna(), "-")
@@ -271,15 +275,16 @@ class Html:
 def definitions(items, *, css: str = "glm-kv-dl") -> Html:
     """Explanations as a definition list (term -> description): they wrap, never truncate.
 
-    ``items``: (term, description) pairs, or (term, description, note) triples; text is escaped.
+    ``items``: (term, description) pairs, or (term, description, note) triples; text is escaped, and
+    an SGLang class or function it names links to its line (``glm_kv.book.sources.link_names``).
     """
-    import html as _html
+    from .sources import link_names
 
     parts, text = [], []
     for item in items:
         term, desc, *note = item
-        parts.append(f"<dt>{_html.escape(str(term))}</dt><dd>{_html.escape(str(desc))}"
-                     + (f'<br><span class="note">{_html.escape(str(note[0]))}</span>' if note and note[0] else "")
+        parts.append(f"<dt>{link_names(str(term))}</dt><dd>{link_names(str(desc))}"
+                     + (f'<br><span class="note">{link_names(str(note[0]))}</span>' if note and note[0] else "")
                      + "</dd>")
         text.append(f"{term}: {desc}")
     return Html(f'<dl class="{css}">' + "".join(parts) + "</dl>", "\n".join(text))

@@ -6,6 +6,7 @@ builder on a tiny book; they need the ``book`` extra and skip without it.
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -92,6 +93,18 @@ def test_one_default_profile_everywhere():
     assert f"`{BOOK_DEFAULT_PROFILE}`" in (ROOT / "_config.yml").read_text(), "_config.yml names the default"
     readme = (ROOT / "README.md").read_text()
     assert f"_build/profiles/{BOOK_DEFAULT_PROFILE}/html/index.html" in readme, "README's book path"
+    assert 'profile = "article"' not in readme, "README tells a reader the chapters default to the article"
+
+
+def test_the_cli_plans_the_books_default_without_profile(capsys):
+    """`glm-kv plan` with no --profile answers for the profile the book's first page answers for."""
+    from glm_kv.cli import build_parser, main
+
+    assert main(["plan", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["profile"]["name"] == BOOK_DEFAULT_PROFILE
+    helps = [a.help for a in build_parser()._subparsers._group_actions[0].choices["plan"]._actions
+             if "--profile" in a.option_strings]
+    assert helps == [f"shipped profile name or YAML file (default: {BOOK_DEFAULT_PROFILE})"]
 
 
 @pytest.mark.parametrize("path", toc_notebooks(), ids=lambda p: p.stem)

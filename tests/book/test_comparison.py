@@ -3,6 +3,7 @@ per question marked, a narrow answer table; the reference is ``glm-kv plan --jso
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,66 @@ def test_committed_page_shows_the_answer_table_first():
     assert code[1].source.strip() == "answer_table(rows)"
     html = "".join(o.get("data", {}).get("text/html", "") for o in code[1].outputs)
     assert 'class="glm-kv-table wrap"' in html
+
+
+@pytest.fixture(scope="module")
+def index_page(tmp_path_factory) -> Path:
+    """The ``glm-kv book`` index for every shipped profile, the article's book marked built."""
+    from glm_kv.book.runner import write_index
+
+    out = tmp_path_factory.mktemp("index")
+    (out / "article" / "html").mkdir(parents=True)
+    (out / "article" / "html" / "index.html").write_text("<html></html>")
+    return write_index(out, ["article"])
+
+
+def answer_rows(page: str) -> list[tuple[str, str, str]]:
+    """(profile, requests that fit, tokens per rank) per row of the page's answer table."""
+    import re
+
+    body = page.split('<table class="answer">')[1].split("</table>")[0].split("<tbody>")[1]
+    rows = []
+    for tr in re.findall(r"<tr>(.*?)</tr>", body):
+        cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+        rows.append((cells[0].split()[0], cells[1], cells[2]))
+    return rows
+
+
+def test_index_is_sorted_by_what_fits_and_marks_the_best(index_page, reference):
+    from glm_kv.book.comparison import BEST
+
+    rows = answer_rows(index_page.read_text())
+    shown = [p for p, _, _ in rows if p in reference]
+    assert shown == sorted_like_the_page(reference), "the CLI's requests that fit, then tokens, order the rows"
+    for p, req, tok in rows:
+        if p in reference:
+            assert (req.replace(BEST, "").strip(), tok.replace(BEST, "").strip()) == \
+                (f"{reference[p][0]:,}", f"{reference[p][1]:,}"), p
+    req = [int(r.replace(BEST, "").replace(",", "")) for _, r, _ in rows]
+    assert req == sorted(req, reverse=True)
+    assert [r for _, r, _ in rows if BEST in r] == [r for _, r, _ in rows if r.startswith(f"{max(req):,} ")]
+    assert sum(BEST in t for _, _, t in rows) >= 1
+
+
+def test_planted_unsorted_index_is_caught(reference, monkeypatch):
+    """An index left in shipped order (the old page) fails the order check."""
+    from glm_kv.book import comparison
+
+    real = comparison.profile_rows
+
+    def unsorted(profiles):
+        rows, refused = real(profiles)
+        return sorted(rows, key=lambda r: r.profile), refused
+
+    monkeypatch.setattr(comparison, "profile_rows", unsorted)
+    page = comparison.index_page(PROFILES, {})
+    shown = [p for p, _, _ in answer_rows(page) if p in reference]
+    assert shown != sorted_like_the_page(reference)
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="no chromium")
+def test_index_fits_1400_and_400_px_with_a_clean_console(index_page):
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "reader_check.py"), str(index_page),
+                           "--html", str(index_page.parent)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "index @1400px: 0 problem(s)" in proc.stdout and "index @400px: 0 problem(s)" in proc.stdout

@@ -108,8 +108,8 @@ def test_comparison_index_lists_every_shipped_profile(tmp_path):
     (tmp_path / "article" / "html" / "index.html").write_text("<html></html>")
     page = write_index(tmp_path, ["article"]).read_text()
     for p in shipped_profiles():
-        assert f"<td>{p}</td>" in page
-    assert '<a href="article/html/index.html">open</a>' in page and "not built" in page
+        assert f'<td class="text">{p}</td>' in page, p    # the detail table's sticky first column
+    assert '<a href="article/html/index.html">article</a>' in page and "(no book built)" in page
     assert "requests that fit per rank" in page and "binding limit" in page
 
 
@@ -190,3 +190,15 @@ def test_chapter_six_answers_and_its_takeaway_follows_the_numbers(profile):
     assert f"{s['cap_fit']:,}" in s["cap_verdict"]
     given = __import__("glm_kv").load_profile(profile)
     assert (given.available_bytes is None and given.weights_bytes is None) == how.startswith("ESTIMATED")
+
+
+def test_show_separates_whole_floats_and_leaves_fractions():
+    """A byte column with a gap (None) turns float in pandas; it still shows 10,027,008, not 10027008.0."""
+    import pandas as pd
+
+    from glm_kv.book.tables import show
+
+    df = pd.DataFrame({"ledger B": [10_027_008, None], "ratio": [0.8379, 2.0]})
+    html = show(df)._repr_html_()
+    assert ">10,027,008<" in html and "10027008.0" not in html and ">-<" in html
+    assert ">0.8379<" in html and ">2.0<" in html

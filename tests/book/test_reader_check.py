@@ -17,7 +17,7 @@ def test_reader_check_self_test_fires_every_check():
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for check in ("NBVAL marker", "bare assert", "raw dict", "wider than", "console.warning",
-                  "lacks the plan's tokens", "lacks the plan's requests"):
+                  "lacks the plan's tokens", "lacks the plan's requests", "HybridLinearKVPool without its link"):
         assert check in proc.stdout, check
 
 
@@ -35,3 +35,14 @@ def test_scaffolding_and_console_rules_without_a_browser():
     assert rc.console_messages(events) == ["console.warning: Vega"]
     assert rc.wide_tables([{"i": 0, "width": 402, "column": 400, "sticky": False, "head": "x"},
                            {"i": 1, "width": 900, "column": 400, "sticky": True, "head": "y"}]) != []
+
+
+def test_an_unlinked_sglang_name_is_caught_without_a_browser():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import reader_check as rc
+    finally:
+        sys.path.pop(0)
+    assert rc.unlinked_names(["IndexKeyCache", "page_size", "IndexKeyCache"]) == \
+        ["names SGLang's IndexKeyCache without its link"]
+    assert rc.unlinked_names(["req_to_token", "tree.evict_host"]) == []

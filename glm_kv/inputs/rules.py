@@ -1,0 +1,72 @@
+"""One SGLang version's facts about pool rows and defaults, as data (issue 22).
+
+Why an object and not constants: the layer specs (``glm_kv.ledgers.layers``) take these facts
+as a parameter, so a second SGLang version (or the article's layout) is a second ``SglangRules``
+value, not a branch in every spec. Today only the facts the other-model path needs live here;
+moving the GLM-5.3-Flash ``layout == ...`` branches into the same object is issue 22's
+deliverable 2 (not done in this round).
+
+Every default below is what SGLang 0.5.23's ``ServerArgs.resolve_once()`` resolves for the
+shipped configs on a fake GPU of that SM (tests/sglang/test_models.py re-derives them from the
+wheel and fails naming the model and the key when one differs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ProfileError
+
+
+@dataclass(frozen=True)
+class SglangRules:
+    """Row layouts, element sizes and launch defaults of one SGLang version."""
+
+    version: str
+    fp8_scale_group: int = 128          # DSATokenToKVPool.quant_block_size
+    fp8_scale_bytes: int = 4            # one fp32 scale per group
+    scaled_rope_item_bytes: int = 2     # DSATokenToKVPool.rope_storage_dtype (bf16) in scaled fp8 rows
+    indexer_item_bytes: int = 1         # index_k_with_scale_buffer_dtype (uint8)
+    conv_state_dtype: str = "bfloat16"  # mamba2_state_dtype(): conv is bf16 (env SGLANG_MAMBA_CONV_DTYPE unset)
+    default_ssm_dtype: str = "float32"  # mamba2_state_dtype(): when neither the flag nor the config says
+    # (family, sm) -> page_size that --page-size unset resolves to (attention backend constraints)
+    default_page_size: dict = field(default_factory=dict)
+    # (family, sm) -> kv_cache_dtype that --kv-cache-dtype auto resolves to for DSA models
+    # (others: the model dtype, or fp8 when the checkpoint's kv_cache_quant_algo is FP8)
+    default_dsa_kv_dtype: dict = field(default_factory=dict)
+    # sm -> (dsa_prefill_backend, dsa_decode_backend) resolved when unset
+    default_dsa_backends: dict = field(default_factory=dict)
+    # hybrid (mamba-ish) models with the radix cache on: mamba_radix_cache_strategy "auto" resolves to
+    default_mamba_strategy: str = "extra_buffer"
+
+    def page_size(self, family: str, sm: int) -> int:
+        key = (family, _sm_class(sm))
+        if key not in self.default_page_size:
+            raise ProfileError("page_size", f"SGLang {self.version}'s default page size for a {family} model "
+                                            f"on SM {sm} is not known to glm-kv; give page_size")
+        return self.default_page_size[key]
+
+    def dsa_kv_dtype(self, family: str, sm: int) -> str:
+        return self.default_dsa_kv_dtype.get((family, _sm_class(sm)), "bfloat16")
+
+    def dsa_backends(self, sm: int) -> tuple[str, str]:
+        return self.default_dsa_backends.get(_sm_class(sm), ("flashmla_sparse", "fa3"))
+
+
+def _sm_class(sm: int) -> int:
+    """SGLang's defaults split Hopper (90) from Blackwell (100, 103 as is_sm100)."""
+    return 100 if sm >= 100 else 90
+
+
+SGLANG_0_5_23 = SglangRules(
+    version="0.5.23",
+    default_page_size={
+        ("mla+kda", 90): 1, ("mla+kda", 100): 64,          # B200: trtllm_mla forces 64
+        ("gqa+gdn", 90): 1, ("gqa+gdn", 100): 1,           # triton / fa3: page 1
+        ("gqa+mamba2", 90): 1, ("gqa+mamba2", 100): 64,    # B200: trtllm_mha forces 64
+        ("mla_dsa", 90): 64, ("mla_dsa", 100): 64,         # DSA: 64-token pages
+    },
+    default_dsa_kv_dtype={("mla_dsa", 90): "bfloat16", ("mla_dsa", 100): "fp8_e4m3"},
+    default_dsa_backends={90: ("flashmla_sparse", "fa3"), 100: ("trtllm", "trtllm")},
+)
+
+RULES = {"0.5.23": SGLANG_0_5_23}

@@ -17,7 +17,6 @@ Unknown ``model_type``: refused naming it and listing the supported ones (exit 2
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -173,5 +172,21 @@ def load_hf_config(model: str) -> HfConfig:
                                quant=_quant_beside(path, "model"))
 
 
-def is_finite_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+def names_other_model(model: str) -> bool:
+    """True when ``model`` is not GLM-5.3-Flash's family: a shipped other model, or a config.json
+    whose ``model_type`` is given and is not ``glm5_next`` (unknown types are then refused by
+    ``load_hf_config`` listing the supported ones). A config without ``model_type`` keeps the
+    GLM-5.3-Flash reader (``model.py``) and its checks."""
+    name = shipped_name(model) if isinstance(model, str) else None
+    if name is not None:
+        return name != "glm-5.3-flash"
+    try:
+        path = Path(model)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file() or path.stat().st_size > CONFIG_MAX_BYTES:
+            return False
+        cfg = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError, RecursionError, TypeError):
+        return False   # the GLM-5.3-Flash reader names the problem
+    return isinstance(cfg, dict) and "model_type" in cfg and cfg["model_type"] != "glm5_next"

@@ -32,6 +32,10 @@ NOT_MODELLED = {
     "speculative_draft_model_path": "speculative decoding's draft pools are modelled for GLM-5.3-Flash only",
     "attn_cp_size": "context parallel is modelled for GLM-5.3-Flash only",
     "hicache_size": "HiCache's --hicache-size split is modelled for GLM-5.3-Flash only (give hicache_ratio)",
+    "mem_fraction_static": "the device-to-rest path (weights, pre-load memory) is modelled for GLM-5.3-Flash "
+                           "only; give available_bytes",
+    "weights_bytes": "the device-to-rest path is modelled for GLM-5.3-Flash only; give available_bytes",
+    "pre_model_load_bytes": "the device-to-rest path is modelled for GLM-5.3-Flash only; give available_bytes",
 }
 
 
@@ -107,7 +111,8 @@ class ModelPlan:
 
 
 UNMODELLED_DEFAULTS = {"speculative_algorithm": None, "speculative_draft_model_path": None,
-                       "attn_cp_size": 1, "hicache_size": 0}
+                       "attn_cp_size": 1, "hicache_size": 0, "mem_fraction_static": None,
+                       "weights_bytes": None, "pre_model_load_bytes": None}
 
 
 def _refuse_unmodelled(p) -> None:

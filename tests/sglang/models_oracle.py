@@ -91,9 +91,11 @@ def _plan(path: str, profile: dict) -> dict:
     mc = ModelConfig.from_server_args(sa)
     quant_algo = None
     if mc.quantization == "modelopt_fp8":   # ModelOpt's kv_cache_quant_algo (hf_quant_config.json)
-        from sglang.srt.model_loader.loader import _get_quantization_config
+        # get_quant_config reads hf_quant_config.json as the loader does (the model class, which
+        # only adds packed-module names, cannot be imported without CUDA kernels)
         from sglang.srt.configs.load_config import LoadConfig
-        qc = _get_quantization_config(mc, LoadConfig())
+        from sglang.srt.model_loader.weight_utils import get_quant_config
+        qc = get_quant_config(mc, LoadConfig(), {})
         quant_algo = getattr(qc, "kv_cache_quant_algo", None)
     kv_str, kv_dtype = configure_kv_cache_dtype(
         server_args_kv_cache_dtype=v.kv_cache_dtype,

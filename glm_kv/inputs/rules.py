@@ -30,13 +30,19 @@ class SglangRules:
     default_ssm_dtype: str = "float32"  # mamba2_state_dtype(): when neither the flag nor the config says
     # (family, sm) -> page_size that --page-size unset resolves to (attention backend constraints)
     default_page_size: dict = field(default_factory=dict)
-    # (family, sm) -> kv_cache_dtype that --kv-cache-dtype auto resolves to for DSA models
-    # (others: the model dtype, or fp8 when the checkpoint's kv_cache_quant_algo is FP8)
-    default_dsa_kv_dtype: dict = field(default_factory=dict)
-    # sm -> (dsa_prefill_backend, dsa_decode_backend) resolved when unset
-    default_dsa_backends: dict = field(default_factory=dict)
+    # DSA models' kv dtype and backends: glm_kv.inputs.resolve (resolve_kv_dtype,
+    # resolve_dsa_backends), shared with GLM-5.3-Flash; a later rules object should own them.
     # hybrid (mamba-ish) models with the radix cache on: mamba_radix_cache_strategy "auto" resolves to
+    # this when the overlap schedule is on or pages are wider than one token, else to no_buffer
+    # (_mamba_radix_cache_resolution; every shipped hybrid supports the extra buffer)
     default_mamba_strategy: str = "extra_buffer"
+
+    def mamba_strategy(self, requested: str, disable_overlap_schedule: bool, page_size: int) -> str:
+        if requested != "auto":
+            return requested
+        if not disable_overlap_schedule or page_size > 1:
+            return self.default_mamba_strategy
+        return "no_buffer"
 
     def page_size(self, family: str, sm: int) -> int:
         key = (family, _sm_class(sm))
@@ -44,12 +50,6 @@ class SglangRules:
             raise ProfileError("page_size", f"SGLang {self.version}'s default page size for a {family} model "
                                             f"on SM {sm} is not known to glm-kv; give page_size")
         return self.default_page_size[key]
-
-    def dsa_kv_dtype(self, family: str, sm: int) -> str:
-        return self.default_dsa_kv_dtype.get((family, _sm_class(sm)), "bfloat16")
-
-    def dsa_backends(self, sm: int) -> tuple[str, str]:
-        return self.default_dsa_backends.get(_sm_class(sm), ("flashmla_sparse", "fa3"))
 
 
 def _sm_class(sm: int) -> int:
@@ -64,9 +64,8 @@ SGLANG_0_5_23 = SglangRules(
         ("gqa+gdn", 90): 1, ("gqa+gdn", 100): 1,           # triton / fa3: page 1
         ("gqa+mamba2", 90): 1, ("gqa+mamba2", 100): 64,    # B200: trtllm_mha forces 64
         ("mla_dsa", 90): 64, ("mla_dsa", 100): 64,         # DSA: 64-token pages
+        ("mla_dsa+kda", 90): 256, ("mla_dsa+kda", 100): 256,   # GLM-5.3-Flash: 64 x index_kpool 4
     },
-    default_dsa_kv_dtype={("mla_dsa", 90): "bfloat16", ("mla_dsa", 100): "fp8_e4m3"},
-    default_dsa_backends={90: ("flashmla_sparse", "fa3"), 100: ("trtllm", "trtllm")},
 )
 
 RULES = {"0.5.23": SGLANG_0_5_23}

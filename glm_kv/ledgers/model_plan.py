@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from ..errors import ProfileError
 from ..inputs.gpus import Gpu, resolve_gpu
 from ..inputs.hf_config import HfConfig, load_hf_config
+from ..inputs.resolve import resolve_dsa_backends, resolve_kv_dtype
 from ..inputs.rules import RULES, SglangRules
 from ..units import GiB
 from .capacity import AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, BINDING_LABELS, pool_sizes, refusal
@@ -130,15 +131,14 @@ def resolve_cache_args(p, cfg: HfConfig, gpu: Gpu, rules: SglangRules) -> tuple[
     if p.tp_size % attn_dp:
         raise ProfileError("dp_size", f"must divide tp_size ({p.tp_size}) under DP attention")
     attn_tp = p.tp_size // attn_dp
-    if p.kv_cache_dtype != "auto":
-        kv = p.kv_cache_dtype
-    elif is_dsa(cfg):
-        kv = rules.dsa_kv_dtype(cfg.family, gpu.sm)
+    if is_dsa(cfg):   # the same resolution as GLM-5.3-Flash's (checked per GPU against the wheel)
+        kv = resolve_kv_dtype(p, gpu)
+        pre, dec = resolve_dsa_backends(p, gpu, kv)
     else:  # configure_kv_cache_dtype: the checkpoint's kv_cache_quant_algo FP8, else the model dtype
-        kv = "fp8_e4m3" if (cfg.kv_cache_quant_algo or "").upper() == "FP8" else "bfloat16"
-    pre, dec = rules.dsa_backends(gpu.sm)
-    args = CacheArgs(kv_cache_dtype=kv, dsa_prefill_backend=p.dsa_prefill_backend or pre,
-                     dsa_decode_backend=p.dsa_decode_backend or dec, attn_tp=attn_tp,
+        kv = p.kv_cache_dtype if p.kv_cache_dtype != "auto" else (
+            "fp8_e4m3" if (cfg.kv_cache_quant_algo or "").upper() == "FP8" else "bfloat16")
+        pre, dec = p.dsa_prefill_backend or "", p.dsa_decode_backend or ""
+    args = CacheArgs(kv_cache_dtype=kv, dsa_prefill_backend=pre, dsa_decode_backend=dec, attn_tp=attn_tp,
                      ssm_dtype=p.mamba_ssm_dtype,
                      ssm_dtype_from_config="mamba_ssm_dtype" not in p.model_fields_set)
     page = p.page_size if p.page_size is not None else rules.page_size(cfg.family, gpu.sm)
@@ -244,7 +244,7 @@ def model_plan(p, rules: SglangRules | None = None) -> ModelPlan:
     elif p.disable_radix_cache:
         strategy = "none"
     else:
-        strategy = rules.default_mamba_strategy if p.mamba_scheduler_strategy == "auto" else p.mamba_scheduler_strategy
+        strategy = rules.mamba_strategy(p.mamba_scheduler_strategy, p.disable_overlap_schedule, page)
     if hybrid and strategy == "no_buffer" and page != 1:
         raise ProfileError("mamba_scheduler_strategy", f"no_buffer only supports page_size=1 (this model runs with {page})")
     per_worker = None if p.max_running_requests is None else max(1, p.max_running_requests // attn_dp)

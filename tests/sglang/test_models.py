@@ -1,0 +1,112 @@
+"""Issue 22, deliverable 4: every shipped model's pools, glm-kv against SGLang 0.5.23's classes.
+
+SGLang gets only the checkpoint's files and the launch arguments (models_oracle.py); glm-kv gets
+the same launch arguments as a profile. Every key is compared both ways: the two key sets must be
+equal (a key one side has and the other lacks fails, named), then every value.
+"""
+from __future__ import annotations
+
+import pytest
+
+from glm_kv.inputs.profile import make_profile
+from glm_kv.ledgers import layers as layers_module
+from glm_kv.ledgers.model_plan import model_plan
+from models_oracle import sglang_model_plan
+
+GiB = 1 << 30
+MODELS = ["kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deepseek-v3.2", "glm-5.1", "glm-5.3-flash"]
+CASES = [(m, {"gpu": g, "available_bytes": 60 * GiB}) for m in MODELS for g in ("H200", "B200")] + [
+    ("kimi-k3", {"gpu": "H200", "tp_size": 8, "available_bytes": 90 * GiB, "max_running_requests": 64}),
+    ("kimi-k3", {"gpu": "B200", "tp_size": 4, "kv_cache_dtype": "fp8_e4m3", "mamba_ssm_dtype": "bfloat16",
+                 "available_bytes": 120 * GiB}),
+    ("qwen3.5-35b-a3b", {"gpu": "H200", "tp_size": 2, "disable_radix_cache": True, "max_running_requests": 32,
+                         "available_bytes": 100 * GiB}),
+    ("qwen3.5-35b-a3b", {"gpu": "B200", "tp_size": 4, "disable_overlap_schedule": True, "available_bytes": 150 * GiB}),
+    ("nemotron-3-super-120b-a12b-fp8", {"gpu": "H200", "tp_size": 2, "kv_cache_dtype": "bfloat16",
+                                        "available_bytes": 80 * GiB}),
+    ("deepseek-v3.2", {"gpu": "H200", "tp_size": 8, "kv_cache_dtype": "fp8_e4m3", "available_bytes": 70 * GiB,
+                       "max_running_requests": 256}),
+    # sglang #11309's deployment: fp8 with FlashMLA's scaled rows on B200 (656 + 132 B per layer)
+    ("deepseek-v3.2", {"gpu": "B200", "tp_size": 8, "kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "flashmla_sparse",
+                       "dsa_decode_backend": "flashmla_kv", "available_bytes": 45 * GiB}),
+    ("glm-5.1", {"gpu": "B200", "tp_size": 8, "kv_cache_dtype": "bfloat16", "max_total_tokens": 300_000,
+                 "available_bytes": 80 * GiB}),
+]
+
+
+def ours(name: str, launch: dict) -> dict:
+    p = model_plan(make_profile({"model": name, **launch}))
+    tok, req, cap, m = p.token, p.request, p.capacity, p.layers
+    dsa = tok.indexer_bytes_per_token > 0
+    hybrid = bool(m.state_layers)
+    return {
+        "page_size": tok.page_size, "kv_cache_dtype": tok.kv_cache_dtype,
+        "dsa_prefill_backend": p.args.dsa_prefill_backend if dsa else None,
+        "dsa_decode_backend": p.args.dsa_decode_backend if dsa else None,
+        "mamba_strategy": req.mamba_strategy if hybrid else None,
+        "attn_tp_size": tok.attn_tp_size, "num_hidden_layers": m.num_hidden_layers,
+        "bytes_per_token": tok.cell_size_bytes, "bytes_per_slot": req.state_slot_bytes,
+        "slots_per_request": req.slots_per_request, "bytes_per_request": req.state_bytes_per_request,
+        "full_attention_layers": list(m.full_attention_layers), "state_layers": list(m.state_layers),
+        "max_total_num_tokens": cap.max_total_num_tokens, "max_running_requests": cap.max_running_requests,
+        "max_mamba_cache_size": cap.max_mamba_cache_size,
+        "measured_kv_bytes_per_token": tok.kv_bytes_per_token,
+        "measured_indexer_bytes_per_token": tok.indexer_bytes_per_token,
+        "measured_bytes_per_slot": req.state_slot_bytes,
+    }
+
+
+def compare(a: dict, b: dict) -> list[str]:
+    """Every key both ways: missing on either side, then differing values (named)."""
+    problems = [f"{k}: only glm-kv has it" for k in sorted(set(a) - set(b))]
+    problems += [f"{k}: only SGLang has it" for k in sorted(set(b) - set(a))]
+    problems += [f"{k}: glm-kv {a[k]!r} != SGLang {b[k]!r}" for k in sorted(set(a) & set(b)) if a[k] != b[k]]
+    return problems
+
+
+@pytest.fixture(scope="module")
+def sglang_answers(sglang_ready):
+    return {}
+
+
+def _sglang(cache, name, launch):
+    key = (name, tuple(sorted(launch.items())))
+    if key not in cache:
+        ans = sglang_model_plan(name, launch)
+        assert "errors" not in ans, ans
+        ans.pop("pool_classes")
+        cache[key] = ans
+    return cache[key]
+
+
+@pytest.mark.parametrize("name, launch", CASES, ids=lambda v: v if isinstance(v, str) else
+                         ",".join(f"{k}={x}" for k, x in v.items() if k != "available_bytes"))
+def test_model_pools_agree_with_sglang(sglang_answers, name, launch):
+    assert compare(ours(name, launch), _sglang(sglang_answers, name, launch)) == []
+
+
+def test_deepseek_v32_anchor_through_sglang(sglang_answers):
+    """sglang #11309: 61 x (656 + 132) = 48,068 B per token, in SGLang's own cell size too."""
+    launch = CASES[-2][1]
+    ans = _sglang(sglang_answers, "deepseek-v3.2", launch)
+    assert ans["bytes_per_token"] == ours("deepseek-v3.2", launch)["bytes_per_token"] == 48_068
+    assert round(975_424 * 48_068 / GiB, 2) == 43.67
+
+
+def test_planted_error_is_named(sglang_answers, monkeypatch):
+    """Planted error: the Mamba-2 spec's SSM state read as bf16 -> the comparison names the keys."""
+    name, launch = CASES[4]
+    assert name.startswith("nemotron")
+    truth = _sglang(sglang_answers, name, launch)
+    monkeypatch.setattr(layers_module.Mamba2State, "temporal_bytes",
+                        property(lambda s: s.temporal_shape[0] * s.head_dim * s.state_size * 2))
+    problems = compare(ours(name, launch), truth)
+    assert any(p.startswith("bytes_per_slot:") for p in problems), problems
+    assert any(p.startswith("measured_bytes_per_slot:") for p in problems), problems
+    monkeypatch.undo()
+    monkeypatch.setattr(layers_module.MlaKv, "bytes_per_token", property(lambda s: s.kv_cache_dim * s.item_bytes + 1))
+    assert CASES[8][0] == "glm-5.1"
+    problems = compare(ours("glm-5.1", CASES[8][1]), _sglang(sglang_answers, "glm-5.1", CASES[8][1]))
+    assert any(p.startswith("bytes_per_token:") for p in problems), problems
+    # a key only one side reports is named too
+    assert compare({"a": 1}, {"b": 1}) == ["a: only glm-kv has it", "b: only SGLang has it"]

@@ -21,9 +21,9 @@ from ..inputs.gpus import Gpu, resolve_gpu
 from ..inputs.hf_config import HfConfig, load_hf_config
 from ..inputs.resolve import resolve_dsa_backends, resolve_kv_dtype
 from ..inputs.rules import RULES, SglangRules
-from ..units import GiB
+from ..units import GiB, index_page_count
 from .capacity import AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, BINDING_LABELS, pool_sizes, refusal
-from .host import DEFAULT_HICACHE_RATIO, host_size
+from .host import host_size
 from .model_layers import CacheArgs, ModelLayers, build_layers, is_dsa
 from .request import slots_per_request
 
@@ -82,10 +82,13 @@ class ModelCapacityLedger:
 class ModelHostLedger:
     enabled: bool
     hicache_ratio: float
-    kv_bytes_per_token: int
+    entries: tuple[str, ...]         # HostPoolGroup entries: kv (+ indexer for DSA) (+ mamba for hybrids)
+    kv_bytes_per_token: int          # host KV rows, all full-attention layers (MLA/MHA host pool)
+    indexer_page_bytes: int          # one DSAIndexerPoolHost page, all indexed layers (0 without DSA)
     mamba_slot_bytes: int
     kv_tokens: int | None = None
     kv_bytes: int | None = None
+    indexer_bytes: int | None = None
     mamba_slots: int | None = None
     mamba_bytes: int | None = None
     total_bytes: int | None = None
@@ -214,20 +217,38 @@ def _capacity(p, tok: ModelTokenLedger, req: ModelRequestLedger, attn_dp: int, p
         max_running_requests=nreq, binding_limit=binding)
 
 
-def _host(p, tok: ModelTokenLedger, req: ModelRequestLedger, cap: ModelCapacityLedger | None) -> ModelHostLedger:
-    """HiCache host pools by ratio: each host pool holds ratio x its device pool (``HostKVCache``
-    sizing, one extra page). Not checked against SGLang's host classes for these models yet."""
-    ratio = p.hicache_ratio if p.hicache_ratio is not None else DEFAULT_HICACHE_RATIO
-    base = ModelHostLedger(enabled=bool(p.enable_hierarchical_cache), hicache_ratio=ratio,
-                           kv_bytes_per_token=tok.cell_size_bytes, mamba_slot_bytes=req.state_slot_bytes)
+def host_pools(device_tokens: int, device_slots: int, *, page_size: int, ratio: float, kv_bytes_per_token: int,
+               indexer_page_bytes: int, slot_bytes: int) -> dict:
+    """HiCache host pools sized by ``hicache_ratio`` (``HostKVCache``: ratio x the device pool, one
+    page more; ``MambaPoolHost`` the same over state slots; ``DSAIndexerPoolHost`` one index page
+    per host page, plus SGLang's spare page)."""
+    tokens = host_size(device_tokens, page_size, ratio, 0, kv_bytes_per_token)
+    slots = host_size(device_slots, 1, ratio, 0, slot_bytes) if slot_bytes else 0
+    kv_b, m_b = tokens * kv_bytes_per_token, slots * slot_bytes
+    idx_b = index_page_count(tokens, page_size) * indexer_page_bytes if indexer_page_bytes else 0
+    return {"kv_tokens": tokens, "kv_bytes": kv_b, "indexer_bytes": idx_b, "mamba_slots": slots,
+            "mamba_bytes": m_b, "total_bytes": kv_b + idx_b + m_b}
+
+
+def _host(p, m: ModelLayers, tok: ModelTokenLedger, req: ModelRequestLedger,
+          cap: ModelCapacityLedger | None) -> ModelHostLedger:
+    """HiCache's host side by ratio (checked against SGLang's host pool group for the hybrids in
+    tests/sglang/test_models.py)."""
+    from .layers import DsaIndexerK
+
+    ratio = p.hicache_ratio
+    idx = m.specs((DsaIndexerK,))
+    page_bytes = sum(s.bytes_per_token * tok.page_size for s in idx)   # pooled rows of one page, every layer
+    entries = ("kv",) + (("indexer",) if idx else ()) + (("mamba",) if req.state_slot_bytes else ())
+    base = dict(enabled=bool(p.enable_hierarchical_cache), hicache_ratio=ratio, entries=entries,
+                kv_bytes_per_token=tok.kv_bytes_per_token, indexer_page_bytes=page_bytes,
+                mamba_slot_bytes=req.state_slot_bytes)
     if not p.enable_hierarchical_cache or cap is None:
-        return base
-    kv_tokens = host_size(cap.max_total_num_tokens, tok.page_size, ratio, 0, tok.cell_size_bytes)
-    slots = host_size(cap.max_mamba_cache_size, 1, ratio, 0, req.state_slot_bytes) if cap.max_mamba_cache_size else 0
-    kv_b, m_b = kv_tokens * tok.cell_size_bytes, slots * req.state_slot_bytes
-    return ModelHostLedger(enabled=True, hicache_ratio=ratio, kv_bytes_per_token=tok.cell_size_bytes,
-                           mamba_slot_bytes=req.state_slot_bytes, kv_tokens=kv_tokens, kv_bytes=kv_b,
-                           mamba_slots=slots, mamba_bytes=m_b, total_bytes=kv_b + m_b)
+        return ModelHostLedger(**base)
+    sizes = host_pools(cap.max_total_num_tokens, cap.max_mamba_cache_size or 0, page_size=tok.page_size, ratio=ratio,
+                       kv_bytes_per_token=tok.kv_bytes_per_token, indexer_page_bytes=page_bytes,
+                       slot_bytes=req.state_slot_bytes)
+    return ModelHostLedger(**base, **sizes)
 
 
 def model_plan(p, rules: SglangRules | None = None) -> ModelPlan:
@@ -258,12 +279,16 @@ def model_plan(p, rules: SglangRules | None = None) -> ModelPlan:
     if cap is None:
         notes.append("capacity not sized: give available_bytes (SGLang's rest after weights, per rank); "
                      "weights are estimated for GLM-5.3-Flash only")
-    if p.enable_hierarchical_cache:
-        notes.append("HiCache host pools: ratio x device pools; not yet checked against SGLang's host classes "
-                     "for this model")
+    if p.enable_hierarchical_cache and "hicache_ratio" not in p.model_fields_set:
+        notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "
+                     "hicache_ratio nor hicache_size is given; give hicache_ratio")
+    if p.enable_hierarchical_cache and p.hicache_mem_layout not in ("page_first", "page_first_direct", "page_first_kv_split") \
+            and req.state_slot_bytes:
+        raise ProfileError("hicache_mem_layout", f"{p.hicache_mem_layout!r} fails MambaPoolHost's layout assert "
+                                                 f"in SGLang 0.5.23 (page_first or page_first_direct)")
     return ModelPlan(profile=p, config=cfg, gpu=gpu, layers=layers, args=args, attn_dp_size=attn_dp,
                      requests_per_worker=per_worker, context_length=context, token=tok, request=req,
-                     capacity=cap, host=_host(p, tok, req, cap), notes=tuple(notes))
+                     capacity=cap, host=_host(p, layers, tok, req, cap), notes=tuple(notes))
 
 
 def model_plan_to_dict(plan: ModelPlan) -> dict:
@@ -282,7 +307,7 @@ def model_plan_to_dict(plan: ModelPlan) -> dict:
         "token": asdict(plan.token),
         "request": {**asdict(plan.request), "conv_state_shape": list(plan.request.conv_state_shape),
                     "temporal_state_shape": list(plan.request.temporal_state_shape)},
-        "host": asdict(plan.host),
+        "host": {**asdict(plan.host), "entries": list(plan.host.entries)},
         "layers": m.by_kind(),
         "notes": list(plan.notes),
     }

@@ -188,11 +188,43 @@ def _measure(kvc, configurator, v, mc, hybrid: bool, dsa: bool) -> dict:
                 st = req.mamba_pool.mamba_cache
                 st_b = sum(_nbytes(c) for c in st.conv) + _nbytes(st.temporal)
             rows.append((slots, tokens, kv_b, ix_b, st_b, type(kv).__name__, type(full).__name__))
+            if hybrid and slots == 2:
+                host = _measure_host(kv, req, page, tokens, slots)
             del kv, req
     finally:
         mc.context_len = saved
     (s1, t1, k1, i1, m1, _, _), (s2, t2, k2, i2, m2, cls, full_cls) = rows
-    return {"measured_kv_bytes_per_token": (k2 - k1) // (t2 - t1),
+    out = {"host": host} if hybrid else {}
+    return {**out, "measured_kv_bytes_per_token": (k2 - k1) // (t2 - t1),
             "measured_indexer_bytes_per_token": (i2 - i1) // (t2 - t1),
             "measured_bytes_per_slot": (m2 - m1) // (s2 - s1) if hybrid else 0,
             "pool_classes": [cls, full_cls]}
+
+
+def _measure_host(kv, req_pool, page: int, tokens: int, slots: int) -> dict:
+    """HiCache's host pool group for a hybrid pool (build_hybrid_mamba_stack, W4/W5), sized by
+    hicache_ratio 2.0 from the small device pools: what each host pool holds and per unit."""
+    from cpu_workarounds import stub_cache_controller
+    from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import build_hybrid_mamba_stack
+    from sglang.srt.runtime_context import get_context
+
+    params = SimpleNamespace(
+        page_size=page, req_to_token_pool=req_pool, token_to_kv_pool_allocator=None,
+        mtp_draft_device_pools=(), mtp_draft_mamba_pools=(), tp_cache_group=None,
+        attn_cp_cache_group=None, attn_tp_cache_group=None, pp_cache_group=None)
+    mapping = kv.full_attention_layer_id_mapping
+    full_layer_mapping = ({layer - kv.start_layer: i for i, layer in enumerate(mapping)}
+                          if isinstance(mapping, (list, tuple))
+                          else {layer - kv.start_layer: i for layer, i in mapping.items()})
+    get_context().override("glm-kv models oracle: small host pools (W6)", hicache_size=0, hicache_ratio=2.0,
+                           hicache_mem_layout="page_first")
+    with stub_cache_controller():
+        group, _controller, _config = build_hybrid_mamba_stack(
+            params=params, decls=kv.host_pool_decls(), mamba_pool=req_pool.mamba_pool,
+            full_layer_mapping=full_layer_mapping, start_layer=kv.start_layer, load_cache_event=None,
+            storage_backend=None, use_mla=kv.use_mla)
+    by_name = {e.name.value: e.host_pool for e in group.entries}
+    kv_host, mamba_host = by_name["kv"], by_name["mamba"]
+    return {"entries": sorted(by_name), "device_tokens": tokens, "device_slots": slots,
+            "kv_host_tokens": int(kv_host.size), "kv_host_bytes_per_token": int(kv_host.size_per_token),
+            "mamba_host_slots": int(mamba_host.size), "mamba_host_slot_bytes": int(mamba_host.size_per_token)}

@@ -10,7 +10,7 @@ import pytest
 
 from glm_kv.inputs.profile import make_profile
 from glm_kv.ledgers import layers as layers_module
-from glm_kv.ledgers.model_plan import model_plan
+from glm_kv.ledgers.model_plan import host_pools, model_plan
 from models_oracle import sglang_model_plan
 
 GiB = 1 << 30
@@ -82,7 +82,31 @@ def _sglang(cache, name, launch):
 @pytest.mark.parametrize("name, launch", CASES, ids=lambda v: v if isinstance(v, str) else
                          ",".join(f"{k}={x}" for k, x in v.items() if k != "available_bytes"))
 def test_model_pools_agree_with_sglang(sglang_answers, name, launch):
-    assert compare(ours(name, launch), _sglang(sglang_answers, name, launch)) == []
+    theirs = {k: v for k, v in _sglang(sglang_answers, name, launch).items() if k != "host"}
+    assert compare(ours(name, launch), theirs) == []
+
+
+def ours_host(name: str, launch: dict, device_tokens: int, device_slots: int) -> dict:
+    """glm-kv's HiCache host pools at the device sizes SGLang's host group was built over (W6)."""
+    p = model_plan(make_profile({"model": name, **launch, "enable_hierarchical_cache": True, "hicache_ratio": 2.0}))
+    h = p.host
+    sizes = host_pools(device_tokens, device_slots, page_size=p.token.page_size, ratio=2.0,
+                       kv_bytes_per_token=h.kv_bytes_per_token, indexer_page_bytes=h.indexer_page_bytes,
+                       slot_bytes=h.mamba_slot_bytes)
+    return {"entries": sorted(h.entries), "device_tokens": device_tokens, "device_slots": device_slots,
+            "kv_host_tokens": sizes["kv_tokens"], "kv_host_bytes_per_token": h.kv_bytes_per_token,
+            "mamba_host_slots": sizes["mamba_slots"], "mamba_host_slot_bytes": h.mamba_slot_bytes}
+
+
+HYBRID_CASES = [(n, launch) for n, launch in CASES if n in ("kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8")]
+
+
+@pytest.mark.parametrize("name, launch", HYBRID_CASES, ids=lambda v: v if isinstance(v, str) else
+                         ",".join(f"{k}={x}" for k, x in v.items() if k != "available_bytes"))
+def test_host_pools_agree_with_sglang(sglang_answers, name, launch):
+    """HiCache's host pool group (build_hybrid_mamba_stack) for the hybrids, key by key."""
+    theirs = _sglang(sglang_answers, name, launch)["host"]
+    assert compare(ours_host(name, launch, theirs["device_tokens"], theirs["device_slots"]), theirs) == []
 
 
 def test_deepseek_v32_anchor_through_sglang(sglang_answers):

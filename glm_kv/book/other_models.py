@@ -104,12 +104,17 @@ def glued_values() -> dict:
 
 
 def ledger_table(gpu: str = "H200"):
+    """Per token and per request, for reading (thousands separators, the model column in view)."""
     import pandas as pd
 
-    return pd.DataFrame(ledger_rows(gpu)).set_index("model")
+    from .tables import show
+
+    return show(pd.DataFrame(ledger_rows(gpu)).set_index("model"))
 
 
 def capacity_table():
     import pandas as pd
 
-    return pd.DataFrame(capacity_rows()).set_index("model")
+    from .tables import show
+
+    return show(pd.DataFrame(capacity_rows()).set_index("model"))

@@ -28,8 +28,10 @@ class SglangRules:
     indexer_item_bytes: int = 1         # index_k_with_scale_buffer_dtype (uint8)
     conv_state_dtype: str = "bfloat16"  # mamba2_state_dtype(): conv is bf16 (env SGLANG_MAMBA_CONV_DTYPE unset)
     default_ssm_dtype: str = "float32"  # mamba2_state_dtype(): when neither the flag nor the config says
-    # (family, sm) -> page_size that --page-size unset resolves to (attention backend constraints)
-    default_page_size: dict = field(default_factory=dict)
+    # (family, sm) -> (page_size when --page-size is unset, the page sizes the attention backend
+    # keeps, None = any): a page size outside the set is replaced by the default, as SGLang's
+    # backend constraints do (_mla_backend_page_constraints, the DSA and Qwen3.5 overrides)
+    page_rules: dict = field(default_factory=dict)
     # DSA models' kv dtype and backends: glm_kv.inputs.resolve (resolve_kv_dtype,
     # resolve_dsa_backends), shared with GLM-5.3-Flash; a later rules object should own them.
     # hybrid (mamba-ish) models with the radix cache on: mamba_radix_cache_strategy "auto" resolves to
@@ -44,12 +46,15 @@ class SglangRules:
             return self.default_mamba_strategy
         return "no_buffer"
 
-    def page_size(self, family: str, sm: int) -> int:
+    def page_size(self, family: str, sm: int, given: int | None = None) -> int:
         key = (family, _sm_class(sm))
-        if key not in self.default_page_size:
-            raise ProfileError("page_size", f"SGLang {self.version}'s default page size for a {family} model "
-                                            f"on SM {sm} is not known to glm-kv; give page_size")
-        return self.default_page_size[key]
+        if key not in self.page_rules:
+            raise ProfileError("page_size", f"SGLang {self.version}'s page size for a {family} model "
+                                            f"on SM {sm} is not known to glm-kv")
+        default, allowed = self.page_rules[key]
+        if given is None or (allowed is not None and given not in allowed):
+            return default
+        return given
 
 
 def _sm_class(sm: int) -> int:
@@ -59,12 +64,12 @@ def _sm_class(sm: int) -> int:
 
 SGLANG_0_5_23 = SglangRules(
     version="0.5.23",
-    default_page_size={
-        ("mla+kda", 90): 1, ("mla+kda", 100): 64,          # B200: trtllm_mla forces 64
-        ("gqa+gdn", 90): 1, ("gqa+gdn", 100): 1,           # triton / fa3: page 1
-        ("gqa+mamba2", 90): 1, ("gqa+mamba2", 100): 64,    # B200: trtllm_mha forces 64
-        ("mla_dsa", 90): 64, ("mla_dsa", 100): 64,         # DSA: 64-token pages
-        ("mla_dsa+kda", 90): 256, ("mla_dsa+kda", 100): 256,   # GLM-5.3-Flash: 64 x index_kpool 4
+    page_rules={
+        ("mla+kda", 90): (1, None), ("mla+kda", 100): (64, {32, 64}),              # B200: trtllm_mla
+        ("gqa+gdn", 90): (1, None), ("gqa+gdn", 100): (1, {1}),                    # B200: triton, page 1
+        ("gqa+mamba2", 90): (1, None), ("gqa+mamba2", 100): (64, {16, 32, 64, 128}),   # B200: trtllm_mha
+        ("mla_dsa", 90): (64, {64}), ("mla_dsa", 100): (64, {64}),                 # DSA: 64-token pages
+        ("mla_dsa+kda", 90): (256, {256}), ("mla_dsa+kda", 100): (256, {256}),     # GLM-5.3-Flash: 64 x kpool 4
     },
 )
 

@@ -144,7 +144,7 @@ def resolve_cache_args(p, cfg: HfConfig, gpu: Gpu, rules: SglangRules) -> tuple[
     args = CacheArgs(kv_cache_dtype=kv, dsa_prefill_backend=pre, dsa_decode_backend=dec, attn_tp=attn_tp,
                      ssm_dtype=p.mamba_ssm_dtype,
                      ssm_dtype_from_config="mamba_ssm_dtype" not in p.model_fields_set)
-    page = p.page_size if p.page_size is not None else rules.page_size(cfg.family, gpu.sm)
+    page = rules.page_size(cfg.family, gpu.sm, p.page_size)
     return args, attn_dp, page
 
 
@@ -266,6 +266,12 @@ def model_plan(p, rules: SglangRules | None = None) -> ModelPlan:
         strategy = "none"
     else:
         strategy = rules.mamba_strategy(p.mamba_scheduler_strategy, p.disable_overlap_schedule, page)
+    if hybrid and strategy == "no_buffer" and not p.disable_overlap_schedule:
+        raise ProfileError("mamba_scheduler_strategy", "no_buffer does not support the overlap schedule in SGLang "
+                                                       "0.5.23 (set disable_overlap_schedule)")
+    if hybrid and strategy == "extra_buffer_lazy" and p.disable_overlap_schedule:
+        raise ProfileError("mamba_scheduler_strategy", "extra_buffer_lazy requires the overlap schedule "
+                                                       "(disable_overlap_schedule is incompatible)")
     if hybrid and strategy == "no_buffer" and page != 1:
         raise ProfileError("mamba_scheduler_strategy", f"no_buffer only supports page_size=1 (this model runs with {page})")
     per_worker = None if p.max_running_requests is None else max(1, p.max_running_requests // attn_dp)
@@ -276,6 +282,8 @@ def model_plan(p, rules: SglangRules | None = None) -> ModelPlan:
     req = _request(layers, p, strategy)
     cap = _capacity(p, tok, req, attn_dp, per_worker, context)
     notes = []
+    if p.page_size is not None and p.page_size != page:
+        notes.append(f"page_size {p.page_size} is overridden: SGLang 0.5.23 runs this model with {page} on a {gpu.name}")
     if cap is None:
         notes.append("capacity not sized: give available_bytes (SGLang's rest after weights, per rank); "
                      "weights are estimated for GLM-5.3-Flash only")

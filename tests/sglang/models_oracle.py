@@ -27,7 +27,7 @@ MODELS = ROOT / "glm_kv" / "inputs" / "models"
 STEMS = {"kimi-k3": "moonshotai--Kimi-K3", "qwen3.5-35b-a3b": "Qwen--Qwen3.5-35B-A3B",
          "nemotron-3-super-120b-a12b-fp8": "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8",
          "deepseek-v3.2": "deepseek-ai--DeepSeek-V3.2", "glm-5.1": "zai-org--GLM-5.1"}
-_PASS = ("tp_size", "kv_cache_dtype", "dsa_prefill_backend", "dsa_decode_backend", "page_size",
+_PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "dsa_prefill_backend", "dsa_decode_backend", "page_size",
          "mamba_ssm_dtype", "disable_radix_cache", "disable_overlap_schedule", "max_running_requests",
          "max_total_tokens", "max_mamba_cache_size", "mamba_full_memory_ratio", "context_length")
 
@@ -80,6 +80,8 @@ def _plan(path: str, profile: dict) -> dict:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     kw = {k: profile[k] for k in _PASS if profile.get(k) is not None}
+    if profile.get("mamba_scheduler_strategy") is not None:   # 0.5.23's name for the flag
+        kw["mamba_radix_cache_strategy"] = profile["mamba_scheduler_strategy"]
     try:
         sa = ServerArgs(model_path=path, device="cuda", **kw)
         sa.resolve_once()

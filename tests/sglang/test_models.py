@@ -15,6 +15,8 @@ from models_oracle import sglang_model_plan
 
 GiB = 1 << 30
 MODELS = ["kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deepseek-v3.2", "glm-5.1", "glm-5.3-flash"]
+ANCHOR_LAUNCH = {"gpu": "B200", "tp_size": 8, "kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "flashmla_sparse",
+                 "dsa_decode_backend": "flashmla_kv", "available_bytes": 45 * GiB}
 CASES = [(m, {"gpu": g, "available_bytes": 60 * GiB}) for m in MODELS for g in ("H200", "B200")] + [
     ("kimi-k3", {"gpu": "H200", "tp_size": 8, "available_bytes": 90 * GiB, "max_running_requests": 64}),
     ("kimi-k3", {"gpu": "B200", "tp_size": 4, "kv_cache_dtype": "fp8_e4m3", "mamba_ssm_dtype": "bfloat16",
@@ -27,10 +29,25 @@ CASES = [(m, {"gpu": g, "available_bytes": 60 * GiB}) for m in MODELS for g in (
     ("deepseek-v3.2", {"gpu": "H200", "tp_size": 8, "kv_cache_dtype": "fp8_e4m3", "available_bytes": 70 * GiB,
                        "max_running_requests": 256}),
     # sglang #11309's deployment: fp8 with FlashMLA's scaled rows on B200 (656 + 132 B per layer)
-    ("deepseek-v3.2", {"gpu": "B200", "tp_size": 8, "kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "flashmla_sparse",
-                       "dsa_decode_backend": "flashmla_kv", "available_bytes": 45 * GiB}),
+    ("deepseek-v3.2", ANCHOR_LAUNCH),
     ("glm-5.1", {"gpu": "B200", "tp_size": 8, "kv_cache_dtype": "bfloat16", "max_total_tokens": 300_000,
                  "available_bytes": 80 * GiB}),
+    # DP attention: attention TP = tp / dp; a page size the backend does not keep is replaced
+    ("deepseek-v3.2", {"gpu": "H200", "tp_size": 8, "dp_size": 8, "enable_dp_attention": True,
+                       "available_bytes": 60 * GiB}),
+    ("kimi-k3", {"gpu": "H200", "tp_size": 8, "dp_size": 4, "enable_dp_attention": True, "available_bytes": 60 * GiB}),
+    ("kimi-k3", {"gpu": "B200", "tp_size": 8, "page_size": 16, "available_bytes": 60 * GiB}),
+    ("qwen3.5-35b-a3b", {"gpu": "B200", "tp_size": 8, "page_size": 16, "available_bytes": 30 * GiB}),
+    ("nemotron-3-super-120b-a12b-fp8", {"gpu": "B200", "tp_size": 4, "page_size": 32, "max_mamba_cache_size": 100,
+                                        "available_bytes": 60 * GiB}),
+    ("qwen3.5-35b-a3b", {"gpu": "H200", "mamba_scheduler_strategy": "no_buffer", "disable_overlap_schedule": True,
+                         "available_bytes": 60 * GiB}),
+]
+# launches SGLang refuses at start-up: glm-kv must refuse them too (and the cases above it must not)
+REFUSED = [
+    ("qwen3.5-35b-a3b", {"gpu": "H200", "mamba_scheduler_strategy": "no_buffer"}),
+    ("kimi-k3", {"gpu": "H200", "tp_size": 5}),
+    ("deepseek-v3.2", {"gpu": "H200", "tp_size": 8, "dp_size": 3, "enable_dp_attention": True}),
 ]
 
 
@@ -111,7 +128,7 @@ def test_host_pools_agree_with_sglang(sglang_answers, name, launch):
 
 def test_deepseek_v32_anchor_through_sglang(sglang_answers):
     """sglang #11309: 61 x (656 + 132) = 48,068 B per token, in SGLang's own cell size too."""
-    launch = CASES[-2][1]
+    launch = ANCHOR_LAUNCH
     ans = _sglang(sglang_answers, "deepseek-v3.2", launch)
     assert ans["bytes_per_token"] == ours("deepseek-v3.2", launch)["bytes_per_token"] == 48_068
     assert round(975_424 * 48_068 / GiB, 2) == 43.67
@@ -134,3 +151,14 @@ def test_planted_error_is_named(sglang_answers, monkeypatch):
     assert any(p.startswith("bytes_per_token:") for p in problems), problems
     # a key only one side reports is named too
     assert compare({"a": 1}, {"b": 1}) == ["a: only glm-kv has it", "b: only SGLang has it"]
+
+
+@pytest.mark.parametrize("name, launch", REFUSED, ids=lambda v: v if isinstance(v, str) else
+                         ",".join(f"{k}={x}" for k, x in v.items()))
+def test_refusals_agree_with_sglang(sglang_ready, name, launch):
+    from glm_kv.errors import ProfileError
+
+    theirs = sglang_model_plan(name, launch)
+    assert "errors" in theirs, f"SGLang 0.5.23 accepts {name} {launch}"
+    with pytest.raises(ProfileError):
+        ours(name, {**launch, "available_bytes": 60 * GiB})

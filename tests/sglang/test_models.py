@@ -162,3 +162,44 @@ def test_refusals_agree_with_sglang(sglang_ready, name, launch):
     assert "errors" in theirs, f"SGLang 0.5.23 accepts {name} {launch}"
     with pytest.raises(ProfileError):
         ours(name, {**launch, "available_bytes": 60 * GiB})
+
+
+def _random_launch(rng) -> tuple[str, dict]:
+    name = rng.choice(MODELS)
+    launch = {"gpu": rng.choice(["H200", "B200"]), "tp_size": rng.choice([1, 2, 4, 8]),
+              "available_bytes": rng.randrange(20, 120) * GiB}
+    if rng.random() < 0.5:
+        launch["kv_cache_dtype"] = rng.choice(["bfloat16", "fp8_e4m3"])
+    if rng.random() < 0.3:
+        launch["mamba_ssm_dtype"] = rng.choice(["float32", "bfloat16"])
+    if rng.random() < 0.4:
+        launch["max_running_requests"] = rng.choice([8, 64, 256, 1024])
+    if rng.random() < 0.3:
+        launch["page_size"] = rng.choice([1, 16, 32, 64, 128])
+    if rng.random() < 0.2:
+        launch["disable_overlap_schedule"] = True
+    if rng.random() < 0.2 and launch["tp_size"] > 1:
+        launch.update(dp_size=launch["tp_size"], enable_dp_attention=True)
+    return name, launch
+
+
+def test_random_launches_agree_with_sglang(sglang_ready):
+    """Random launches (seed GLM_KV_SEED): accepted or refused alike, and every key equal."""
+    import os
+    import random
+
+    from glm_kv.errors import ProfileError
+
+    seed = int(os.environ["GLM_KV_SEED"])
+    rng = random.Random(seed)
+    for _ in range(4):
+        name, launch = _random_launch(rng)
+        theirs = sglang_model_plan(name, launch)
+        try:
+            mine = ours(name, launch)
+        except ProfileError as e:
+            assert "errors" in theirs, f"seed {seed}: glm-kv refuses {name} {launch} ({e}); SGLang accepts it"
+            continue
+        assert "errors" not in theirs, f"seed {seed}: SGLang refuses {name} {launch} ({theirs['errors']}); glm-kv accepts it"
+        theirs = {k: v for k, v in theirs.items() if k not in ("host", "pool_classes")}
+        assert compare(mine, theirs) == [], f"seed {seed}: {name} {launch}"

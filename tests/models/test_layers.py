@@ -59,8 +59,12 @@ def test_bytes_per_token_and_per_slot(key):
 
 
 def test_deepseek_v32_anchor_sglang_11309():
-    """sglang #11309: DeepSeek-V3.2-Exp on B200 (fp8, FlashMLA scaled rows) logs 975,424 tokens
-    in 43.67 GiB of KV: 61 layers x (656 + 132) = 48,068 B per token."""
+    """Public anchor, sglang PR #11309 (trevor-m, 2025-10-07): the PR's own SGLang build (main of
+    that day plus the PR, which adds the DSA indexer to profile_max_num_token and to the log) ran
+    `python -m sglang.launch_server --model deepseek-ai/DeepSeek-V3.2-Exp --tp 8 --dp 8
+    --enable-dp-attention` on 8 x B200 and logged "KV Cache is allocated. #tokens: 975424,
+    KV size: 43.67 GB" (SGLang's GB is 2**30 B). That is 61 layers x (656 B fp8 row with FlashMLA's
+    scales + 132 B indexer K) = 48,068 B per token; raw fp8 rows would log 40.11."""
     m = layers("deepseek-v3.2", FP8_SCALED)
     assert m.bytes_per_token == 48_068
     assert round(975_424 * m.bytes_per_token / GiB, 2) == 43.67

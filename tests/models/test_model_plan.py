@@ -32,6 +32,11 @@ SGLANG_60GIB = {
     ("glm-5.1", "H200"): (64, "bfloat16", 100152, 0, 0, 643264, 2048, None),
     ("glm-5.1", "B200"): (64, "fp8_e4m3", 55224, 0, 0, 1166592, 2945, None),
 }
+# GLM-5.3-Flash through the same oracle (its plan goes through the article's ledgers in the CLI)
+SGLANG_60GIB_GLM53 = {
+    "H200": (256, "bfloat16", 11627, 147619840, 5, 2925312, 41, 205),
+    "B200": (256, "fp8_e4m3", 5995, 147619840, 5, 5673728, 41, 205),
+}
 
 
 def plan_of(model, gpu, **kw):
@@ -73,6 +78,29 @@ def test_cli_json_for_a_profile_yaml(tmp_path, capsys):
     assert d["token"]["cell_size_bytes"] == 78 * (1152 + 132)
     assert d["capacity"]["max_total_num_tokens"] == 643264
     assert d["layers"]["dsa_indexer_k"] == {"pool": "token", "layers": 78, "bytes_per_layer": 132, "bytes": 78 * 132}
+
+
+def _json_row(d: dict) -> tuple:
+    t, r, c = d["token"], d["request"], d["capacity"]
+    return (t["page_size"], t["kv_cache_dtype"], t["cell_size_bytes"], r["state_slot_bytes"], r["slots_per_request"],
+            c["max_total_num_tokens"], c["max_running_requests"], c["max_mamba_cache_size"])
+
+
+@pytest.mark.parametrize("gpu", ["H200", "B200"])
+@pytest.mark.parametrize("model", sorted({m for m, _ in SGLANG_60GIB} | {"glm-5.3-flash"}))
+def test_cli_plan_profile_yaml_for_every_model(tmp_path, capsys, model, gpu):
+    """Issue 22's Done-when: `glm-kv plan --profile <yaml with model: ...>` gives token, request and
+    capacity figures for each of the six models, equal to SGLang 0.5.23's answers (literals above)."""
+    prof = tmp_path / "p.yaml"
+    prof.write_text(f"model: {model}\ngpu: {gpu}\navailable_bytes: {60 * GiB}\n")
+    assert main(["plan", "--profile", str(prof), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    want = SGLANG_60GIB_GLM53[gpu] if model == "glm-5.3-flash" else SGLANG_60GIB[(model, gpu)]
+    assert _json_row(d) == want
+    # and the table form runs too (the default output)
+    assert main(["plan", "--profile", str(prof)]) == 0
+    out = capsys.readouterr().out
+    assert "token" in out and "request" in out and "capacity" in out
 
 
 def test_model_path_in_a_launch_command_selects_the_model(capsys):

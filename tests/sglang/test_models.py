@@ -15,8 +15,9 @@ from models_oracle import sglang_model_plan
 
 GiB = 1 << 30
 MODELS = ["kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deepseek-v3.2", "glm-5.1", "glm-5.3-flash"]
-ANCHOR_LAUNCH = {"gpu": "B200", "tp_size": 8, "kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "flashmla_sparse",
-                 "dsa_decode_backend": "flashmla_kv", "available_bytes": 45 * GiB}
+ANCHOR_LAUNCH = {"gpu": "B200", "tp_size": 8, "dp_size": 8, "enable_dp_attention": True, "kv_cache_dtype": "fp8_e4m3",
+                 "dsa_prefill_backend": "flashmla_sparse", "dsa_decode_backend": "flashmla_kv",
+                 "available_bytes": 45 * GiB}
 CASES = [(m, {"gpu": g, "available_bytes": 60 * GiB}) for m in MODELS for g in ("H200", "B200")] + [
     ("kimi-k3", {"gpu": "H200", "tp_size": 8, "available_bytes": 90 * GiB, "max_running_requests": 64}),
     ("kimi-k3", {"gpu": "B200", "tp_size": 4, "kv_cache_dtype": "fp8_e4m3", "mamba_ssm_dtype": "bfloat16",
@@ -127,7 +128,10 @@ def test_host_pools_agree_with_sglang(sglang_answers, name, launch):
 
 
 def test_deepseek_v32_anchor_through_sglang(sglang_answers):
-    """sglang #11309: 61 x (656 + 132) = 48,068 B per token, in SGLang's own cell size too."""
+    """Public anchor, sglang PR #11309 (2025-10-07): that PR's SGLang build booted DeepSeek-V3.2-Exp
+    with `--tp 8 --dp 8 --enable-dp-attention` on 8 x B200 and logged 975,424 tokens in 43.67 GB
+    (2**30 B) of KV, indexer included: 61 x (656 + 132) = 48,068 B per token. SGLang 0.5.23's own
+    classes give the same cell size for that deployment, and so does glm-kv."""
     launch = ANCHOR_LAUNCH
     ans = _sglang(sglang_answers, "deepseek-v3.2", launch)
     assert ans["bytes_per_token"] == ours("deepseek-v3.2", launch)["bytes_per_token"] == 48_068

@@ -20,8 +20,9 @@ TP = 8
 # stated inputs: the rest per rank after weights that the pools are sized from, per GPU
 REST_BYTES = {"H200": 60 * GiB, "B200": 100 * GiB}
 CONTEXT = 131_072     # the request length the per-request column prices
-# sglang issue 11309: a DeepSeek-V3.2-Exp boot on B200 (fp8, FlashMLA scaled rows) logs this many
-# tokens in this many GiB of KV (the log's figures, an input; the page recomputes the GiB)
+# sglang pull request 11309 (that PR's build, 2025-10-07): a DeepSeek-V3.2-Exp boot on 8 x B200 (fp8, FlashMLA
+# scaled rows, --tp 8 --dp 8 --enable-dp-attention) logs this many tokens
+# in this many GiB of KV (the log's figures, an input; the page recomputes the GiB)
 ANCHOR_ISSUE, ANCHOR_TOKENS, ANCHOR_LOGGED_GIB = 11309, 975_424, "43.67"
 FAMILY_WORDS = {"mla_dsa+kda": "MLA + DSA indexer / KDA", "mla+kda": "MLA / KDA", "gqa+gdn": "GQA / Gated DeltaNet",
                 "gqa+mamba2": "GQA / Mamba-2", "mla_dsa": "MLA + DSA indexer"}

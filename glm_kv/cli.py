@@ -110,10 +110,56 @@ def render_plan(plan, ignored: list[str]) -> None:
                              + " ".join(one_line(w, 200) for w in ignored)))
 
 
+def render_model_plan(plan) -> None:
+    """The other hybrid models' ledgers (issue 22) as one table."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    tok, req, cap = plan.token, plan.request, plan.capacity
+    t = Table(title=escape(f"glm-kv plan: {one_line(plan.config.name)} ({plan.config.family}, {plan.gpu.name}, "
+                           f"attn_tp {tok.attn_tp_size}, attn_dp {plan.attn_dp_size})"))
+    for col in ("ledger", "item", "value"):
+        t.add_column(col)
+    for kind, d in plan.layers.by_kind().items():
+        unit = "token" if d["pool"] == "token" else "state slot"
+        t.add_row("layers", f"{kind} x {d['layers']}", f"{fmt_bytes(d['bytes_per_layer'])} per layer per {unit}")
+    rows = [("token", "cell_size (per token, all layers)", fmt_bytes(tok.cell_size_bytes)),
+            ("token", "kv_cache_dtype / page_size", f"{tok.kv_cache_dtype} / {tok.page_size}"),
+            ("request", "state slot (mamba_cache_per_req)", fmt_bytes(req.state_slot_bytes)),
+            ("request", f"slots per request ({req.mamba_strategy})", str(req.slots_per_request)),
+            ("request", "state bytes per request", fmt_bytes(req.state_bytes_per_request))]
+    if cap is not None:
+        rows += [("capacity", "available_bytes", fmt_bytes(cap.available_bytes, "GiB")),
+                 ("capacity", "max_total_num_tokens", f"{cap.max_total_num_tokens:,}"),
+                 ("capacity", "max_running_requests", f"{cap.max_running_requests:,} ({cap.binding_limit})")]
+        if cap.max_mamba_cache_size is not None:
+            rows.append(("capacity", "max_mamba_cache_size", f"{cap.max_mamba_cache_size:,}"))
+    for r in rows:
+        t.add_row(*r)
+    console = Console()
+    console.print(t)
+    for note in plan.notes:
+        console.print(escape(f"note: {one_line(note, 2000)}"))
+
+
 def cmd_plan(args) -> int:
     from .ledgers.plan import compute_plan
 
     profile, ignored = _profile_from_args(args)
+    from .inputs.hf_config import names_other_model   # issue 22 entry point: the other hybrid models
+    if names_other_model(profile.model):
+        from .ledgers.model_plan import model_plan
+
+        other = model_plan(profile)
+        if args.json:
+            d = other.to_dict()
+            if ignored:
+                d["inert_flags"] = ignored
+            print(json.dumps(d, indent=2, allow_nan=False))
+        else:
+            render_model_plan(other)
+        return 0
     plan = compute_plan(profile)
     if args.json:
         d = plan.to_dict()

@@ -1,0 +1,121 @@
+"""The "Other hybrid models" page: GLM-5.3-Flash and its hybrid cousins, ledgers side by side.
+
+Why a module: the page types no number. Every figure comes from ``glm_kv.ledgers.model_plan``
+(the layer specs of each shipped config) and, for GLM-5.3-Flash, from the same layer specs
+(``tests/models/test_glm_same.py`` shows them equal to its own plan's). The pools are sized from
+a stated rest per rank (``REST_BYTES``): the bytes SGLang has left after the weights depend on
+each checkpoint's weights, which glm-kv estimates for GLM-5.3-Flash only, so the page states the
+budget instead of guessing it.
+"""
+from __future__ import annotations
+
+from ..inputs.hf_config import SHIPPED, load_hf_config
+from ..inputs.profile import make_profile
+from ..ledgers.model_plan import model_plan
+from ..units import GiB
+
+MODELS = ("glm-5.3-flash", "kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deepseek-v3.2", "glm-5.1")
+GPUS = ("H200", "B200")
+TP = 8
+# stated inputs: the rest per rank after weights that the pools are sized from, per GPU
+REST_BYTES = {"H200": 60 * GiB, "B200": 100 * GiB}
+CONTEXT = 131_072     # the request length the per-request column prices
+# sglang pull request 11309 (that PR's build, 2025-10-07): a DeepSeek-V3.2-Exp boot on 8 x B200 (fp8, FlashMLA
+# scaled rows, --tp 8 --dp 8 --enable-dp-attention) logs this many tokens
+# in this many GiB of KV (the log's figures, an input; the page recomputes the GiB)
+ANCHOR_ISSUE, ANCHOR_TOKENS, ANCHOR_LOGGED_GIB = 11309, 975_424, "43.67"
+FAMILY_WORDS = {"mla_dsa+kda": "MLA + DSA indexer / KDA", "mla+kda": "MLA / KDA", "gqa+gdn": "GQA / Gated DeltaNet",
+                "gqa+mamba2": "GQA / Mamba-2", "mla_dsa": "MLA + DSA indexer"}
+
+
+def _plan(model: str, gpu: str, with_capacity: bool = True):
+    fields = {"model": model, "gpu": gpu, "tp_size": TP}
+    if with_capacity:
+        fields["available_bytes"] = REST_BYTES[gpu]
+    return model_plan(make_profile(fields))
+
+
+def ledger_rows(gpu: str = "H200") -> list[dict]:
+    """Per token and per request, one row per model, at TP 8 on ``gpu``'s defaults."""
+    rows = []
+    for name in MODELS:
+        p = _plan(name, gpu)
+        tok, req = p.token, p.request
+        kinds = p.layers.by_kind()
+        rows.append({
+            "model": SHIPPED[name][1],
+            "layers (token / state)": FAMILY_WORDS[p.config.family],
+            "full-attention layers": len(p.layers.full_attention_layers),
+            "state layers": len(p.layers.state_layers),
+            "KV dtype": tok.kv_cache_dtype,
+            "bytes per token": tok.cell_size_bytes,
+            "indexer share": tok.indexer_bytes_per_token,
+            "state slot bytes": req.state_slot_bytes,
+            "slots per request": req.slots_per_request,
+            "state bytes per request": req.state_bytes_per_request,
+            f"one {CONTEXT // 1024}K request": tok.cell_size_bytes * CONTEXT + req.state_bytes_per_request,
+            "kinds": ", ".join(f"{k} x {v['layers']}" for k, v in kinds.items()),
+        })
+    return rows
+
+
+def capacity_rows() -> list[dict]:
+    """Tokens and requests that fit on one rank of each GPU (TP 8, the stated rest)."""
+    rows = []
+    for name in MODELS:
+        row = {"model": SHIPPED[name][1]}
+        for gpu in GPUS:
+            c = _plan(name, gpu).capacity
+            row[f"{gpu} tokens"] = c.max_total_num_tokens
+            row[f"{gpu} requests"] = c.max_running_requests
+            # requests of CONTEXT tokens resident at once: the request cap (which already holds
+            # the state-slot cap) and the token slots over the context length
+            row[f"{gpu} {CONTEXT // 1024}K requests"] = min(c.max_running_requests, c.max_total_num_tokens // CONTEXT)
+            row[f"{gpu} binding"] = c.binding_limit
+        rows.append(row)
+    return rows
+
+
+def glued_values() -> dict:
+    """The page's prose numbers."""
+    h = {r["model"]: r for r in ledger_rows("H200")}
+    ds = _plan("deepseek-v3.2", "B200")
+    from ..ledgers.model_layers import CacheArgs, build_layers
+    from ..inputs.rules import SGLANG_0_5_23
+
+    anchor = build_layers(load_hf_config("deepseek-v3.2"),
+                          CacheArgs("fp8_e4m3", "flashmla_sparse", "flashmla_kv", 1, "float32", True), SGLANG_0_5_23)
+    smallest = min(h.values(), key=lambda r: r["bytes per token"])
+    largest_slot = max(h.values(), key=lambda r: r["state slot bytes"])
+    return {
+        "om_tp": TP, "om_rest_h200_gib": REST_BYTES["H200"] // GiB, "om_rest_b200_gib": REST_BYTES["B200"] // GiB,
+        "om_context": CONTEXT,
+        "om_smallest_token_model": smallest["model"], "om_smallest_token_bytes": smallest["bytes per token"],
+        "om_largest_slot_model": largest_slot["model"],
+        "om_largest_slot_bytes": largest_slot["state slot bytes"],
+        "om_ds_anchor_bytes": anchor.bytes_per_token,
+        "om_ds_anchor_gib": f"{ANCHOR_TOKENS * anchor.bytes_per_token / GiB:.2f}",
+        "om_anchor_issue": str(ANCHOR_ISSUE), "om_anchor_tokens": ANCHOR_TOKENS,
+        "om_anchor_logged_gib": ANCHOR_LOGGED_GIB, "om_ds_layers": len(anchor.full_attention_layers),
+        "om_ds_scaled_row": anchor.specs()[0].bytes_per_token, "om_ds_indexer": anchor.specs()[1].bytes_per_token,
+        "om_ds_raw_row": ds.token.kv_row_bytes,
+        "om_ds_b200_bytes": ds.token.cell_size_bytes,
+        "om_n_models": len(MODELS),
+    }
+
+
+def ledger_table(gpu: str = "H200"):
+    """Per token and per request, for reading (thousands separators, the model column in view)."""
+    import pandas as pd
+
+    from .tables import show
+
+    return show(pd.DataFrame(ledger_rows(gpu)).set_index("model"))
+
+
+def capacity_table():
+    import pandas as pd
+
+    from .tables import show
+
+    return show(pd.DataFrame(capacity_rows()).set_index("model"))

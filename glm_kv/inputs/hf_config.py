@@ -1,0 +1,192 @@
+"""Any hybrid model's ``config.json``, read the way Hugging Face reads it (issue 22).
+
+Why a second reader beside ``model.py``: that one holds GLM-5.3-Flash's fields and refuses
+anything else, while this one takes any model SGLang 0.5.23 serves in the families glm-kv
+models (MLA + DSA, MLA + KDA, GQA + Gated DeltaNet, GQA + Mamba-2), returns the raw dicts, and
+leaves the layer kinds to ``glm_kv.ledgers.layers``. Reading rules, as ``transformers`` does:
+
+* ``json.loads`` with Python's defaults: NVIDIA's Nemotron config holds ``Infinity``
+  (``time_step_limit``), which HF reads as ``float('inf')``; so do we.
+* A VLM wrapper keeps its language model under ``text_config``; a top-level config without
+  ``text_config`` is the text config itself (DeepSeek, GLM-5.1, Nemotron-H).
+* A ModelOpt checkpoint's ``hf_quant_config.json`` beside ``config.json`` is read too: its
+  ``kv_cache_quant_algo`` decides SGLang's ``--kv-cache-dtype auto``.
+
+Unknown ``model_type``: refused naming it and listing the supported ones (exit 2 at the CLI).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProfileError, shown
+from .model import CONFIG_MAX_BYTES, PACKAGE_DIR, _check_path_text, read_input_file
+
+MODELS_DIR = PACKAGE_DIR / "models"
+
+# top-level model_type -> the family whose layer kinds SGLang 0.5.23 allocates (hybrid_arch.py:
+# kimi_linear_config / glm5_next_config -> KDA, hybrid_gdn_config -> Gated DeltaNet, mamba2_config
+# -> Mamba-2; is_deepseek_dsa -> MLA + DSA indexer).
+SUPPORTED_MODEL_TYPES: dict[str, str] = {
+    "glm5_next": "mla_dsa+kda",        # GLM-5.3-Flash (Glm5NextForConditionalGeneration)
+    "kimi_k3": "mla+kda",              # Kimi-K3 (text_config: kimi_linear)
+    "kimi_linear": "mla+kda",          # Kimi-Linear (text config at top level)
+    "qwen3_5_moe": "gqa+gdn",          # Qwen3.5 MoE (text_config: qwen3_5_moe_text)
+    "qwen3_5": "gqa+gdn",              # Qwen3.5 dense
+    "qwen3_next": "gqa+gdn",           # Qwen3-Next
+    "nemotron_h": "gqa+mamba2",        # Nemotron-H / Nemotron-3
+    "deepseek_v32": "mla_dsa",         # DeepSeek-V3.2 (DeepseekV32ForCausalLM)
+    "glm_moe_dsa": "mla_dsa",          # GLM-5 / GLM-5.1 (GlmMoeDsaForCausalLM)
+}
+
+# The six models glm-kv ships configs for: short name -> (file stem, Hugging Face id).
+SHIPPED: dict[str, tuple[str, str]] = {
+    "glm-5.3-flash": ("", "zai-org/GLM-5.3-Flash"),   # glm_kv/inputs/data/glm-5.3-flash.json
+    "kimi-k3": ("moonshotai--Kimi-K3", "moonshotai/Kimi-K3"),
+    "qwen3.5-35b-a3b": ("Qwen--Qwen3.5-35B-A3B", "Qwen/Qwen3.5-35B-A3B"),
+    "nemotron-3-super-120b-a12b-fp8": ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8",
+                                       "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8"),
+    "deepseek-v3.2": ("deepseek-ai--DeepSeek-V3.2", "deepseek-ai/DeepSeek-V3.2"),
+    "glm-5.1": ("zai-org--GLM-5.1", "zai-org/GLM-5.1"),
+}
+
+
+@dataclass(frozen=True)
+class HfConfig:
+    """A model's config.json as dicts: ``top`` (the file), ``text`` (its language model's part)."""
+
+    name: str
+    source: str
+    model_type: str
+    family: str
+    architectures: tuple[str, ...]
+    top: dict = field(repr=False, hash=False, compare=False)
+    text: dict = field(repr=False, hash=False, compare=False)
+    quant: dict | None = field(default=None, repr=False, hash=False, compare=False)
+
+    @property
+    def is_multimodal(self) -> bool:
+        return "text_config" in self.top
+
+    @property
+    def kv_cache_quant_algo(self) -> str | None:
+        """ModelOpt's ``kv_cache_quant_algo`` (hf_quant_config.json or quantization_config)."""
+        for owner in (self.quant or {}).get("quantization") or {}, self.top.get("quantization_config") or {}:
+            algo = owner.get("kv_cache_quant_algo") if isinstance(owner, dict) else None
+            if isinstance(algo, str):
+                return algo
+        return None
+
+
+def shipped_name(model: str) -> str | None:
+    """The shipped short name for ``model`` (a short name or a Hugging Face id), else None."""
+    key = model.strip().lower()
+    for name, (_stem, hf_id) in SHIPPED.items():
+        if key in (name, hf_id.lower()):
+            return name
+    return None
+
+
+def parse_hf_json(text: str, what: str, field_name: str) -> Any:
+    """``json.loads`` as transformers calls it: ``Infinity``/``NaN`` are floats, last key wins."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProfileError(field_name, f"{what} is not valid JSON (line {e.lineno}: {e.msg})") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ProfileError(field_name, f"{what} cannot be read (nested too deeply or a huge number)") from None
+
+
+def _text_part(cfg: dict, where: str) -> dict:
+    text = cfg.get("text_config", cfg)
+    if not isinstance(text, dict):
+        raise ProfileError(f"{where}.text_config", f"must be a JSON object, got {shown(text)}")
+    return text
+
+
+def hf_config_from_dict(cfg: Any, name: str, source: str, quant: dict | None = None,
+                        where: str = "model") -> HfConfig:
+    """Classify a config.json dict by its top-level ``model_type`` (SGLang's config class)."""
+    if not isinstance(cfg, dict):
+        raise ProfileError(where, f"config must be a JSON object, got {shown(cfg)}")
+    mt = cfg.get("model_type")
+    if mt not in SUPPORTED_MODEL_TYPES:
+        raise ProfileError(f"{where}.model_type", f"{shown(mt)} is not a model glm-kv knows; supported: "
+                                                  f"{', '.join(sorted(SUPPORTED_MODEL_TYPES))}")
+    text = _text_part(cfg, where)
+    arch = cfg.get("architectures") or text.get("architectures") or []
+    if not isinstance(arch, list) or not all(isinstance(a, str) for a in arch):
+        raise ProfileError(f"{where}.architectures", f"must be a list of names, got {shown(arch)}")
+    return HfConfig(name=name, source=source, model_type=mt, family=SUPPORTED_MODEL_TYPES[mt],
+                    architectures=tuple(arch), top=cfg, text=text, quant=quant)
+
+
+def _read_json_file(path: Path, field_name: str) -> Any:
+    text, _ = read_input_file(str(path), field_name, CONFIG_MAX_BYTES, kind="config.json",
+                              hint="no such config file (use a shipped model name or a path to a config.json)")
+    return parse_hf_json(text, f"config file {shown(str(path))}", field_name)
+
+
+def _quant_beside(config_path: Path, field_name: str) -> dict | None:
+    q = config_path.with_name(config_path.name.replace("config.json", "hf_quant_config.json")) \
+        if config_path.name.endswith("_config.json") else config_path.parent / "hf_quant_config.json"
+    try:
+        if not q.is_file():
+            return None
+    except OSError:
+        return None
+    doc = _read_json_file(q, field_name)
+    return doc if isinstance(doc, dict) else None
+
+
+@lru_cache(maxsize=32)
+def load_hf_config(model: str) -> HfConfig:
+    """A shipped model (short name or Hugging Face id), or a path to a config.json (or its folder)."""
+    if not isinstance(model, str) or not model.strip():
+        raise ProfileError("model", f"must be a shipped model or a path to a config.json, got {shown(model)}")
+    name = shipped_name(model)
+    if name == "glm-5.3-flash":
+        path = PACKAGE_DIR / "data" / "glm-5.3-flash.json"
+        cfg = json.loads(path.read_text())
+        return hf_config_from_dict(cfg, name, "shipped with glm_kv (glm_kv/inputs/data/glm-5.3-flash.json)")
+    if name is not None:
+        path = MODELS_DIR / f"{SHIPPED[name][0]}_config.json"
+        return hf_config_from_dict(_read_json_file(path, "model"), name,
+                                   f"aiconfigurator-core 0.12.0 wheel, model_configs/{path.name}",
+                                   quant=_quant_beside(path, "model"))
+    _check_path_text(model, "model")
+    path = Path(model)
+    try:
+        if path.is_dir():
+            path = path / "config.json"
+    except OSError:
+        pass
+    if not path.exists() and "/" not in model and not model.endswith(".json"):
+        raise ProfileError("model", f"{shown(model)} is neither a shipped model ({', '.join(SHIPPED)}) "
+                                    f"nor a path to a config.json")
+    cfg = _read_json_file(path, "model")
+    return hf_config_from_dict(cfg, path.parent.name or str(path), str(path),
+                               quant=_quant_beside(path, "model"))
+
+
+def names_other_model(model: str) -> bool:
+    """True when ``model`` is not GLM-5.3-Flash's family: a shipped other model, or a config.json
+    whose ``model_type`` is given and is not ``glm5_next`` (unknown types are then refused by
+    ``load_hf_config`` listing the supported ones). A config without ``model_type`` keeps the
+    GLM-5.3-Flash reader (``model.py``) and its checks."""
+    name = shipped_name(model) if isinstance(model, str) else None
+    if name is not None:
+        return name != "glm-5.3-flash"
+    try:
+        path = Path(model)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file() or path.stat().st_size > CONFIG_MAX_BYTES:
+            return False
+        cfg = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError, RecursionError, TypeError):
+        return False   # the GLM-5.3-Flash reader names the problem
+    return isinstance(cfg, dict) and "model_type" in cfg and cfg["model_type"] != "glm5_next"

@@ -1,0 +1,76 @@
+"""One SGLang version's facts about pool rows and defaults, as data (issue 22).
+
+Why an object and not constants: the layer specs (``glm_kv.ledgers.layers``) take these facts
+as a parameter, so a second SGLang version (or the article's layout) is a second ``SglangRules``
+value, not a branch in every spec. Today only the facts the other-model path needs live here;
+moving the GLM-5.3-Flash ``layout == ...`` branches into the same object is issue 22's
+deliverable 2 (not done in this round).
+
+Every default below is what SGLang 0.5.23's ``ServerArgs.resolve_once()`` resolves for the
+shipped configs on a fake GPU of that SM (tests/sglang/test_models.py re-derives them from the
+wheel and fails naming the model and the key when one differs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ProfileError
+
+
+@dataclass(frozen=True)
+class SglangRules:
+    """Row layouts, element sizes and launch defaults of one SGLang version."""
+
+    version: str
+    fp8_scale_group: int = 128          # DSATokenToKVPool.quant_block_size
+    fp8_scale_bytes: int = 4            # one fp32 scale per group
+    scaled_rope_item_bytes: int = 2     # DSATokenToKVPool.rope_storage_dtype (bf16) in scaled fp8 rows
+    indexer_item_bytes: int = 1         # index_k_with_scale_buffer_dtype (uint8)
+    conv_state_dtype: str = "bfloat16"  # mamba2_state_dtype(): conv is bf16 (env SGLANG_MAMBA_CONV_DTYPE unset)
+    default_ssm_dtype: str = "float32"  # mamba2_state_dtype(): when neither the flag nor the config says
+    # (family, sm) -> (page_size when --page-size is unset, the page sizes the attention backend
+    # keeps, None = any): a page size outside the set is replaced by the default, as SGLang's
+    # backend constraints do (_mla_backend_page_constraints, the DSA and Qwen3.5 overrides)
+    page_rules: dict = field(default_factory=dict)
+    # DSA models' kv dtype and backends: glm_kv.inputs.resolve (resolve_kv_dtype,
+    # resolve_dsa_backends), shared with GLM-5.3-Flash; a later rules object should own them.
+    # hybrid (mamba-ish) models with the radix cache on: mamba_radix_cache_strategy "auto" resolves to
+    # this when the overlap schedule is on or pages are wider than one token, else to no_buffer
+    # (_mamba_radix_cache_resolution; every shipped hybrid supports the extra buffer)
+    default_mamba_strategy: str = "extra_buffer"
+
+    def mamba_strategy(self, requested: str, disable_overlap_schedule: bool, page_size: int) -> str:
+        if requested != "auto":
+            return requested
+        if not disable_overlap_schedule or page_size > 1:
+            return self.default_mamba_strategy
+        return "no_buffer"
+
+    def page_size(self, family: str, sm: int, given: int | None = None) -> int:
+        key = (family, _sm_class(sm))
+        if key not in self.page_rules:
+            raise ProfileError("page_size", f"SGLang {self.version}'s page size for a {family} model "
+                                            f"on SM {sm} is not known to glm-kv")
+        default, allowed = self.page_rules[key]
+        if given is None or (allowed is not None and given not in allowed):
+            return default
+        return given
+
+
+def _sm_class(sm: int) -> int:
+    """SGLang's defaults split Hopper (90) from Blackwell (100, 103 as is_sm100)."""
+    return 100 if sm >= 100 else 90
+
+
+SGLANG_0_5_23 = SglangRules(
+    version="0.5.23",
+    page_rules={
+        ("mla+kda", 90): (1, None), ("mla+kda", 100): (64, {32, 64}),              # B200: trtllm_mla
+        ("gqa+gdn", 90): (1, None), ("gqa+gdn", 100): (1, {1}),                    # B200: triton, page 1
+        ("gqa+mamba2", 90): (1, None), ("gqa+mamba2", 100): (64, {16, 32, 64, 128}),   # B200: trtllm_mha
+        ("mla_dsa", 90): (64, {64}), ("mla_dsa", 100): (64, {64}),                 # DSA: 64-token pages
+        ("mla_dsa+kda", 90): (256, {256}), ("mla_dsa+kda", 100): (256, {256}),     # GLM-5.3-Flash: 64 x kpool 4
+    },
+)
+
+RULES = {"0.5.23": SGLANG_0_5_23}

@@ -1,0 +1,218 @@
+"""Layer kinds as code: one frozen spec per kind of cache SGLang 0.5.23 allocates (issue 22).
+
+Why: a model is then data (the list of its layers' specs, built from config.json in
+``model_layers.py``), and every ledger sums specs instead of knowing a model. Each spec knows its
+bytes per token (token pools: SGLang's ``cell_size`` terms) or per state slot (``MambaPool``:
+``mamba_cache_per_req`` terms), the way vLLM's ``kv_cache_interface`` specs know
+``page_size_bytes``. The SGLang version's facts (row layouts, element sizes) come in as a
+``SglangRules`` value; no spec branches on a version. No torch here (layering).
+
+Names follow SGLang: ``calculate_mla_kv_cache_dim`` (MLA rows), ``_compute_dsa_indexer_cell_size``
+(indexer K), ``get_num_kv_heads`` (GQA heads per rank), ``KimiLinearStateShape.create`` (KDA),
+``Mamba2StateShape.create`` (Gated DeltaNet and Mamba-2).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Union
+
+from ..errors import ProfileError
+from ..inputs.rules import SglangRules
+from ..units import DTYPE_BYTES
+
+TOKEN, STATE = "token", "state"
+
+
+def _divide(n: int, d: int, what: str) -> int:
+    """SGLang's ``divide``: exact, else the server cannot start (refused naming tp_size)."""
+    if d <= 0 or n % d:
+        raise ProfileError("tp_size", f"attention TP {d} must divide the {what} ({n} is not divisible by {d})")
+    return n // d
+
+
+@dataclass(frozen=True)
+class MlaKv:
+    """MLA latent KV: one row of ``kv_lora_rank + qk_rope_head_dim`` per token and layer.
+
+    ``row``: "bf16" (plain), "fp8_raw" (fp8 elements, trtllm/tilelang) or "fp8_scaled" (DSA
+    models' FlashMLA layout: 512 fp8 + 512/128 x 4 B scales + 64 rope x 2 B = 656 B).
+    """
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    item_bytes: int
+    row: str
+    rules: SglangRules
+    kind = "mla_kv"
+    pool = TOKEN
+
+    @property
+    def kv_cache_dim(self) -> int:
+        if self.row != "fp8_scaled":
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        r = self.rules
+        if self.kv_lora_rank % r.fp8_scale_group:
+            raise ProfileError("model.kv_lora_rank", f"must be a multiple of {r.fp8_scale_group} for scaled fp8 rows")
+        return (self.kv_lora_rank + self.kv_lora_rank // r.fp8_scale_group * r.fp8_scale_bytes
+                + self.qk_rope_head_dim * r.scaled_rope_item_bytes)
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.kv_cache_dim * self.item_bytes
+
+
+@dataclass(frozen=True)
+class DsaIndexerK:
+    """DSA indexer K with its fp8 scales: 128 + 128/128 x 4 = 132 B, pooled over ``index_kpool``."""
+
+    index_head_dim: int
+    index_kpool: int
+    rules: SglangRules
+    kind = "dsa_indexer_k"
+    pool = TOKEN
+
+    @property
+    def unpooled_bytes(self) -> int:
+        r = self.rules
+        return (self.index_head_dim + self.index_head_dim // r.fp8_scale_group * r.fp8_scale_bytes) * r.indexer_item_bytes
+
+    @property
+    def bytes_per_token(self) -> int:
+        """``_compute_dsa_indexer_cell_size``: ceil(132 / index_kpool) x element size."""
+        r = self.rules
+        elems = self.index_head_dim + self.index_head_dim // r.fp8_scale_group * r.fp8_scale_bytes
+        return math.ceil(elems / self.index_kpool) * r.indexer_item_bytes
+
+
+@dataclass(frozen=True)
+class GqaKv:
+    """MHA/GQA KV (``MHATokenToKVPool``): K and V of ``max(1, kv_heads // attn_tp)`` heads."""
+
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    item_bytes: int
+    attn_tp: int
+    kind = "gqa_kv"
+    pool = TOKEN
+
+    @property
+    def heads_per_rank(self) -> int:
+        return max(1, self.num_kv_heads // self.attn_tp)
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.heads_per_rank * (self.head_dim + self.v_head_dim) * self.item_bytes
+
+
+@dataclass(frozen=True)
+class SlidingWindowKv(GqaKv):
+    """A GQA layer that keeps only the last ``window`` tokens (SWA pool): same bytes per token,
+    but a request holds at most ``window`` of them. None of the six shipped models has one."""
+
+    window: int = 0
+    kind = "sliding_window_kv"
+
+    def tokens_held(self, context: int) -> int:
+        return min(context, self.window)
+
+
+@dataclass(frozen=True)
+class KdaState:
+    """Kimi Delta Attention state (``KimiLinearStateShape.create``): conv (K-1, 3 x H x d / tp) in
+    bf16 and temporal (H / tp, d, d) in the SSM dtype; k heads default to the v heads."""
+
+    num_heads: int
+    head_dim: int
+    conv_kernel: int
+    attn_tp: int
+    conv_item_bytes: int
+    ssm_item_bytes: int
+    kind = "kda_state"
+    pool = STATE
+
+    @property
+    def conv_shape(self) -> tuple[int, int]:
+        proj = self.num_heads * self.head_dim
+        return (self.conv_kernel - 1, _divide(proj, self.attn_tp, "KDA projection")
+                + 2 * _divide(proj, self.attn_tp, "KDA projection"))
+
+    @property
+    def temporal_shape(self) -> tuple[int, int, int]:
+        return (_divide(self.num_heads, self.attn_tp, "KDA heads"), self.head_dim, self.head_dim)
+
+    @property
+    def conv_bytes(self) -> int:
+        return math.prod(self.conv_shape) * self.conv_item_bytes
+
+    @property
+    def temporal_bytes(self) -> int:
+        return math.prod(self.temporal_shape) * self.ssm_item_bytes
+
+    @property
+    def bytes_per_slot(self) -> int:
+        return self.conv_bytes + self.temporal_bytes
+
+
+@dataclass(frozen=True)
+class Mamba2State:
+    """Mamba-2 state (``Mamba2StateShape.create``): conv (conv_dim / tp, K-1) with
+    conv_dim = intermediate + 2 x n_groups x state (groups padded up to tp when tp does not divide
+    them), and SSM (heads / tp, head_dim, state)."""
+
+    intermediate_size: int
+    n_groups: int
+    num_heads: int
+    head_dim: int
+    state_size: int
+    conv_kernel: int
+    attn_tp: int
+    conv_item_bytes: int
+    ssm_item_bytes: int
+    kind = "mamba2_state"
+    pool = STATE
+
+    @property
+    def conv_dim(self) -> int:
+        groups = self.n_groups
+        if groups % self.attn_tp:
+            groups += self.attn_tp - groups  # extra_groups_for_head_shards
+        return self.intermediate_size + 2 * groups * self.state_size
+
+    @property
+    def conv_shape(self) -> tuple[int, int]:
+        return (_divide(self.conv_dim, self.attn_tp, f"{self.kind} conv dim"), self.conv_kernel - 1)
+
+    @property
+    def temporal_shape(self) -> tuple[int, int, int]:
+        return (_divide(self.num_heads, self.attn_tp, f"{self.kind} heads"), self.head_dim, self.state_size)
+
+    @property
+    def conv_bytes(self) -> int:
+        return math.prod(self.conv_shape) * self.conv_item_bytes
+
+    @property
+    def temporal_bytes(self) -> int:
+        return math.prod(self.temporal_shape) * self.ssm_item_bytes
+
+    @property
+    def bytes_per_slot(self) -> int:
+        return self.conv_bytes + self.temporal_bytes
+
+
+@dataclass(frozen=True)
+class GatedDeltaNetState(Mamba2State):
+    """Gated DeltaNet (Qwen3-Next / Qwen3.5): SGLang builds it with ``Mamba2StateShape.create``
+    (intermediate = v heads x v dim, n_groups = k heads, state = k dim, heads = v heads)."""
+
+    kind = "gdn_state"
+
+
+LayerSpec = Union[MlaKv, DsaIndexerK, GqaKv, SlidingWindowKv, KdaState, Mamba2State, GatedDeltaNetState]
+TOKEN_KINDS = (MlaKv, DsaIndexerK, GqaKv, SlidingWindowKv)
+STATE_KINDS = (KdaState, Mamba2State, GatedDeltaNetState)
+
+
+def dtype_bytes(name: str) -> int:
+    return DTYPE_BYTES[name]

@@ -1,0 +1,232 @@
+"""A model as the list of its layers' cache specs, built from config.json as SGLang 0.5.23 does.
+
+Which layer holds what (SGLang 0.5.23, ``configs/``):
+
+* KDA models (``KimiLinearConfig``, ``Glm5NextTextConfig``): a layer is KDA when it is in
+  ``linear_attn_config.kda_layers`` - 1-based for Kimi (``is_kda_layer``: ``layer_idx + 1 in
+  kda_layers``), 0-based for GLM-5.3-Flash; the others are full attention (MLA, plus the DSA
+  indexer when the architecture is DSA and the config has ``index_topk``).
+* Gated DeltaNet (``Qwen3NextConfig`` and the Qwen3.5 classes): full attention every
+  ``full_attention_interval``-th layer (``layers_block_type``), GQA there, GDN elsewhere.
+* Mamba-2 (``NemotronHConfig``): ``hybrid_override_pattern`` "M" = Mamba-2, "*" = attention
+  (GQA), "E"/"-" (MoE/MLP) hold no cache.
+* DSA models (DeepSeek-V3.2, GLM-5.1: ``is_deepseek_dsa``): every layer MLA + indexer K, except
+  layers whose ``indexer_types`` entry is "shared" (``dsa_layer_skips_topk``: 0-row index K).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ProfileError, shown
+from ..inputs.hf_config import HfConfig
+from ..inputs.rules import SglangRules
+from ..units import DTYPE_BYTES
+from .layers import (STATE_KINDS, TOKEN_KINDS, DsaIndexerK, GatedDeltaNetState, GqaKv, KdaState, LayerSpec,
+                     Mamba2State, MlaKv)
+
+# is_deepseek_dsa's architectures that glm-kv's families use (the config must also have index_topk)
+DSA_ARCHITECTURES = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM",
+                     "Glm5NextForConditionalGeneration")
+TRTLLM_OR_TILELANG_RAW = "trtllm"
+
+
+@dataclass(frozen=True)
+class CacheArgs:
+    """The resolved launch facts the specs need (SGLang's resolved ServerArgs, per rank)."""
+
+    kv_cache_dtype: str            # "bfloat16" or "fp8_e4m3" (resolved, never "auto")
+    dsa_prefill_backend: str
+    dsa_decode_backend: str
+    attn_tp: int
+    ssm_dtype: str                 # "float32" or "bfloat16"
+    ssm_dtype_from_config: bool    # True: the flag was not given (GDN/Mamba-2 read the config's)
+
+
+@dataclass(frozen=True)
+class ModelLayers:
+    """Per layer id, the specs SGLang allocates for it (empty for MoE/MLP-only layers)."""
+
+    name: str
+    family: str
+    num_hidden_layers: int
+    layers: tuple[tuple[int, tuple[LayerSpec, ...]], ...]
+
+    def specs(self, kinds: tuple = ()) -> list[LayerSpec]:
+        return [s for _, specs in self.layers for s in specs if not kinds or isinstance(s, kinds)]
+
+    def layer_ids(self, kind: type) -> tuple[int, ...]:
+        return tuple(i for i, specs in self.layers if any(type(s) is kind for s in specs))
+
+    @property
+    def full_attention_layers(self) -> tuple[int, ...]:
+        return tuple(i for i, specs in self.layers if any(isinstance(s, TOKEN_KINDS) for s in specs))
+
+    @property
+    def state_layers(self) -> tuple[int, ...]:
+        return tuple(i for i, specs in self.layers if any(isinstance(s, STATE_KINDS) for s in specs))
+
+    @property
+    def bytes_per_token(self) -> int:
+        """SGLang's ``cell_size`` (no draft): every token-pool spec's bytes, summed over layers."""
+        return sum(s.bytes_per_token for s in self.specs(TOKEN_KINDS))
+
+    @property
+    def bytes_per_slot(self) -> int:
+        """SGLang's ``mamba_cache_per_req``: every state spec's bytes, summed over layers."""
+        return sum(s.bytes_per_slot for s in self.specs(STATE_KINDS))
+
+    def bytes_per_token_of(self, kind: type) -> int:
+        return sum(s.bytes_per_token for s in self.specs() if type(s) is kind)
+
+    def by_kind(self) -> dict[str, dict]:
+        """kind -> {layers, per-layer bytes, total bytes per token or per slot}."""
+        out: dict[str, dict] = {}
+        for spec in self.specs():
+            d = out.setdefault(spec.kind, {"pool": spec.pool, "layers": 0, "bytes_per_layer": None, "bytes": 0})
+            b = spec.bytes_per_token if spec.pool == "token" else spec.bytes_per_slot
+            d["layers"] += 1
+            d["bytes_per_layer"] = b
+            d["bytes"] += b
+        return out
+
+
+def _int(text: dict, key: str, where: str, default: int | None = None, lo: int = 1) -> int:
+    v = text.get(key, default)
+    if v is None:
+        raise ProfileError(f"{where}.{key}", "missing from config")
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 1 << 24:
+        raise ProfileError(f"{where}.{key}", f"must be an integer between {lo} and {1 << 24:,}, got {shown(v)}")
+    return v
+
+
+def is_dsa(cfg: HfConfig) -> bool:
+    return bool(set(cfg.architectures) & set(DSA_ARCHITECTURES)) and cfg.text.get("index_topk") is not None
+
+
+def mla_row(cfg: HfConfig, args: CacheArgs) -> str:
+    """``calculate_mla_kv_cache_dim``: scaled fp8 rows only for DSA models off trtllm/tilelang."""
+    if args.kv_cache_dtype != "fp8_e4m3":
+        return "bf16"
+    if not is_dsa(cfg):
+        return "fp8_raw"
+    pre, dec = args.dsa_prefill_backend, args.dsa_decode_backend
+    if "trtllm" in (pre, dec) or pre == dec == "tilelang":
+        return "fp8_raw"
+    return "fp8_scaled"
+
+
+def _mla(cfg: HfConfig, args: CacheArgs, rules: SglangRules, where: str) -> MlaKv:
+    t = cfg.text
+    return MlaKv(kv_lora_rank=_int(t, "kv_lora_rank", where), qk_rope_head_dim=_int(t, "qk_rope_head_dim", where, lo=0),
+                 item_bytes=DTYPE_BYTES[args.kv_cache_dtype], row=mla_row(cfg, args), rules=rules)
+
+
+def _indexer(cfg: HfConfig, rules: SglangRules, where: str) -> DsaIndexerK:
+    t = cfg.text
+    d = _int(t, "index_head_dim", where)
+    if d % rules.fp8_scale_group:
+        raise ProfileError(f"{where}.index_head_dim", f"must be a multiple of {rules.fp8_scale_group}, got {d}")
+    return DsaIndexerK(index_head_dim=d, index_kpool=_int(t, "index_kpool", where, default=1), rules=rules)
+
+
+def _ssm_item(cfg: HfConfig, args: CacheArgs, reads_config: bool) -> int:
+    """``mamba2_state_dtype``: the flag, else (GDN/Mamba-2 only) the config's mamba_ssm_dtype, else fp32."""
+    dtype = args.ssm_dtype
+    if args.ssm_dtype_from_config and reads_config:
+        dtype = cfg.text.get("mamba_ssm_dtype") or cfg.top.get("mamba_ssm_dtype") or dtype
+        if dtype not in ("float32", "bfloat16", "float16"):
+            dtype = "float32"   # SGLang warns and uses its default
+    return DTYPE_BYTES[dtype]
+
+
+def _kda_layers(cfg: HfConfig, n: int, where: str) -> set[int]:
+    lac = cfg.text.get("linear_attn_config")
+    if not isinstance(lac, dict) or not isinstance(lac.get("kda_layers"), list):
+        raise ProfileError(f"{where}.linear_attn_config.kda_layers", "missing: a KDA model lists its KDA layers")
+    kda = lac["kda_layers"]
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in kda):
+        raise ProfileError(f"{where}.linear_attn_config.kda_layers", "must be a list of layer numbers")
+    if cfg.model_type in ("kimi_k3", "kimi_linear"):
+        return {i for i in range(n) if i + 1 in kda}      # KimiLinearConfig.is_kda_layer: 1-based
+    return {i for i in range(n) if i in kda}              # Glm5NextTextConfig: 0-based
+
+
+def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLayers:
+    """The model's layers as SGLang 0.5.23 allocates for them (see the module docstring)."""
+    where = "model(text_config)" if cfg.is_multimodal else "model"
+    t = cfg.text
+    fam = cfg.family
+    layers: list[tuple[int, tuple]] = []
+    if fam in ("mla+kda", "mla_dsa+kda"):
+        n = _int(t, "num_hidden_layers", where)
+        kda_ids = _kda_layers(cfg, n, where)
+        lac = t["linear_attn_config"]
+        kda = KdaState(num_heads=_int(lac, "num_heads", f"{where}.linear_attn_config"),
+                       head_dim=_int(lac, "head_dim", f"{where}.linear_attn_config"),
+                       conv_kernel=_int(lac, "short_conv_kernel_size", f"{where}.linear_attn_config", lo=2),
+                       attn_tp=args.attn_tp, conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype],
+                       ssm_item_bytes=_ssm_item(cfg, args, reads_config=False))
+        full = (_mla(cfg, args, rules, where),) + ((_indexer(cfg, rules, where),) if is_dsa(cfg) else ())
+        skip = _shared_indexer_layers(t, n)
+        for i in range(n):
+            layers.append((i, (kda,) if i in kda_ids else tuple(s for s in full if not (
+                isinstance(s, DsaIndexerK) and i in skip))))
+    elif fam == "gqa+gdn":
+        n = _int(t, "num_hidden_layers", where)
+        interval = _int(t, "full_attention_interval", where, default=4)
+        gdn = GatedDeltaNetState(
+            intermediate_size=_int(t, "linear_value_head_dim", where) * _int(t, "linear_num_value_heads", where),
+            n_groups=_int(t, "linear_num_key_heads", where), num_heads=_int(t, "linear_num_value_heads", where),
+            head_dim=_int(t, "linear_value_head_dim", where), state_size=_int(t, "linear_key_head_dim", where),
+            conv_kernel=_int(t, "linear_conv_kernel_dim", where, lo=2), attn_tp=args.attn_tp,
+            conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype], ssm_item_bytes=_ssm_item(cfg, args, True))
+        gqa = _gqa(cfg, args, where)
+        for i in range(n):
+            layers.append((i, (gqa,) if (i + 1) % interval == 0 else (gdn,)))
+    elif fam == "gqa+mamba2":
+        pattern = t.get("hybrid_override_pattern")
+        if not isinstance(pattern, str) or not pattern or set(pattern) - set("M*E-"):
+            raise ProfileError(f"{where}.hybrid_override_pattern",
+                               f"must be a string of M, *, E and - (Mamba-2, attention, MoE, MLP), got {shown(pattern)}")
+        n = len(pattern)
+        heads, hdim = _int(t, "mamba_num_heads", where), _int(t, "mamba_head_dim", where)
+        m2 = Mamba2State(intermediate_size=heads * hdim,
+                         n_groups=_int(t, "n_groups", where, default=t.get("mamba_n_groups", 8)),
+                         num_heads=heads, head_dim=hdim, state_size=_int(t, "ssm_state_size", where),
+                         conv_kernel=_int(t, "conv_kernel", where, default=t.get("mamba_d_conv", 4), lo=2),
+                         attn_tp=args.attn_tp, conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype],
+                         ssm_item_bytes=_ssm_item(cfg, args, True))
+        gqa = _gqa(cfg, args, where)
+        for i, c in enumerate(pattern):
+            layers.append((i, (m2,) if c == "M" else (gqa,) if c == "*" else ()))
+    elif fam == "mla_dsa":
+        n = _int(t, "num_hidden_layers", where)
+        if not is_dsa(cfg):
+            raise ProfileError(f"{where}.architectures", f"{shown(list(cfg.architectures))} is not a DSA "
+                                                         f"architecture SGLang knows ({', '.join(DSA_ARCHITECTURES)})")
+        mla, idx = _mla(cfg, args, rules, where), _indexer(cfg, rules, where)
+        skip = _shared_indexer_layers(t, n)
+        for i in range(n):
+            layers.append((i, (mla,) if i in skip else (mla, idx)))
+    else:  # hf_config refuses unknown model types first; a new family must be added here
+        raise ProfileError("model.model_type", f"layer kinds of family {fam!r} are not modelled")
+    m = ModelLayers(name=cfg.name, family=fam, num_hidden_layers=n, layers=tuple(layers))
+    if not m.full_attention_layers:
+        raise ProfileError(f"{where}", "has no full-attention layer: the token pool would be empty")
+    return m
+
+
+def _gqa(cfg: HfConfig, args: CacheArgs, where: str) -> GqaKv:
+    t = cfg.text
+    heads = _int(t, "num_attention_heads", where)
+    kv = _int(t, "num_key_value_heads", where, default=heads)
+    head_dim = t.get("head_dim") or _int(t, "hidden_size", where) // heads
+    return GqaKv(num_kv_heads=kv, head_dim=head_dim, v_head_dim=t.get("v_head_dim") or head_dim,
+                 item_bytes=DTYPE_BYTES[args.kv_cache_dtype], attn_tp=args.attn_tp)
+
+
+def _shared_indexer_layers(t: dict, n: int) -> set[int]:
+    types = t.get("indexer_types")
+    if not isinstance(types, list):
+        return set()
+    return {i for i in range(min(n, len(types))) if types[i] == "shared"}

@@ -1,0 +1,144 @@
+"""Real tensors for the other hybrid models' pools, shaped like SGLang 0.5.23's (issue 22).
+
+Why: the ledgers of ``glm_kv.ledgers.model_plan`` sum layer specs; this module allocates the
+buffers SGLang's pool constructors allocate and counts their bytes, so a spec that is wrong shows
+up as a difference. The two sides share no byte formula: shapes are restated here from the
+config (``glm_kv.inputs.hf_config``) and the resolved launch facts (kv dtype, DSA backends,
+attention TP, SSM dtype, page size: ``plan.args`` / ``plan.token.page_size``), after SGLang's
+constructors:
+
+* ``MLATokenToKVPool`` / ``DSATokenToKVPool``: ``kv_buffer[i]`` (size + page, 1, kv_cache_dim),
+  bf16 or uint8 (fp8); DSA FlashMLA rows are kv_lora + kv_lora/128 x 4 + rope x 2 wide.
+* ``IndexKeyCache``: ``buffer[i]`` ((size + page + 1) // page, page // kpool x (d + d/128 x 4)) uint8.
+* ``MHATokenToKVPool``: ``k_buffer[i]``, ``v_buffer[i]`` (size + page, kv heads per rank, head dim).
+* ``MambaPool``: ``conv[0]`` (layers, slots + 1, *conv) bf16, ``temporal`` (layers, slots + 1, *ssm).
+
+Bytes per token and per slot are the difference between two allocations (2 and 4 pages, 1 and 2
+slots): the padding row/page and slot cancel, as in tests/sglang's oracle.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..inputs.hf_config import HfConfig
+
+TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}
+
+
+@dataclass
+class ModelPools:
+    """The buffers of one model's pools (per layer lists, as SGLang keeps them)."""
+
+    kv_buffer: list        # MLA rows
+    k_buffer: list         # GQA
+    v_buffer: list
+    index_buffer: list     # DSA IndexKeyCache
+    conv: list             # MambaPool conv (one tensor per conv part)
+    temporal: list         # MambaPool temporal (one tensor, or none)
+
+    def nbytes(self, *names: str) -> int:
+        return sum(t.numel() * t.element_size() for n in names for t in getattr(self, n))
+
+
+def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
+    """(full-attention layer ids, state layer ids), restated from each config class."""
+    t = cfg.text
+    if cfg.family in ("mla+kda", "mla_dsa+kda"):
+        n = t["num_hidden_layers"]
+        kda = t["linear_attn_config"]["kda_layers"]
+        one_based = cfg.model_type in ("kimi_k3", "kimi_linear")
+        state = [i for i in range(n) if (i + 1 if one_based else i) in kda]
+    elif cfg.family == "gqa+gdn":
+        n, every = t["num_hidden_layers"], t.get("full_attention_interval", 4)
+        state = [i for i in range(n) if (i + 1) % every]
+    elif cfg.family == "gqa+mamba2":
+        pattern = t["hybrid_override_pattern"]
+        return [i for i, c in enumerate(pattern) if c == "*"], [i for i, c in enumerate(pattern) if c == "M"]
+    else:
+        n, state = t["num_hidden_layers"], []
+    return [i for i in range(n) if i not in state], state
+
+
+def _indexed(cfg: HfConfig, layers: list[int]) -> list[int]:
+    types = cfg.text.get("indexer_types")
+    return [i for i in layers if not (isinstance(types, list) and i < len(types) and types[i] == "shared")]
+
+
+def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
+    """Allocate the pools for ``tokens`` token slots and ``slots`` state slots (plus padding)."""
+    cfg, args, page = plan.config, plan.args, plan.token.page_size
+    t, tp = cfg.text, args.attn_tp
+    full, state = _layer_kinds(cfg)
+    fp8 = args.kv_cache_dtype == "fp8_e4m3"
+    kv_dtype = torch.uint8 if fp8 else torch.bfloat16
+    rows = tokens + page
+    pools = ModelPools([], [], [], [], [], [])
+    dsa = cfg.family in ("mla_dsa", "mla_dsa+kda")
+    if cfg.family.startswith("mla"):
+        lora, rope = t["kv_lora_rank"], t["qk_rope_head_dim"]
+        raw = (not fp8 or not dsa or "trtllm" in (args.dsa_prefill_backend, args.dsa_decode_backend)
+               or args.dsa_prefill_backend == args.dsa_decode_backend == "tilelang")
+        dim = lora + rope if raw else lora + lora // 128 * 4 + rope * 2
+        pools.kv_buffer = [torch.empty((rows, 1, dim), dtype=kv_dtype, device=device) for _ in full]
+    else:
+        heads = max(1, t.get("num_key_value_heads", t["num_attention_heads"]) // tp)
+        hd = t.get("head_dim") or t["hidden_size"] // t["num_attention_heads"]
+        pools.k_buffer = [torch.empty((rows, heads, hd), dtype=kv_dtype, device=device) for _ in full]
+        pools.v_buffer = [torch.empty((rows, heads, t.get("v_head_dim") or hd), dtype=kv_dtype, device=device)
+                          for _ in full]
+    if dsa:
+        d, kpool = t["index_head_dim"], t.get("index_kpool", 1)
+        pages = (tokens + page + 1) // page
+        width = page // kpool * (d + d // 128 * 4) if page % kpool == 0 else math.ceil(page / kpool) * (d + d // 128 * 4)
+        pools.index_buffer = [torch.empty((pages, width), dtype=torch.uint8, device=device)
+                              for _ in _indexed(cfg, full)]
+    if state:
+        ssm = args.ssm_dtype
+        if args.ssm_dtype_from_config and cfg.family in ("gqa+gdn", "gqa+mamba2"):
+            ssm = t.get("mamba_ssm_dtype") or ssm
+            ssm = ssm if ssm in TORCH else "float32"
+        if cfg.family in ("mla+kda", "mla_dsa+kda"):
+            lac = t["linear_attn_config"]
+            h, hd, k = lac["num_heads"], lac["head_dim"], lac["short_conv_kernel_size"]
+            conv = (k - 1, 3 * h * hd // tp)
+            temporal = (h // tp, hd, hd)
+        else:
+            if cfg.family == "gqa+gdn":
+                h, hd, groups, st, k = (t["linear_num_value_heads"], t["linear_value_head_dim"],
+                                        t["linear_num_key_heads"], t["linear_key_head_dim"], t["linear_conv_kernel_dim"])
+            else:
+                h, hd, st = t["mamba_num_heads"], t["mamba_head_dim"], t["ssm_state_size"]
+                groups, k = t.get("n_groups", t.get("mamba_n_groups", 8)), t.get("conv_kernel", t.get("mamba_d_conv", 4))
+            if groups % tp:
+                groups = tp
+            conv = ((h * hd + 2 * groups * st) // tp, k - 1)
+            temporal = (h // tp, hd, st)
+        n = len(state)
+        pools.conv = [torch.empty((n, slots + 1, *conv), dtype=torch.bfloat16, device=device)]
+        pools.temporal = [torch.empty((n, slots + 1, *temporal), dtype=TORCH[ssm], device=device)]
+    return pools
+
+
+def measure_model(plan, device: str = "cpu") -> dict:
+    """Per-token KV, per-token indexer and per-slot bytes, measured from two allocations, beside
+    the plan's figures; ``differences`` names every key where they disagree."""
+    page = plan.token.page_size
+    small = max(page, 64)
+    a = allocate(plan, 2 * small, 1, device)
+    sizes_a = (a.nbytes("kv_buffer", "k_buffer", "v_buffer"), a.nbytes("index_buffer"), a.nbytes("conv", "temporal"))
+    del a
+    b = allocate(plan, 4 * small, 2, device)
+    sizes_b = (b.nbytes("kv_buffer", "k_buffer", "v_buffer"), b.nbytes("index_buffer"), b.nbytes("conv", "temporal"))
+    del b
+    dt = 2 * small
+    measured = {"kv_bytes_per_token": (sizes_b[0] - sizes_a[0]) // dt,
+                "indexer_bytes_per_token": (sizes_b[1] - sizes_a[1]) // dt,
+                "state_slot_bytes": sizes_b[2] - sizes_a[2]}
+    planned = {"kv_bytes_per_token": plan.token.kv_bytes_per_token,
+               "indexer_bytes_per_token": plan.token.indexer_bytes_per_token,
+               "state_slot_bytes": plan.request.state_slot_bytes}
+    return {"measured": measured, "plan": planned,
+            "differences": {k: (planned[k], measured[k]) for k in planned if planned[k] != measured[k]}}

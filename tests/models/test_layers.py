@@ -1,0 +1,131 @@
+"""Issue 22, deliverable 2: layer kinds as code; each model's bytes per token / per state slot.
+
+Expected values are written out from the config's numbers and SGLang 0.5.23's formulas
+(calculate_mla_kv_cache_dim, _compute_dsa_indexer_cell_size, get_num_kv_heads,
+KimiLinearStateShape.create, Mamba2StateShape.create), never computed by the code under test.
+tests/sglang/test_models.py checks the same numbers against SGLang's own classes.
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from glm_kv.errors import ProfileError
+from glm_kv.inputs.hf_config import load_hf_config
+from glm_kv.inputs.rules import SGLANG_0_5_23
+from glm_kv.ledgers import layers as layers_module
+from glm_kv.ledgers.model_layers import CacheArgs, build_layers
+
+BF16 = CacheArgs("bfloat16", "flashmla_sparse", "fa3", 1, "float32", True)
+FP8_SCALED = CacheArgs("fp8_e4m3", "flashmla_sparse", "flashmla_kv", 1, "float32", True)
+FP8_RAW = CacheArgs("fp8_e4m3", "trtllm", "trtllm", 1, "float32", True)
+GiB = 1 << 30
+
+
+def layers(name, args):
+    return build_layers(load_hf_config(name), args, SGLANG_0_5_23)
+
+
+# (model, args) -> (bytes per token, bytes per state slot, full-attention layers, state layers)
+EXPECTED = {
+    # 61 x (656 scaled fp8 row + 132 indexer) / 61 x (576 x 2 + 132) / 61 x (576 + 132)
+    ("deepseek-v3.2", FP8_SCALED): (61 * ((512 + 512 // 128 * 4 + 64 * 2) + (128 + 4)), 0, 61, 0),
+    ("deepseek-v3.2", BF16): (61 * ((512 + 64) * 2 + 132), 0, 61, 0),
+    ("deepseek-v3.2", FP8_RAW): (61 * ((512 + 64) + 132), 0, 61, 0),
+    ("glm-5.1", FP8_SCALED): (78 * (656 + 132), 0, 78, 0),
+    ("glm-5.1", BF16): (78 * (1152 + 132), 0, 78, 0),
+    # Kimi-K3: MLA (no DSA: raw rows) on 24 layers; KDA (96 heads x 128, conv 4) on 69
+    ("kimi-k3", BF16): (24 * 576 * 2, 69 * (3 * (3 * 96 * 128) * 2 + 96 * 128 * 128 * 4), 24, 69),
+    ("kimi-k3", FP8_SCALED): (24 * 576, 69 * (3 * (3 * 96 * 128) * 2 + 96 * 128 * 128 * 4), 24, 69),
+    # Qwen3.5: GQA 2 KV heads x (256 + 256) on 10 layers; GDN conv (32x128 + 2x16x128) x 3, SSM 32x128x128
+    ("qwen3.5-35b-a3b", BF16): (10 * 2 * 512 * 2, 30 * ((32 * 128 + 2 * 16 * 128) * 3 * 2 + 32 * 128 * 128 * 4), 10, 30),
+    # Nemotron-3-Super: GQA 2 x (128 + 128) on 8 "*" layers; Mamba-2 conv (128x64 + 2x8x128) x 3, SSM 128x64x128
+    ("nemotron-3-super-120b-a12b-fp8", FP8_RAW): (8 * 2 * 256, 40 * ((128 * 64 + 2 * 8 * 128) * 3 * 2 + 128 * 64 * 128 * 4), 8, 40),
+    # GLM-5.3-Flash: 11 DSA layers x (528 scaled row, no rope + ceil(132 / 4) pooled indexer); 34 KDA
+    ("glm-5.3-flash", FP8_SCALED): (11 * (512 + 16 + 33), 34 * (3 * (3 * 64 * 128) * 2 + 64 * 128 * 128 * 4), 11, 34),
+}
+
+
+@pytest.mark.parametrize("key", list(EXPECTED), ids=lambda k: f"{k[0]}-{k[1].kv_cache_dtype}-{k[1].dsa_decode_backend}"
+                         if isinstance(k, tuple) else str(k))
+def test_bytes_per_token_and_per_slot(key):
+    name, args = key
+    m = layers(name, args)
+    per_token, per_slot, n_full, n_state = EXPECTED[key]
+    assert (m.bytes_per_token, m.bytes_per_slot) == (per_token, per_slot), name
+    assert (len(m.full_attention_layers), len(m.state_layers)) == (n_full, n_state), name
+
+
+def test_deepseek_v32_anchor_sglang_11309():
+    """Public anchor, sglang PR #11309 (trevor-m, 2025-10-07): the PR's own SGLang build (main of
+    that day plus the PR, which adds the DSA indexer to profile_max_num_token and to the log) ran
+    `python -m sglang.launch_server --model deepseek-ai/DeepSeek-V3.2-Exp --tp 8 --dp 8
+    --enable-dp-attention` on 8 x B200 and logged "KV Cache is allocated. #tokens: 975424,
+    KV size: 43.67 GB" (SGLang's GB is 2**30 B). That is 61 layers x (656 B fp8 row with FlashMLA's
+    scales + 132 B indexer K) = 48,068 B per token; raw fp8 rows would log 40.11."""
+    m = layers("deepseek-v3.2", FP8_SCALED)
+    assert m.bytes_per_token == 48_068
+    assert round(975_424 * m.bytes_per_token / GiB, 2) == 43.67
+    # the raw-row alternative would log 40.11 GiB: the anchor tells the two layouts apart
+    assert round(975_424 * layers("deepseek-v3.2", FP8_RAW).bytes_per_token / GiB, 2) != 43.67
+
+
+def test_layer_placement_follows_each_config_class():
+    kimi = layers("kimi-k3", BF16)         # KimiLinearConfig.is_kda_layer: 1-based kda_layers
+    assert kimi.full_attention_layers == tuple(range(3, 92, 4)) + (92,)   # 1-based 4, 8, ..., 92, 93
+    qwen = layers("qwen3.5-35b-a3b", BF16)  # every full_attention_interval-th layer
+    assert qwen.full_attention_layers == tuple(range(3, 40, 4))
+    nemo = layers("nemotron-3-super-120b-a12b-fp8", BF16)   # '*' in hybrid_override_pattern
+    pattern = load_hf_config("nemotron-3-super-120b-a12b-fp8").top["hybrid_override_pattern"]
+    assert nemo.full_attention_layers == tuple(i for i, c in enumerate(pattern) if c == "*")
+    assert nemo.state_layers == tuple(i for i, c in enumerate(pattern) if c == "M")
+    assert nemo.num_hidden_layers == 88
+    glm = layers("glm-5.3-flash", BF16)     # 0-based kda_layers
+    assert glm.full_attention_layers == tuple(range(3, 45, 4))
+
+
+def test_indexer_types_shared_layers_get_no_indexer(monkeypatch):
+    cfg = load_hf_config("glm-5.1")
+    text = dict(cfg.text, indexer_types=["full", "shared"] * 39)
+    from dataclasses import replace
+    m = build_layers(replace(cfg, text=text), FP8_SCALED, SGLANG_0_5_23)
+    assert m.bytes_per_token == 78 * 656 + 39 * 132
+
+
+def test_tp_that_does_not_divide_the_heads_is_refused():
+    with pytest.raises(ProfileError) as e:
+        layers("kimi-k3", CacheArgs("bfloat16", "fa3", "fa3", 5, "float32", True)).bytes_per_slot
+    assert e.value.field == "tp_size" and "KDA" in str(e.value)
+
+
+def _seed() -> int:
+    return int(os.environ["GLM_KV_SEED"])
+
+
+def test_state_and_kv_split_over_tp_random():
+    """Random TP and dtypes (seed GLM_KV_SEED): state slots split exactly over attention TP,
+    GQA keeps max(1, kv_heads // tp) heads per rank, MLA rows are replicated."""
+    seed = _seed()
+    rng = random.Random(seed)
+    for _ in range(20):
+        name = rng.choice(["kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "glm-5.1"])
+        tp = rng.choice([1, 2, 4, 8])
+        ssm = rng.choice(["float32", "bfloat16"])
+        one = layers(name, CacheArgs("bfloat16", "fa3", "fa3", 1, ssm, False))
+        many = layers(name, CacheArgs("bfloat16", "fa3", "fa3", tp, ssm, False))
+        assert one.bytes_per_slot == many.bytes_per_slot * tp, f"seed {seed}: {name} tp {tp} {ssm}"
+        if name in ("qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8"):
+            n_full = len(one.full_attention_layers)
+            hd = 256 if name.startswith("qwen") else 128
+            assert many.bytes_per_token == n_full * max(1, 2 // tp) * 2 * hd * 2, f"seed {seed}: {name} tp {tp}"
+        else:
+            assert many.bytes_per_token == one.bytes_per_token, f"seed {seed}: {name} tp {tp}"
+
+
+def test_planted_error_in_a_spec_is_caught(monkeypatch):
+    """Planted error: one spec's bytes off by one -> the expected-value check above fails."""
+    monkeypatch.setattr(layers_module.DsaIndexerK, "bytes_per_token", property(lambda self: 133))
+    with pytest.raises(AssertionError):
+        test_deepseek_v32_anchor_sglang_11309()

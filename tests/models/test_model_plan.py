@@ -1,0 +1,153 @@
+"""Issue 22, deliverable 3: `glm-kv plan` for every shipped model (token, request, capacity, host).
+
+The capacity literals are SGLang 0.5.23's own answers for the same launch (its
+KVCacheConfigurator on a fake H200 / B200 with 60 GiB left for the pools, read off
+tests/sglang/models_oracle.py); tests/sglang/test_models.py asks SGLang again on every run.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from glm_kv.cli import main
+from glm_kv.errors import ProfileError
+from glm_kv.inputs.profile import make_profile
+from glm_kv.ledgers import layers as layers_module
+from glm_kv.ledgers.model_plan import model_plan
+
+GiB = 1 << 30
+
+# (model, gpu) -> SGLang 0.5.23: (page_size, kv dtype, cell_size, mamba_cache_per_req, slots/request,
+#                                 max_total_num_tokens, max_running_requests, max_mamba_cache_size)
+SGLANG_60GIB = {
+    ("kimi-k3", "H200"): (1, "bfloat16", 27648, 449372160, 5, 1241195, 13, 66),
+    ("kimi-k3", "B200"): (64, "bfloat16", 27648, 449372160, 5, 1241152, 13, 66),
+    ("qwen3.5-35b-a3b", "H200"): (1, "bfloat16", 20480, 64389120, 5, 1658616, 94, 472),
+    ("qwen3.5-35b-a3b", "B200"): (1, "bfloat16", 20480, 64389120, 5, 1658616, 94, 472),
+    ("nemotron-3-super-120b-a12b-fp8", "H200"): (1, "fp8_e4m3", 4096, 170229760, 5, 8289400, 35, 178),
+    ("nemotron-3-super-120b-a12b-fp8", "B200"): (64, "fp8_e4m3", 4096, 170229760, 5, 8289344, 35, 178),
+    ("deepseek-v3.2", "H200"): (64, "bfloat16", 78324, 0, 0, 822528, 2570, None),
+    ("deepseek-v3.2", "B200"): (64, "fp8_e4m3", 43188, 0, 0, 1491712, 4096, None),
+    ("glm-5.1", "H200"): (64, "bfloat16", 100152, 0, 0, 643264, 2048, None),
+    ("glm-5.1", "B200"): (64, "fp8_e4m3", 55224, 0, 0, 1166592, 2945, None),
+}
+# GLM-5.3-Flash through the same oracle (its plan goes through the article's ledgers in the CLI)
+SGLANG_60GIB_GLM53 = {
+    "H200": (256, "bfloat16", 11627, 147619840, 5, 2925312, 41, 205),
+    "B200": (256, "fp8_e4m3", 5995, 147619840, 5, 5673728, 41, 205),
+}
+
+
+def plan_of(model, gpu, **kw):
+    return model_plan(make_profile({"model": model, "gpu": gpu, "available_bytes": 60 * GiB, **kw}))
+
+
+def row(plan):
+    t, r, c = plan.token, plan.request, plan.capacity
+    return (t.page_size, t.kv_cache_dtype, t.cell_size_bytes, r.state_slot_bytes, r.slots_per_request,
+            c.max_total_num_tokens, c.max_running_requests, c.max_mamba_cache_size)
+
+
+@pytest.mark.parametrize("key", list(SGLANG_60GIB), ids=lambda k: f"{k[0]}-{k[1]}")
+def test_plan_equals_sglangs_answer(key):
+    assert row(plan_of(*key)) == SGLANG_60GIB[key]
+
+
+def test_attention_only_capacity_by_hand():
+    """DeepSeek-V3.2 on B200 (fp8, trtllm raw rows): tokens = rest // cell // page x page."""
+    p = plan_of("deepseek-v3.2", "B200")
+    assert p.capacity.max_total_num_tokens == 60 * GiB // (61 * (576 + 132)) // 64 * 64
+    assert p.capacity.max_running_requests == 4096          # auto: min(max(est, 2048), 4096)
+    assert p.request.state_bytes_per_request == 0
+
+
+def test_planted_error_moves_capacity(monkeypatch):
+    """Planted error: the GQA spec one byte wider per token -> Qwen3.5's row differs from SGLang's."""
+    monkeypatch.setattr(layers_module.GqaKv, "bytes_per_token",
+                        property(lambda s: s.heads_per_rank * (s.head_dim + s.v_head_dim) * s.item_bytes + 1))
+    assert row(plan_of("qwen3.5-35b-a3b", "H200")) != SGLANG_60GIB[("qwen3.5-35b-a3b", "H200")]
+
+
+def test_cli_json_for_a_profile_yaml(tmp_path, capsys):
+    prof = tmp_path / "p.yaml"
+    prof.write_text("model: glm-5.1\ngpu: H200\navailable_bytes: 64424509440\n")
+    assert main(["plan", "--profile", str(prof), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["model"]["model_type"] == "glm_moe_dsa"
+    assert d["token"]["cell_size_bytes"] == 78 * (1152 + 132)
+    assert d["capacity"]["max_total_num_tokens"] == 643264
+    assert d["layers"]["dsa_indexer_k"] == {"pool": "token", "layers": 78, "bytes_per_layer": 132, "bytes": 78 * 132}
+
+
+def _json_row(d: dict) -> tuple:
+    t, r, c = d["token"], d["request"], d["capacity"]
+    return (t["page_size"], t["kv_cache_dtype"], t["cell_size_bytes"], r["state_slot_bytes"], r["slots_per_request"],
+            c["max_total_num_tokens"], c["max_running_requests"], c["max_mamba_cache_size"])
+
+
+@pytest.mark.parametrize("gpu", ["H200", "B200"])
+@pytest.mark.parametrize("model", sorted({m for m, _ in SGLANG_60GIB} | {"glm-5.3-flash"}))
+def test_cli_plan_profile_yaml_for_every_model(tmp_path, capsys, model, gpu):
+    """Issue 22's Done-when: `glm-kv plan --profile <yaml with model: ...>` gives token, request and
+    capacity figures for each of the six models, equal to SGLang 0.5.23's answers (literals above)."""
+    prof = tmp_path / "p.yaml"
+    prof.write_text(f"model: {model}\ngpu: {gpu}\navailable_bytes: {60 * GiB}\n")
+    assert main(["plan", "--profile", str(prof), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    want = SGLANG_60GIB_GLM53[gpu] if model == "glm-5.3-flash" else SGLANG_60GIB[(model, gpu)]
+    assert _json_row(d) == want
+    # and the table form runs too (the default output)
+    assert main(["plan", "--profile", str(prof)]) == 0
+    out = capsys.readouterr().out
+    assert "token" in out and "request" in out and "capacity" in out
+
+
+def test_model_path_in_a_launch_command_selects_the_model(capsys):
+    cmd = ("python -m sglang.launch_server --model-path nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8 "
+           "--tp-size 4 --mamba-ssm-dtype bfloat16")
+    assert main(["plan", "--sglang-args", cmd, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["model"]["name"] == "nemotron-3-super-120b-a12b-fp8"
+    # 40 Mamba-2 layers, tp 4: conv (10240/4, 3) bf16 + SSM (128/4, 64, 128) bf16
+    assert d["request"]["state_slot_bytes"] == 40 * (2560 * 3 * 2 + 32 * 64 * 128 * 2)
+    assert d["token"]["cell_size_bytes"] == 8 * 1 * 256   # 2 KV heads / tp 4 -> 1 head, fp8
+    assert "capacity" not in d and d["notes"]
+
+
+@pytest.mark.parametrize("sets, field", [
+    (["model=kimi-k3", "speculative_algorithm=EAGLE"], "speculative_algorithm"),
+    (["model=kimi-k3", "mem_fraction_static=0.8"], "mem_fraction_static"),
+    (["model=kimi-k3", "tp_size=5"], "tp_size"),
+    (["model=deepseek-v3.2", "available_bytes=1000"], "available_bytes"),
+    (["model=qwen3.5-35b-a3b", "page_size=64", "mamba_scheduler_strategy=no_buffer"], "mamba_scheduler_strategy"),
+])
+def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, sets, field):
+    prof = tmp_path / "p.yaml"
+    prof.write_text("gpu: H200\n")
+    args = ["plan", "--profile", str(prof), "--json"]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and f"{field}:" in out.err and "Traceback" not in out.err
+
+
+def test_unknown_model_type_exits_2(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "mixtral", "num_hidden_layers": 2}))
+    prof = tmp_path / "p.yaml"
+    prof.write_text(f"model: {cfg}\n")
+    assert main(["plan", "--profile", str(prof), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "model.model_type" in err and "'mixtral'" in err and "kimi_k3" in err
+
+
+def test_hicache_host_pools_by_ratio():
+    p = plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True, hicache_ratio=2.0)
+    h, c = p.host, p.capacity
+    assert h.kv_tokens == (c.max_total_num_tokens * 2 // 1 + 1) * 1
+    assert h.mamba_slots == c.max_mamba_cache_size * 2 + 1
+    assert h.total_bytes == h.kv_tokens * 20480 + h.mamba_slots * 64389120
+    with pytest.raises(ProfileError):
+        plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True, hicache_size=100)

@@ -1,0 +1,43 @@
+"""Issue 22: the other models' pools as real tensors (glm_kv.tensors.model_pools) against the plan."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from glm_kv.inputs.profile import make_profile  # noqa: E402
+from glm_kv.ledgers import layers as layers_module  # noqa: E402
+from glm_kv.ledgers.model_plan import model_plan  # noqa: E402
+from glm_kv.tensors.model_pools import measure_model  # noqa: E402
+
+# TP 8 keeps the state slots small enough to allocate on a CI box (Kimi-K3: 56 MB per slot)
+CASES = [("kimi-k3", {"gpu": "H200"}), ("kimi-k3", {"gpu": "B200", "kv_cache_dtype": "fp8_e4m3"}),
+         ("qwen3.5-35b-a3b", {"gpu": "H200"}), ("qwen3.5-35b-a3b", {"gpu": "B200", "mamba_ssm_dtype": "bfloat16"}),
+         ("nemotron-3-super-120b-a12b-fp8", {"gpu": "H200"}), ("nemotron-3-super-120b-a12b-fp8", {"gpu": "B200"}),
+         ("deepseek-v3.2", {"gpu": "H200"}), ("deepseek-v3.2", {"gpu": "B200"}),
+         ("deepseek-v3.2", {"gpu": "B200", "kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "flashmla_sparse",
+                            "dsa_decode_backend": "flashmla_kv"}),
+         ("glm-5.1", {"gpu": "H200"}), ("glm-5.1", {"gpu": "B200"}), ("glm-5.3-flash", {"gpu": "H200"})]
+
+
+def plan_of(name, launch):
+    return model_plan(make_profile({"model": name, "tp_size": 8, **launch}))
+
+
+@pytest.mark.parametrize("name, launch", CASES, ids=lambda v: v if isinstance(v, str) else ",".join(map(str, v.values())))
+def test_tensors_measure_what_the_plan_says(name, launch):
+    report = measure_model(plan_of(name, launch))
+    assert report["differences"] == {}, report
+
+
+def test_planted_error_in_a_state_spec_is_measured(monkeypatch):
+    """Planted error: the Gated DeltaNet spec drops its conv state -> the tensors disagree, named."""
+    monkeypatch.setattr(layers_module.GatedDeltaNetState, "bytes_per_slot", property(lambda s: s.temporal_bytes))
+    report = measure_model(plan_of("qwen3.5-35b-a3b", {"gpu": "H200"}))
+    assert set(report["differences"]) == {"state_slot_bytes"}
+
+
+def test_planted_error_in_the_indexer_is_measured(monkeypatch):
+    monkeypatch.setattr(layers_module.DsaIndexerK, "bytes_per_token", property(lambda s: s.unpooled_bytes))
+    report = measure_model(plan_of("glm-5.3-flash", {"gpu": "H200"}))   # kpool 4: 33 B, not 132 B
+    assert set(report["differences"]) == {"indexer_bytes_per_token"}

@@ -1,0 +1,87 @@
+"""Issue 22, deliverable 1: the six vendored configs, their source and licence, and the reader."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from glm_kv.errors import ProfileError
+from glm_kv.inputs.hf_config import MODELS_DIR, SHIPPED, SUPPORTED_MODEL_TYPES, load_hf_config
+
+SOURCE = MODELS_DIR / "SOURCE.json"
+
+
+def mismatches(folder: Path) -> list[str]:
+    """Files whose bytes differ from SOURCE.json's sha256 (or that are missing / not listed)."""
+    src = json.loads((folder / "SOURCE.json").read_text())
+    bad = []
+    for name, meta in src["files"].items():
+        p = folder / name
+        if not p.is_file() or hashlib.sha256(p.read_bytes()).hexdigest() != meta["sha256"]:
+            bad.append(name)
+    listed = set(src["files"]) | {"SOURCE.json"}
+    bad += sorted(p.name for p in folder.glob("*.json") if p.name not in listed)
+    return bad
+
+
+def test_vendored_files_match_their_source():
+    src = json.loads(SOURCE.read_text())
+    assert src["package"] == "aiconfigurator-core" and src["version"] == "0.12.0"
+    assert src["license"] == "Apache-2.0"
+    assert len(src["wheel_sha256"]) == 64
+    assert all(m["path_in_wheel"] == f"aiconfigurator_core/model_configs/{n}" for n, m in src["files"].items())
+    assert mismatches(MODELS_DIR) == []
+    assert "Apache License" in (MODELS_DIR / "LICENSE").read_text()
+    assert "aiconfigurator-core 0.12.0" in (MODELS_DIR / "NOTICE").read_text()
+
+
+def test_an_edited_vendored_file_is_caught(tmp_path):
+    """Planted error: one changed byte in a vendored config fails the source check."""
+    folder = tmp_path / "models"
+    shutil.copytree(MODELS_DIR, folder)
+    p = folder / "zai-org--GLM-5.1_config.json"
+    p.write_text(p.read_text().replace('"num_hidden_layers": 78', '"num_hidden_layers": 79'))
+    assert mismatches(folder) == ["zai-org--GLM-5.1_config.json"]
+
+
+@pytest.mark.parametrize("name", list(SHIPPED))
+def test_every_shipped_model_loads(name):
+    cfg = load_hf_config(name)
+    assert cfg.name == name
+    assert cfg.model_type in SUPPORTED_MODEL_TYPES
+    # the Hugging Face id selects the same model (what --model-path carries)
+    assert load_hf_config(SHIPPED[name][1]).model_type == cfg.model_type
+
+
+def test_reader_reads_as_hugging_face_does():
+    nemo = load_hf_config("nemotron-3-super-120b-a12b-fp8")
+    assert nemo.text is nemo.top                       # no text_config: the top level is the text config
+    assert nemo.top["time_step_limit"][1] == math.inf  # "Infinity" in the file, as json.loads reads it
+    assert nemo.kv_cache_quant_algo == "FP8"           # from hf_quant_config.json beside it
+    kimi = load_hf_config("kimi-k3")
+    assert kimi.is_multimodal and kimi.text["model_type"] == "kimi_linear"
+    qwen = load_hf_config("Qwen/Qwen3.5-35B-A3B")
+    assert qwen.text["model_type"] == "qwen3_5_moe_text" and qwen.kv_cache_quant_algo is None
+    ds = load_hf_config("deepseek-v3.2")
+    assert not ds.is_multimodal and ds.architectures == ("DeepseekV32ForCausalLM",)
+
+
+def test_unknown_model_type_is_refused_listing_the_supported(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 2}))
+    with pytest.raises(ProfileError) as e:
+        load_hf_config(str(p))
+    assert e.value.field == "model.model_type"
+    assert "'llama'" in str(e.value) and all(t in str(e.value) for t in SUPPORTED_MODEL_TYPES)
+
+
+def test_a_folder_holding_config_json_is_read(tmp_path):
+    shutil.copy(MODELS_DIR / "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8_config.json", tmp_path / "config.json")
+    shutil.copy(MODELS_DIR / "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8_hf_quant_config.json",
+                tmp_path / "hf_quant_config.json")
+    cfg = load_hf_config(str(tmp_path))
+    assert cfg.model_type == "nemotron_h" and cfg.kv_cache_quant_algo == "FP8"

@@ -65,6 +65,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--speculative-draft-model": ("speculative_draft_model_path", "str"),
     "--speculative-dflash-block-size": ("speculative_dflash_block_size", "int"),
     "--speculative-draft-window-size": ("speculative_draft_window_size", "int"),
+    "--speculative-dspark-block-size": ("speculative_dspark_block_size", "int"),
     "--mem-fraction-static": ("mem_fraction_static", "float"),
     "--language-model-only": ("language_model_only", "flag"),
     "--language-only": ("language_only", "flag"),
@@ -111,11 +112,27 @@ MODELLED: dict[str, str] = {
     "speculative_num_draft_tokens": "request: verify scratch; tail width; default fraction (decode)",
     "speculative_num_steps": "request: draft token count as SGLang resolves it",
     "speculative_eagle_topk": "request: draft token count as SGLang resolves it",
-    "speculative_draft_model_path": ("DFLASH: the draft's config.json (layers, KV heads, head dims, block_size): "
-                                     "draft KV bytes per token in cell_size (its own device pool), draft weights"),
+    "speculative_draft_model_path": ("DFLASH/DSPARK: the draft's config.json (layers, KV heads, head dims, "
+                                     "block_size; DSPARK: gamma, Markov head, mask token): draft KV bytes per token "
+                                     "in cell_size (its own device pool), draft weights; DSPARK without it: the "
+                                     "target folder's dspark/ subfolder, as SGLang looks"),
+    "speculative_dspark_block_size": ("DSPARK: gamma; speculative_num_draft_tokens = gamma + 1 (verify scratch, "
+                                      "tail width); a different --speculative-num-draft-tokens is refused as "
+                                      "SGLang refuses it"),
+    "speculative_dspark_sps_table_path": ("nothing in the pools: the DSPARK ragged-verify planner's cost table, "
+                                          "read after the pools are sized (dspark_planner.build_sps_cost_table); "
+                                          "tests/sglang/test_flags_dspark.py sizes the pools with and without it"),
+    "speculative_dspark_confidence_sts_path": ("nothing in the pools: the DSPARK planner's temperature "
+                                               "calibration (dspark_planner), read after the pools are sized; "
+                                               "tests/sglang/test_flags_dspark.py sizes the pools with and without "
+                                               "it"),
+    "speculative_dspark_align_verify_tokens_to_graph_tier": (
+        "nothing in the pools: the DSPARK planner rounds per-request verify lengths at run time "
+        "(dspark_planner); tests/sglang/test_flags_dspark.py sizes the pools with and without it"),
     "speculative_dflash_block_size": "DFLASH: speculative_num_draft_tokens (verify scratch, tail width); "
                                      "must match --speculative-num-draft-tokens",
-    "speculative_draft_window_size": "DFLASH: validated as SGLang does (>= block_size), then refused by name: "
+    "speculative_draft_window_size": "DSPARK: no effect (SGLang says so; test_flags_dspark.py: same pools); "
+                                     "DFLASH: validated as SGLang does (>= block_size), then refused by name: "
                                      "the draft worker's own req->token table (dflash_worker_v2 alloc_memory_pool, "
                                      "allocated after the pools) is not counted",
     "mem_fraction_static": "memory: the rest for the pools",
@@ -245,12 +262,16 @@ CHECKED: dict[str, tuple[str, Any]] = {
     "--decode-context-parallel-size": ("dcp_size", _check_dcp_size),
     "--mamba-max-states-per-path": ("mamba_max_states_per_path", _check_states_per_path),
 }
+# Flags SGLang 0.5.23 reads only after the pools are sized (DSPARK's run-time planner): taken, no field,
+# listed with the inert flags (tests/sglang/test_flags_dspark.py: SGLang sizes the same pools without them).
+RUNTIME_ONLY = ("--speculative-dspark-sps-table-path", "--speculative-dspark-confidence-sts-path",
+                "--speculative-dspark-align-verify-tokens-to-graph-tier")
 
 
 # Values SGLang 0.5.23 serves that glm-kv does not model yet (refused as not modelled, not as invalid).
 VALUES_NOT_MODELLED: dict[str, tuple[str, ...]] = {
     # arg_groups/fields/spec.py: "Builtins: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH, DSPARK, UNO"
-    "speculative_algorithm": ("EAGLE3", "STANDALONE", "NGRAM", "DSPARK", "UNO"),
+    "speculative_algorithm": ("EAGLE3", "STANDALONE", "NGRAM", "UNO"),
 }
 
 
@@ -469,6 +490,9 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
             continue
         if canonical in CHECKED:
             CHECKED[canonical][1](flag, _int(flag, values[0]))
+            continue
+        if canonical in RUNTIME_ONLY:
+            inert.append(" ".join([flag, *values]))
             continue
         if canonical not in FLAGS:
             try:

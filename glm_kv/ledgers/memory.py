@@ -265,16 +265,20 @@ def estimate_draft_bytes(model: ModelConfig, tp_size: int, attn_tp_size: int,
     return int(layer + embed + head + eh_proj) * max(model.num_nextn_predict_layers, 1)
 
 
-def dflash_draft_weights(p, draft_tp: int) -> tuple[int, str]:
-    """(the DFLASH draft checkpoint on one rank, "safetensors" or "estimate"): its folder's safetensors
-    headers split over the draft's attention TP, else ``estimate_draft_weights`` from its config."""
+def dflash_draft_weights(p) -> tuple[int, str]:
+    """(the DFLASH/DSPARK draft checkpoint on one rank, "safetensors" or "estimate"): its folder's
+    safetensors headers split over the draft's attention TP, else ``estimate_draft_weights`` from its
+    config. DSPARK's folder may be the target checkpoint's ``dspark/`` subfolder (``resolve_dspark_draft``)."""
     from ..inputs.draft import estimate_draft_weights, load_draft
+    from ..inputs.resolve import draft_attn_tp, resolve_dspark_draft
     from ..inputs.weights import safetensors_bytes
 
-    exact = safetensors_bytes(p.speculative_draft_model_path)
+    path = resolve_dspark_draft(p) if p.speculative_algorithm == "DSPARK" else p.speculative_draft_model_path
+    draft_tp = draft_attn_tp(p)
+    exact = safetensors_bytes(path)
     if exact is not None:
         return exact // draft_tp, "safetensors"
-    return estimate_draft_weights(load_draft(p.speculative_draft_model_path), draft_tp), "estimate"
+    return estimate_draft_weights(load_draft(path), draft_tp), "estimate"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,8 +368,8 @@ def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_req
     draft_src = None
     if draft_weights_bytes is None and p.draft_weights_bytes is not None and p.speculative_algorithm:
         draft_weights_bytes, draft_src = int(p.draft_weights_bytes), "profile"
-    elif p.speculative_algorithm == "DFLASH" and draft_weights_bytes is None:
-        draft_weights_bytes, draft_src = dflash_draft_weights(p, p.tp_size)
+    elif p.speculative_algorithm in ("DFLASH", "DSPARK") and draft_weights_bytes is None:
+        draft_weights_bytes, draft_src = dflash_draft_weights(p)
     elif p.speculative_algorithm and draft_weights_bytes is None:
         draft_weights_bytes = estimate_draft_bytes(model, p.tp_size, a_tp, dp_attention=attn_dp > 1)
         draft_src = "estimate"

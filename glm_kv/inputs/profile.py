@@ -57,6 +57,7 @@ CP_STRATEGY_CHOICES = ("zigzag", "interleave")
 KV_CACHE_DTYPE_CHOICES = ("auto", "bfloat16", "fp8_e4m3")          # of SGLang's, the ones glm-kv models
 MAMBA_SSM_DTYPE_CHOICES = ("float32", "bfloat16")
 SPECULATIVE_ALGORITHM_CHOICES = ("EAGLE", "NEXTN", "DFLASH", "DSPARK")
+CUDA_GRAPH_BACKEND_CHOICES = ("full", "breakable", "disabled")   # cuda_graph_config.Backend.ALL
 HICACHE_MEM_LAYOUT_CHOICES = ("layer_first", "page_first", "page_first_direct", "page_first_kv_split")
 HICACHE_IO_BACKEND_CHOICES = ("kernel", "direct")
 # SGLang accepts these but glm-kv does not model them: refused with that reason, not as unknown.
@@ -227,6 +228,10 @@ FIELDS: dict[str, Field] = {
 
     # DSPARK: gamma, the proposed tokens (the verify window is gamma + 1); None: the draft config's, else 7
     "speculative_dspark_block_size": Int(None, optional=True, ge=1, le=1023),
+    # --cuda-graph-backend-decode / -prefill (cuda_graph_config[phase].backend): they win over the
+    # disable_* switches; an explicit prefill backend also skips SGLang's auto-disable cascade
+    "cuda_graph_backend_decode": Choice(None, CUDA_GRAPH_BACKEND_CHOICES, optional=True),
+    "cuda_graph_backend_prefill": Choice(None, CUDA_GRAPH_BACKEND_CHOICES, optional=True),
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from glm_kv.cli import main
 from glm_kv.errors import ProfileError
-from glm_kv.inputs.launch import CHECKED, FLAGS, RUNTIME_ONLY, MODELLED, REFUSED_BY_SGLANG, NotModelled, flag_table, parse_launch_command, \
+from glm_kv.inputs.launch import CHECKED, DERIVED, FLAGS, RUNTIME_ONLY, MODELLED, REFUSED_BY_SGLANG, NotModelled, flag_table, parse_launch_command, \
     sglang_0523_flags
 
 LAUNCH = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash"
@@ -93,9 +93,9 @@ def test_unknown_flag_exits_2_naming_it(capsys):
 
 
 def test_modelled_flags_are_read():
+    read = (*FLAGS, *CHECKED, *RUNTIME_ONLY, *DERIVED)
     for field in MODELLED:
-        assert field == "model_path" or any(r["field"] == field and any(f in FLAGS or f in CHECKED or f in RUNTIME_ONLY
-                                                                        for f in r["flags"])
+        assert field == "model_path" or any(r["field"] == field and any(f in read for f in r["flags"])
                                             for r in ROWS), field
     assert set(REFUSED_BY_SGLANG) <= {r["field"] for r in ROWS if r["status"] == "refused"}
 

@@ -10,7 +10,10 @@ command-line option: a launch command cannot set it).
 Only fields in ``INERT_CANDIDATES`` are tried for inertness: the proof covers the target's pool
 sizing, not the weights, the draft worker or buffers allocated after the pools, so a field that
 could move those (quantization, offload, LoRA, speculative, HiCache, graphs, ...) is refused even
-when the pools happen not to move.
+when the pools happen not to move. The exception is a handful of CUDA-graph fields (``INERT_FIELDS``):
+for this MLA model SGLang reserves a flat 1.5 GiB for the prefill graph whatever its capture sizes
+(``reserve_for_graph_mb``), so the prefill sizes, padding and graph debugging live inside the reserve
+the fraction already leaves (test_flags_graph.py re-proves them on a third, DeepEP profile).
 
 Regenerate (inside .venv-sglang)::
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ProfileError, shown
-from .profile import (CP_STRATEGY_CHOICES, DISAGGREGATION_MODE_CHOICES, DSA_DECODE_CHOICES, DSA_PREFILL_CHOICES,
+from .profile import (CP_STRATEGY_CHOICES, CUDA_GRAPH_BACKEND_CHOICES, DISAGGREGATION_MODE_CHOICES, DSA_DECODE_CHOICES, DSA_PREFILL_CHOICES,
                       LINEAR_ATTN_BACKEND_CHOICES, MAMBA_STRATEGY_CHOICES, MOE_A2A_BACKEND_CHOICES)
 
 COMMAND_MAX_CHARS = 100_000
@@ -65,6 +65,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--speculative-draft-model": ("speculative_draft_model_path", "str"),
     "--speculative-dflash-block-size": ("speculative_dflash_block_size", "int"),
     "--speculative-draft-window-size": ("speculative_draft_window_size", "int"),
+    "--speculative-dspark-block-size": ("speculative_dspark_block_size", "int"),
     "--mem-fraction-static": ("mem_fraction_static", "float"),
     "--language-model-only": ("language_model_only", "flag"),
     "--language-only": ("language_only", "flag"),
@@ -73,6 +74,8 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--disable-cuda-graph": ("disable_cuda_graph", "flag"),
     "--disable-decode-cuda-graph": ("disable_decode_cuda_graph", "flag"),
     "--disable-prefill-cuda-graph": ("disable_prefill_cuda_graph", "flag"),
+    "--cuda-graph-backend-decode": ("cuda_graph_backend_decode", "str"),
+    "--cuda-graph-backend-prefill": ("cuda_graph_backend_prefill", "str"),
     "--enable-linear-replayssm-spec": ("enable_linear_replayssm_spec", "flag"),
     "--linear-replayssm-cache-len": ("linear_replayssm_cache_len", "int"),
     "--moe-a2a-backend": ("moe_a2a_backend", "str"),
@@ -111,11 +114,27 @@ MODELLED: dict[str, str] = {
     "speculative_num_draft_tokens": "request: verify scratch; tail width; default fraction (decode)",
     "speculative_num_steps": "request: draft token count as SGLang resolves it",
     "speculative_eagle_topk": "request: draft token count as SGLang resolves it",
-    "speculative_draft_model_path": ("DFLASH: the draft's config.json (layers, KV heads, head dims, block_size): "
-                                     "draft KV bytes per token in cell_size (its own device pool), draft weights"),
+    "speculative_draft_model_path": ("DFLASH/DSPARK: the draft's config.json (layers, KV heads, head dims, "
+                                     "block_size; DSPARK: gamma, Markov head, mask token): draft KV bytes per token "
+                                     "in cell_size (its own device pool), draft weights; DSPARK without it: the "
+                                     "target folder's dspark/ subfolder, as SGLang looks"),
+    "speculative_dspark_block_size": ("DSPARK: gamma; speculative_num_draft_tokens = gamma + 1 (verify scratch, "
+                                      "tail width); a different --speculative-num-draft-tokens is refused as "
+                                      "SGLang refuses it"),
+    "speculative_dspark_sps_table_path": ("nothing in the pools: the DSPARK ragged-verify planner's cost table, "
+                                          "read after the pools are sized (dspark_planner.build_sps_cost_table); "
+                                          "tests/sglang/test_flags_dspark.py sizes the pools with and without it"),
+    "speculative_dspark_confidence_sts_path": ("nothing in the pools: the DSPARK planner's temperature "
+                                               "calibration (dspark_planner), read after the pools are sized; "
+                                               "tests/sglang/test_flags_dspark.py sizes the pools with and without "
+                                               "it"),
+    "speculative_dspark_align_verify_tokens_to_graph_tier": (
+        "nothing in the pools: the DSPARK planner rounds per-request verify lengths at run time "
+        "(dspark_planner); tests/sglang/test_flags_dspark.py sizes the pools with and without it"),
     "speculative_dflash_block_size": "DFLASH: speculative_num_draft_tokens (verify scratch, tail width); "
                                      "must match --speculative-num-draft-tokens",
-    "speculative_draft_window_size": "DFLASH: validated as SGLang does (>= block_size), then refused by name: "
+    "speculative_draft_window_size": "DSPARK: no effect (SGLang says so; test_flags_dspark.py: same pools); "
+                                     "DFLASH: validated as SGLang does (>= block_size), then refused by name: "
                                      "the draft worker's own req->token table (dflash_worker_v2 alloc_memory_pool, "
                                      "allocated after the pools) is not counted",
     "mem_fraction_static": "memory: the rest for the pools",
@@ -128,6 +147,17 @@ MODELLED: dict[str, str] = {
     "disable_decode_cuda_graph": "memory: default fraction (no decode max_bs x 2, no DeepEP a2a buffers; "
                                  "the DP-attention padding stays)",
     "disable_prefill_cuda_graph": "memory: default fraction (no MLA prefill graph 1.5 GiB)",
+    "cuda_graph_backend_decode": ("memory: default fraction (disabled: as --disable-decode-cuda-graph; full / "
+                                  "breakable: the decode graph on, winning over the disable switches)"),
+    "cuda_graph_backend_prefill": ("memory: default fraction (disabled: no MLA prefill graph 1.5 GiB; full / "
+                                   "breakable: the graph's 1.5 GiB stays reserved even where SGLang's "
+                                   "auto-disable cascade would drop it, as an explicit backend locks it; "
+                                   "full: no DeepEP prefill delta)"),
+    "cuda_graph_config": ("memory: default fraction, through what it sets (decode backend / max_bs / bs, prefill "
+                          "backend; JSON wins over the per-phase flags); its other prefill keys size graphs "
+                          "captured after the pools (tests/sglang/test_flags_graph.py: the same pools)"),
+    "cuda_graph_bs_decode": ("memory: default fraction (the decode graph max_bs is max(list), winning over "
+                             "--cuda-graph-max-bs-decode and the max_running_requests clamp)"),
     "enable_linear_replayssm_spec": "request/capacity: a replay ring per KDA state slot "
                                     "(replayssm_ring_bytes_per_req) joins every slot of the mamba budget and "
                                     "replaces the speculative verify scratch (_handle_max_mamba_cache)",
@@ -158,6 +188,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "moe_a2a_backend": MOE_A2A_BACKEND_CHOICES,
     "disaggregation_mode": DISAGGREGATION_MODE_CHOICES,
     "cp_strategy": CP_STRATEGY_CHOICES,
+    "cuda_graph_backend_decode": CUDA_GRAPH_BACKEND_CHOICES, "cuda_graph_backend_prefill": CUDA_GRAPH_BACKEND_CHOICES,
     "hicache_mem_layout": ("layer_first", "page_first", "page_first_direct", "page_first_kv_split", "page_head"),
     "hicache_io_backend": ("direct", "kernel", "kernel_ascend"),
 }
@@ -223,6 +254,57 @@ REFUSED_BY_SGLANG: dict[str, str] = {
 }
 
 
+# --cuda-graph-config (model_executor/cuda_graph_config.py parse_cuda_graph_config_arg): the keys SGLang takes
+CUDA_GRAPH_CONFIG_KEYS = {"decode": ("backend", "max_bs", "bs"),
+                          "prefill": ("backend", "max_bs", "bs", "max_context_size", "full_prefill_max_req",
+                                      "full_prefill_prefix_chunk_tokens", "max_seq_len")}
+
+
+def _graph_batch_sizes(flag: str, where: str, value: Any) -> int:
+    """The largest of a decode batch-size list (what handle_gpu_memory_settings keeps as max_bs)."""
+    if (not isinstance(value, list) or not value
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value)):
+        raise ProfileError(flag, f"{where} must be a non-empty list of positive integers, got {shown(value)}")
+    return max(value)
+
+
+def cuda_graph_config_fields(flag: str, raw: str) -> dict[str, Any]:
+    """``--cuda-graph-config`` JSON as SGLang's parser validates it, folded into the fields it moves.
+
+    Returns the decode backend / max_bs / bs-max and the prefill backend it sets ("decode_bs_max"
+    for a decode ``bs`` list); the other prefill keys size graphs captured after the pools
+    (tests/sglang/test_flags_graph.py: the same pools) and are taken as they are.
+    """
+    try:
+        parsed = json.loads(raw)
+    except ValueError as e:
+        raise ProfileError(flag, f"must be JSON (SGLang refuses it: {shown(str(e), 80)})") from None
+    if not isinstance(parsed, dict):
+        raise ProfileError(flag, f"must be a JSON object, got {type(parsed).__name__}")
+    out: dict[str, Any] = {}
+    for phase, settings in parsed.items():
+        if phase not in CUDA_GRAPH_CONFIG_KEYS:
+            raise ProfileError(flag, f"unknown phase {shown(phase)}, expected one of ('decode', 'prefill')")
+        if not isinstance(settings, dict):
+            raise ProfileError(flag, f"['{phase}'] must be a JSON object, got {type(settings).__name__}")
+        for key, value in settings.items():
+            if key not in CUDA_GRAPH_CONFIG_KEYS[phase]:
+                raise ProfileError(flag, f"['{phase}']: unknown key {shown(key)}, expected one of "
+                                         f"{CUDA_GRAPH_CONFIG_KEYS[phase]}")
+            if key == "backend":
+                if value not in CUDA_GRAPH_BACKEND_CHOICES:
+                    raise ProfileError(flag, f"['{phase}'].backend must be one of {CUDA_GRAPH_BACKEND_CHOICES}, "
+                                             f"got {shown(value)}")
+                out[f"cuda_graph_backend_{phase}"] = value
+            elif phase == "decode" and key == "bs":
+                out["decode_bs_max"] = _graph_batch_sizes(flag, "['decode'].bs", value)
+            elif phase == "decode" and key == "max_bs":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ProfileError(flag, f"['decode'].max_bs must be a positive integer, got {shown(value)}")
+                out["cuda_graph_max_bs_decode"] = value
+    return out
+
+
 def _check_dcp_size(flag: str, value: int) -> None:
     """--dcp-size: 1 is the default (nothing moves); SGLang 0.5.23 refuses every other value for this model."""
     if value < 1:
@@ -245,12 +327,18 @@ CHECKED: dict[str, tuple[str, Any]] = {
     "--decode-context-parallel-size": ("dcp_size", _check_dcp_size),
     "--mamba-max-states-per-path": ("mamba_max_states_per_path", _check_states_per_path),
 }
+# Flags read into other fields than their own (the CUDA-graph list and JSON: what they move in the fraction)
+DERIVED = ("--cuda-graph-bs-decode", "--cuda-graph-config")
+# Flags SGLang 0.5.23 reads only after the pools are sized (DSPARK's run-time planner): taken, no field,
+# listed with the inert flags (tests/sglang/test_flags_dspark.py: SGLang sizes the same pools without them).
+RUNTIME_ONLY = ("--speculative-dspark-sps-table-path", "--speculative-dspark-confidence-sts-path",
+                "--speculative-dspark-align-verify-tokens-to-graph-tier")
 
 
 # Values SGLang 0.5.23 serves that glm-kv does not model yet (refused as not modelled, not as invalid).
 VALUES_NOT_MODELLED: dict[str, tuple[str, ...]] = {
     # arg_groups/fields/spec.py: "Builtins: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH, DSPARK, UNO"
-    "speculative_algorithm": ("EAGLE3", "STANDALONE", "NGRAM", "DSPARK", "UNO"),
+    "speculative_algorithm": ("EAGLE3", "STANDALONE", "NGRAM", "UNO"),
 }
 
 
@@ -413,6 +501,8 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
     fields: dict[str, Any] = {}
     inert: list[str] = []
     pending: Optional[NotModelled] = None
+    graph_bs_max: Optional[int] = None
+    graph_json: dict[str, Any] = {}
     for w in words[:start]:  # the launcher: env assignments, python, -m, ...
         name, eq, raw = w.partition("=")
         if eq and name in ENV_VARS:
@@ -470,6 +560,15 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
         if canonical in CHECKED:
             CHECKED[canonical][1](flag, _int(flag, values[0]))
             continue
+        if canonical in RUNTIME_ONLY:
+            inert.append(" ".join([flag, *values]))
+            continue
+        if canonical == "--cuda-graph-bs-decode":   # handle_gpu_memory_settings: max_bs = max(bs)
+            graph_bs_max = _graph_batch_sizes(flag, "the batch sizes", [_int(flag, v) for v in values])
+            continue
+        if canonical == "--cuda-graph-config":   # JSON wins over the per-phase flags (parse_cuda_graph_config)
+            graph_json = cuda_graph_config_fields(flag, values[0])
+            continue
         if canonical not in FLAGS:
             try:
                 refuse_unmodelled(flag, canonical)
@@ -487,4 +586,8 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
         fields["model"] = "glm-5.3-flash"
     if pending is not None:
         raise pending
+    graph_bs_max = graph_json.pop("decode_bs_max", graph_bs_max)   # the JSON's decode bs wins over the flag's
+    fields.update(graph_json)
+    if graph_bs_max is not None:   # a bs list wins over any max_bs, whatever the order (max_bs = max(bs))
+        fields["cuda_graph_max_bs_decode"] = graph_bs_max
     return fields, inert

@@ -56,7 +56,8 @@ DISAGGREGATION_MODE_CHOICES = ("null", "prefill", "decode")
 CP_STRATEGY_CHOICES = ("zigzag", "interleave")
 KV_CACHE_DTYPE_CHOICES = ("auto", "bfloat16", "fp8_e4m3")          # of SGLang's, the ones glm-kv models
 MAMBA_SSM_DTYPE_CHOICES = ("float32", "bfloat16")
-SPECULATIVE_ALGORITHM_CHOICES = ("EAGLE", "NEXTN", "DFLASH")
+SPECULATIVE_ALGORITHM_CHOICES = ("EAGLE", "NEXTN", "DFLASH", "DSPARK")
+CUDA_GRAPH_BACKEND_CHOICES = ("full", "breakable", "disabled")   # cuda_graph_config.Backend.ALL
 HICACHE_MEM_LAYOUT_CHOICES = ("layer_first", "page_first", "page_first_direct", "page_first_kv_split")
 HICACHE_IO_BACKEND_CHOICES = ("kernel", "direct")
 # SGLang accepts these but glm-kv does not model them: refused with that reason, not as unknown.
@@ -65,7 +66,7 @@ NOT_MODELLED = {
     "mamba_ssm_dtype": ("float16",),
     "hicache_mem_layout": ("page_head",),
     "hicache_io_backend": ("kernel_ascend",),
-    "speculative_algorithm": ("UNO", "DSPARK", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM"),
+    "speculative_algorithm": ("UNO", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM"),
 }
 
 # Field aliases SGLang itself accepts (old and new flag names) -> our canonical field.
@@ -224,6 +225,13 @@ FIELDS: dict[str, Field] = {
     "hicache_io_backend": Choice("kernel", HICACHE_IO_BACKEND_CHOICES),
     "host_memory_bytes": Int(None, optional=True, ge=1, le=PIB),      # DRAM of one machine
     "ranks_per_host": Int(None, optional=True, ge=1, le=4096),        # GPU ranks on one machine
+
+    # DSPARK: gamma, the proposed tokens (the verify window is gamma + 1); None: the draft config's, else 7
+    "speculative_dspark_block_size": Int(None, optional=True, ge=1, le=1023),
+    # --cuda-graph-backend-decode / -prefill (cuda_graph_config[phase].backend): they win over the
+    # disable_* switches; an explicit prefill backend also skips SGLang's auto-disable cascade
+    "cuda_graph_backend_decode": Choice(None, CUDA_GRAPH_BACKEND_CHOICES, optional=True),
+    "cuda_graph_backend_prefill": Choice(None, CUDA_GRAPH_BACKEND_CHOICES, optional=True),
 }
 
 

@@ -6,17 +6,22 @@ ledger reads resolved values and none re-derives a default of its own.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import ProfileError
 from ..units import requests_per_worker
-from .draft import DFLASH_DEFAULT_BLOCK_SIZE, DraftConfig, draft_kv_bytes_per_token, load_draft
+from .draft import (DFLASH_DEFAULT_BLOCK_SIZE, DSPARK_DEFAULT_GAMMA, DraftConfig, DSparkFields,
+                    check_dspark_draft, draft_kv_bytes_per_token, dspark_draft_path, dspark_fields, load_draft)
 from .gpus import Gpu, resolve_gpu
 from .model import ModelConfig, load_model
 from .profile import Profile
 
 ARTICLE_PAGE_SIZE = 64  # upstream f4de6abee6: DSATokenToKVPool asserts page_size == 64 on CUDA
 SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
+# SpeculativeAlgorithm.is_dflash_family(): a draft checkpoint of its own, its KV pool in the cell
+DRAFT_MODEL_ALGORITHMS = ("DFLASH", "DSPARK")
 # ServerArgs.LANGUAGE_MODEL_ONLY_ARCHITECTURES (0.5.23): Glm5NextForConditionalGeneration is not one
 LANGUAGE_MODEL_ONLY_ARCHITECTURES = ("DeepseekV4ForCausalLM", "MuseGlimmerForConditionalGeneration",
                                      "Cosmos3ForConditionalGeneration", "Cosmos3EdgeForConditionalGeneration")
@@ -50,9 +55,11 @@ class ServerArgs:
     max_running_requests_global: int | None   # None: SGLang's automatic value
     requests_per_worker: int | None           # max(1, global // attn_dp); None when automatic
     context_length: int
-    draft: DraftConfig | None = None          # DFLASH: the draft checkpoint's config.json
-    draft_attn_tp_size: int = 1               # DFLASH: the draft's KV heads split (draft_attn_tp_size())
-    draft_kv_bytes_per_token: int = 0         # DFLASH: dflash_draft_cell_size_per_token on one rank
+    draft: DraftConfig | None = None          # DFLASH/DSPARK: the draft checkpoint's config.json
+    draft_attn_tp_size: int = 1               # DFLASH/DSPARK: the draft's KV heads split (draft_attn_tp_size())
+    draft_kv_bytes_per_token: int = 0         # DFLASH/DSPARK: dflash_draft_cell_size_per_token on one rank
+    dspark: DSparkFields | None = None        # DSPARK: gamma, Markov head, mask token of the draft
+    draft_model_path: str | None = None       # the draft folder read (DSPARK may default it to <model>/dspark)
 
     @property
     def verify_state_draft_tokens(self) -> int:
@@ -107,14 +114,40 @@ def resolve_page_size(model: ModelConfig, layout: str) -> int:
     return ARTICLE_PAGE_SIZE if layout == "article" else ARTICLE_PAGE_SIZE * effective_kpool(model)
 
 
-def draft_token_count(p: Profile, draft: DraftConfig | None = None) -> int:
+def dspark_draft_token_count(p: Profile, dspark: DSparkFields | None) -> int:
+    """``_handle_dspark``: the verify window gamma + 1, gamma from --speculative-dspark-block-size, else the
+    draft config, else 7 when --speculative-num-draft-tokens is not given either; a given
+    --speculative-num-draft-tokens must equal gamma + 1 and be >= 2 (SGLang's refusals, its words)."""
+    gamma = p.speculative_dspark_block_size
+    if gamma is None and dspark is not None:
+        gamma = dspark.gamma
+    if gamma is None and p.speculative_num_draft_tokens is None:
+        gamma = DSPARK_DEFAULT_GAMMA
+    tokens = p.speculative_num_draft_tokens
+    if gamma is not None:
+        if tokens is not None and tokens != gamma + 1:
+            raise ProfileError("speculative_num_draft_tokens",
+                               f"SGLang 0.5.23 refuses it: \"DSpark speculative_num_draft_tokens must equal gamma + 1 "
+                               f"(= {gamma + 1} for gamma={gamma}), but got speculative_num_draft_tokens={tokens}.\"")
+        tokens = gamma + 1
+    if tokens < 2:
+        raise ProfileError("speculative_num_draft_tokens",
+                           f"SGLang 0.5.23 refuses it: \"DSpark speculative_num_draft_tokens must be >= 2 "
+                           f"(= gamma + 1), got {tokens}.\"")
+    return tokens
+
+
+def draft_token_count(p: Profile, draft: DraftConfig | None = None, dspark: DSparkFields | None = None) -> int:
     """speculative_num_draft_tokens as SGLang 0.5.23 resolves it.
 
     EAGLE/NEXTN: the flag, or 3 steps x topk 1 + 1 = 4. DFLASH (``_handle_dflash``): the block size,
     from --speculative-dflash-block-size, else the flag, else the draft config's ``block_size``, else 16.
+    DSPARK: ``dspark_draft_token_count``.
     """
     if p.speculative_algorithm is None:
         return 0
+    if p.speculative_algorithm == "DSPARK":
+        return dspark_draft_token_count(p, dspark)
     if p.speculative_algorithm == "DFLASH":
         if p.speculative_dflash_block_size is not None:
             return p.speculative_dflash_block_size
@@ -202,17 +235,25 @@ def validate_combination(p: Profile, model: ModelConfig) -> None:
                                                         "exclusive (HiCache lives on the radix tree)")
     if p.speculative_algorithm == "DFLASH":
         validate_dflash(p)
+    if p.speculative_algorithm == "DSPARK":
+        validate_dspark(p)
+    if p.speculative_algorithm in DRAFT_MODEL_ALGORITHMS:
+        for f, algo in (("speculative_dflash_block_size", "DFLASH"), ("speculative_dspark_block_size", "DSPARK")):
+            if getattr(p, f) is not None and p.speculative_algorithm != algo:
+                raise ProfileError(f, f"SGLang 0.5.23 reads it with --speculative-algorithm {algo} only; glm-kv "
+                                      f"refuses it with {p.speculative_algorithm} (leave it out)")
         return
     if p.speculative_algorithm and model.num_nextn_predict_layers < 1:
         raise ProfileError("speculative_algorithm", "the model config has no MTP layer "
                                                     "(num_nextn_predict_layers is 0)")
     for f in ("speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk"):
         if getattr(p, f) is not None and not p.speculative_algorithm:
-            raise ProfileError(f, "needs speculative_algorithm (EAGLE, NEXTN or DFLASH)")
-    for f in ("speculative_draft_model_path", "speculative_dflash_block_size", "speculative_draft_window_size"):
+            raise ProfileError(f, "needs speculative_algorithm (EAGLE, NEXTN, DFLASH or DSPARK)")
+    for f in ("speculative_draft_model_path", "speculative_dflash_block_size", "speculative_draft_window_size",
+              "speculative_dspark_block_size"):
         if getattr(p, f) is not None:   # an EAGLE draft checkpoint / window: a different draft, not modelled
-            raise ProfileError(f, "is modelled with speculative_algorithm DFLASH only (glm-kv does not model "
-                                  "it for EAGLE/NEXTN, whose draft is the model's own MTP layer)")
+            raise ProfileError(f, "is modelled with speculative_algorithm DFLASH or DSPARK only (glm-kv does not "
+                                  "model it for EAGLE/NEXTN, whose draft is the model's own MTP layer)")
     if p.speculative_algorithm and p.speculative_num_steps is None and (
             p.speculative_num_draft_tokens is not None or p.speculative_eagle_topk is not None):
         raise ProfileError("speculative_num_draft_tokens" if p.speculative_num_draft_tokens is not None
@@ -242,8 +283,44 @@ def validate_dflash(p: Profile) -> None:
                                                         "sidecar glm-kv does not model yet: no plan is given")
 
 
+def validate_dspark(p: Profile) -> None:
+    """``_handle_dspark`` (arg_groups/speculative_hook.py): SGLang 0.5.23's refusals that need no draft
+    config, its reasons. The draft path default and the token count come in ``resolve``."""
+    if p.enable_dp_attention and p.dp_size > 1:
+        raise ProfileError("speculative_algorithm", "SGLang 0.5.23 refuses it: \"DSpark with dp attention requires "
+                                                    "--enable-dp-lm-head.\" (and glm-kv does not model "
+                                                    "--enable-dp-lm-head)")
+    if p.enable_prefill_cp and p.attn_cp_size > 1:   # arg_groups/cp_tp_group_sharing_hook.py (this model)
+        raise ProfileError("speculative_algorithm", "SGLang 0.5.23 refuses it: \"CP/TP group sharing only supports "
+                                                    "DFLASH or native MTP with top-k 1.\"")
+    if p.enable_hierarchical_cache:
+        raise ProfileError("enable_hierarchical_cache", "with DSPARK the draft keeps a private KV pool whose HiCache "
+                                                        "host copy glm-kv does not model yet: no plan is given")
+
+
+def resolve_dspark_draft(p: Profile) -> str:
+    """The draft folder SGLang loads: the flag, else the target checkpoint's ``dspark/`` subfolder;
+    else SGLang's refusal (no Hub lookup: glm-kv reads local folders only)."""
+    if p.speculative_draft_model_path is not None:
+        return p.speculative_draft_model_path
+    raw = None
+    path = Path(p.model)
+    if path.is_dir() or path.suffix == ".json":
+        try:
+            raw = json.loads((path / "config.json" if path.is_dir() else path).read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            raw = None   # load_model has read it already; nothing more to learn here
+    found = dspark_draft_path(str(path if path.is_dir() else path.parent), raw if isinstance(raw, dict) else None)
+    if found is None:
+        raise ProfileError("speculative_draft_model_path", "SGLang 0.5.23 refuses it: \"DSpark dense speculative "
+                                                           "decoding requires setting --speculative-draft-model-path.\"")
+    return found
+
+
 def validate_draft_window(p: Profile, draft_tokens: int) -> None:
     w = p.speculative_draft_window_size
+    if p.speculative_algorithm == "DSPARK":
+        return   # SGLang: "--speculative-draft-window-size has no effect with speculative_algorithm=DSPARK"
     if w is not None and w < draft_tokens:
         raise ProfileError("speculative_draft_window_size",
                            f"--speculative-draft-window-size must be >= --speculative-num-draft-tokens "
@@ -291,6 +368,17 @@ def validate_replayssm_spec(p: Profile, draft_tokens: int) -> None:
                                                         "pool beside the replay rings is not modelled: no plan is given")
 
 
+def draft_attn_tp(p: Profile) -> int:
+    """The TP width that splits the draft's KV heads (DP attention is refused with both algorithms).
+
+    DFLASH: ``draft_attn_tp_size()``: the full TP when CP runs without DP attention, else attn_tp.
+    DSPARK: ``legacy_draft_attn_tp_size``: attn_tp (tp / attn_cp), as the target's configurator sizes it.
+    """
+    if p.speculative_algorithm == "DSPARK":
+        return max(1, p.tp_size // max(1, p.attn_cp_size))
+    return p.tp_size
+
+
 def resolve_context_length(profile: Profile, model: ModelConfig) -> Profile:
     """SGLang's context_len: --context-length when given, else the model's max_position_embeddings.
 
@@ -326,10 +414,18 @@ def resolve(p: Profile) -> ServerArgs:
     attn_dp = p.dp_size if p.enable_dp_attention else 1
     validate_caps(p, page, attn_dp)
     mrr = effective_max_running_requests(p)
-    draft = load_draft(p.speculative_draft_model_path) if p.speculative_algorithm == "DFLASH" else None
-    draft_tokens = draft_token_count(p, draft)
+    draft_path = dspark = None
+    if p.speculative_algorithm == "DSPARK":
+        draft_path = resolve_dspark_draft(p)
+        dspark = dspark_fields(draft_path)
+    elif p.speculative_algorithm == "DFLASH":
+        draft_path = p.speculative_draft_model_path
+    draft = load_draft(draft_path) if draft_path is not None else None
+    draft_tokens = draft_token_count(p, draft, dspark)
+    if dspark is not None:
+        check_dspark_draft(dspark, model.vocab_size)
     validate_replayssm_spec(p, draft_tokens)
-    draft_tp = p.tp_size   # draft_attn_tp_size(): attn_tp, or tp with CP (DP attention is refused)
+    draft_tp = draft_attn_tp(p)
     draft_kv = 0
     if draft is not None:
         validate_draft_window(p, draft_tokens)
@@ -344,5 +440,5 @@ def resolve(p: Profile) -> ServerArgs:
         attn_dp_size=attn_dp, max_running_requests_global=mrr,
         requests_per_worker=None if mrr is None else requests_per_worker(mrr, attn_dp),
         context_length=p.context_length, draft=draft, draft_attn_tp_size=draft_tp,
-        draft_kv_bytes_per_token=draft_kv,
+        draft_kv_bytes_per_token=draft_kv, dspark=dspark, draft_model_path=draft_path,
     )

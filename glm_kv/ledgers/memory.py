@@ -68,6 +68,9 @@ class FractionInputs:
     vision_hidden_size: int
     decode_graph_disabled: bool = False    # --disable-cuda-graph / --disable-decode-cuda-graph
     prefill_graph_disabled: bool = False   # --disable-cuda-graph / --disable-prefill-cuda-graph
+    # --cuda-graph-backend-prefill given: SGLang locks the prefill backend, so its auto-disable cascade
+    # (apply_cuda_graph_compatibility: a2a backend, attn_cp) does not run; "full" has no DeepEP delta
+    prefill_graph_backend: str | None = None
 
 
 def gpu_defaults(gpu_mem_mib: float, tp_size: int) -> tuple[int, int]:
@@ -107,8 +110,9 @@ def reserved_mib(f: FractionInputs) -> float:
     # disable_breakable_cudagraph_if_incompatible runs before the fraction: an a2a backend outside
     # its list, or attn_cp_size > 1 (supports_prefill_cp_bcg needs the DSA prefill backend, not yet
     # resolved then), turns the prefill graph off; it comes back only after the fraction is fixed.
-    prefill_graph = (mode != "decode" and f.moe_a2a_backend in BREAKABLE_PREFILL_A2A
-                     and f.attn_cp_size == 1 and not f.prefill_graph_disabled)
+    locked = f.prefill_graph_backend is not None
+    prefill_graph = (mode != "decode" and not f.prefill_graph_disabled
+                     and (locked or (f.moe_a2a_backend in BREAKABLE_PREFILL_A2A and f.attn_cp_size == 1)))
     if mode == "decode":
         act = max((f.max_running_requests or max_bs or 1) * (f.speculative_num_draft_tokens or 1), 2048)
     elif chunk > 0:
@@ -125,7 +129,7 @@ def reserved_mib(f: FractionInputs) -> float:
             graph += max_bs * f.attn_dp_size * 1.5
     if mode != "decode" and prefill_graph:
         graph += MLA_PREFILL_GRAPH_MIB
-        if f.moe_a2a_backend == "deepep":
+        if f.moe_a2a_backend == "deepep" and (f.prefill_graph_backend or "breakable") == "breakable":
             graph += DEEPEP_PREFILL_GRAPH_MIB
     r += graph
     if f.gpu_mem_mib > 60 * 1024:
@@ -167,8 +171,12 @@ def fraction_inputs(p, model: ModelConfig, gpu: Gpu, attn_dp: int,
         attn_cp_size=p.attn_cp_size, is_vlm=vlm,
         vision_num_hidden_layers=getattr(model, "vision_num_hidden_layers", None) or VIT_BASE_LAYERS,
         vision_hidden_size=getattr(model, "vision_hidden_size", None) or VIT_BASE_HIDDEN,
-        decode_graph_disabled=p.disable_cuda_graph or p.disable_decode_cuda_graph,
-        prefill_graph_disabled=p.disable_cuda_graph or p.disable_prefill_cuda_graph,
+        # parse_cuda_graph_config: the per-phase backend flags win over the legacy / boolean switches
+        decode_graph_disabled=(p.cuda_graph_backend_decode == "disabled" if p.cuda_graph_backend_decode
+                               else p.disable_cuda_graph or p.disable_decode_cuda_graph),
+        prefill_graph_disabled=(p.cuda_graph_backend_prefill == "disabled" if p.cuda_graph_backend_prefill
+                                else p.disable_cuda_graph or p.disable_prefill_cuda_graph),
+        prefill_graph_backend=p.cuda_graph_backend_prefill,
     )
 
 
@@ -265,16 +273,20 @@ def estimate_draft_bytes(model: ModelConfig, tp_size: int, attn_tp_size: int,
     return int(layer + embed + head + eh_proj) * max(model.num_nextn_predict_layers, 1)
 
 
-def dflash_draft_weights(p, draft_tp: int) -> tuple[int, str]:
-    """(the DFLASH draft checkpoint on one rank, "safetensors" or "estimate"): its folder's safetensors
-    headers split over the draft's attention TP, else ``estimate_draft_weights`` from its config."""
+def dflash_draft_weights(p) -> tuple[int, str]:
+    """(the DFLASH/DSPARK draft checkpoint on one rank, "safetensors" or "estimate"): its folder's
+    safetensors headers split over the draft's attention TP, else ``estimate_draft_weights`` from its
+    config. DSPARK's folder may be the target checkpoint's ``dspark/`` subfolder (``resolve_dspark_draft``)."""
     from ..inputs.draft import estimate_draft_weights, load_draft
+    from ..inputs.resolve import draft_attn_tp, resolve_dspark_draft
     from ..inputs.weights import safetensors_bytes
 
-    exact = safetensors_bytes(p.speculative_draft_model_path)
+    path = resolve_dspark_draft(p) if p.speculative_algorithm == "DSPARK" else p.speculative_draft_model_path
+    draft_tp = draft_attn_tp(p)
+    exact = safetensors_bytes(path)
     if exact is not None:
         return exact // draft_tp, "safetensors"
-    return estimate_draft_weights(load_draft(p.speculative_draft_model_path), draft_tp), "estimate"
+    return estimate_draft_weights(load_draft(path), draft_tp), "estimate"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,8 +376,8 @@ def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_req
     draft_src = None
     if draft_weights_bytes is None and p.draft_weights_bytes is not None and p.speculative_algorithm:
         draft_weights_bytes, draft_src = int(p.draft_weights_bytes), "profile"
-    elif p.speculative_algorithm == "DFLASH" and draft_weights_bytes is None:
-        draft_weights_bytes, draft_src = dflash_draft_weights(p, p.tp_size)
+    elif p.speculative_algorithm in ("DFLASH", "DSPARK") and draft_weights_bytes is None:
+        draft_weights_bytes, draft_src = dflash_draft_weights(p)
     elif p.speculative_algorithm and draft_weights_bytes is None:
         draft_weights_bytes = estimate_draft_bytes(model, p.tp_size, a_tp, dp_attention=attn_dp > 1)
         draft_src = "estimate"

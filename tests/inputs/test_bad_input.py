@@ -589,6 +589,28 @@ def gen_launch(rng, tmp: Path) -> list[Case]:
         flag = rng.choice(ints)
         bad = rng.choice(["1.0", "x", "1e3", "0x10", "", "nan", "8,", "½"])
         cases.append(Case("launch", ["plan", "--sglang-args", f"{LAUNCH} {flag}={bad}"], flag if bad else flag))
+    # the CUDA-graph flags (issue 20): the flag and the rule it breaks, as SGLang's parsers refuse them
+    graph = [
+        ("--cuda-graph-backend-decode bogus", "--cuda-graph-backend-decode", "invalid choice"),
+        ("--cuda-graph-backend-prefill tc_piecewise", "--cuda-graph-backend-prefill", "invalid choice"),
+        ("--cuda-graph-bs-decode 0 4", "--cuda-graph-bs-decode", "positive integers"),
+        ("--cuda-graph-bs-decode 1 x", "--cuda-graph-bs-decode", "expects an integer"),
+        ("--cuda-graph-bs-decode", "--cuda-graph-bs-decode", "needs a value"),
+        ("--cuda-graph-config", "--cuda-graph-config", "needs a value"),
+        ("--cuda-graph-config 'not json'", "--cuda-graph-config", "must be JSON"),
+        ("--cuda-graph-config '[1]'", "--cuda-graph-config", "must be a JSON object"),
+        ("--cuda-graph-config '{\"verify\": {}}'", "--cuda-graph-config", "unknown phase"),
+        ("--cuda-graph-config '{\"decode\": 4}'", "--cuda-graph-config", "must be a JSON object"),
+        ("--cuda-graph-config '{\"decode\": {\"max_context_size\": 8}}'", "--cuda-graph-config", "unknown key"),
+        ("--cuda-graph-config '{\"decode\": {\"bs\": []}}'", "--cuda-graph-config", "positive integers"),
+        ("--cuda-graph-config '{\"decode\": {\"bs\": [1, 2.5]}}'", "--cuda-graph-config", "positive integers"),
+        ("--cuda-graph-config '{\"decode\": {\"max_bs\": true}}'", "--cuda-graph-config", "positive integer"),
+        ("--cuda-graph-config '{\"decode\": {\"max_bs\": 0}}'", "--cuda-graph-config", "positive integer"),
+        ("--cuda-graph-config '{\"prefill\": {\"backend\": \"tc_piecewise\"}}'", "--cuda-graph-config",
+         "backend must be one of"),
+    ]
+    for frag, fld, says in graph:
+        cases.append(Case("launch", ["plan", "--sglang-args", f"{LAUNCH} {frag}"], fld, says=says))
     # layout article (from a profile) keeps its own flags, but typing rules stay
     cases.append(Case("launch", ["plan", "--profile", "article", "--sglang-args", f"{LAUNCH} -tp 8"], "-tp"))
     cases.append(Case("launch", ["plan", "--profile", "article", "--sglang-args",
@@ -849,6 +871,8 @@ def test_real_process_refusals(tmp_path):
     _one_line_exit_2(_cli("plan", "--profile", str(deep)), "profile")
     _one_line_exit_2(_cli("plan", "--set", "hicache_ratio=.inf", "--json"), "hicache_ratio")
     _one_line_exit_2(_cli("plan", "--sglang-args", f"{LAUNCH} –tp 8"), "tp")
+    _one_line_exit_2(_cli("plan", "--sglang-args", f"{LAUNCH} --cuda-graph-config '{{\"decode\": {{\"bs\": []}}}}'"),
+                     "--cuda-graph-config")
     _one_line_exit_2(_cli("measure", "--device", "meta"), "--device")
     _one_line_exit_2(_cli("measure", env={"GLM_KV_BUDGET_BYTES": "abc"}), "GLM_KV_BUDGET_BYTES")
     _one_line_exit_2(_cli("measure", "--budget-bytes", "-5"), "--budget-bytes")

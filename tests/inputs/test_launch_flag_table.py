@@ -12,7 +12,7 @@ import pytest
 
 from glm_kv.cli import main
 from glm_kv.errors import ProfileError
-from glm_kv.inputs.launch import CHECKED, FLAGS, MODELLED, REFUSED_BY_SGLANG, NotModelled, flag_table, parse_launch_command, \
+from glm_kv.inputs.launch import CHECKED, DERIVED, FLAGS, RUNTIME_ONLY, MODELLED, REFUSED_BY_SGLANG, NotModelled, flag_table, parse_launch_command, \
     sglang_0523_flags
 
 LAUNCH = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash"
@@ -72,7 +72,9 @@ def test_the_word_ignored_needs_proof(monkeypatch):
     # DFLASH is modelled now: a Hub id with no local config.json is refused naming the draft path
     ("--speculative-algorithm DFLASH --speculative-draft-model-path z-lab/x", "speculative_draft_model_path",
      ("'z-lab/x'", "no readable config.json")),
-    ("--speculative-algorithm DSPARK", "--speculative-algorithm", ("'DSPARK'", "does not model")),
+    # DSPARK is modelled now: with no draft folder (and no <model>/dspark/), SGLang's own refusal
+    ("--speculative-algorithm DSPARK", "speculative_draft_model_path",
+     ("DSpark dense speculative decoding requires setting --speculative-draft-model-path",)),
     # modelled now (the replay ring, tests/sglang/test_flags_replayssm_graph.py); the decode ring SGLang refuses
     ("--enable-linear-replayssm", "--enable-linear-replayssm", ("cannot start", "no_buffer only supports page_size=1")),
     ("--dcp-size 2", "--dcp-size", ("cannot start", "index_kpool=4")),
@@ -91,9 +93,9 @@ def test_unknown_flag_exits_2_naming_it(capsys):
 
 
 def test_modelled_flags_are_read():
+    read = (*FLAGS, *CHECKED, *RUNTIME_ONLY, *DERIVED)
     for field in MODELLED:
-        assert field == "model_path" or any(r["field"] == field and any(f in FLAGS or f in CHECKED
-                                                                        for f in r["flags"])
+        assert field == "model_path" or any(r["field"] == field and any(f in read for f in r["flags"])
                                             for r in ROWS), field
     assert set(REFUSED_BY_SGLANG) <= {r["field"] for r in ROWS if r["status"] == "refused"}
 

@@ -62,13 +62,17 @@ GOOD = ["--tp-size 8", "--tp 4", "--dp 2", "--dp-size=2", "--enable-dp-attention
         "--moe-a2a-backend deepep", "--max-prefill-tokens 16k", "--disaggregation-mode decode",
         "--enable-prefill-cp", "--cp-strategy interleave", "--language-only", "--hicache-ratio 2",
         "--enable-hierarchical-cache", "--hicache-mem-layout page_first", "--host 0.0.0.0", "--port 30000",
-        "--trust-remote-code", "--tool-call-parser glm47", "--speculative-algorithm EAGLE", "--tp-size=-1"]
+        "--trust-remote-code", "--tool-call-parser glm47", "--speculative-algorithm EAGLE", "--tp-size=-1",
+        "--cuda-graph-bs-decode 1 2 4 8", "--cuda-graph-backend-decode breakable",
+        "--cuda-graph-backend-prefill disabled", "--cuda-graph-max-bs-prefill 512"]
 BAD = ["--enable-dp-attention=false", "--disable-radix-cache=1", "-tp 8", "\u2013tp 8", "\u2014tp-size 8",
        "--mamba-scheduler-strategy auto", "--cuda-graph-max-bs 8", "--nsa-prefill-backend fa3", "--tp-size 8.0",
        "--tp-size x", "--tp-size", "--context-length 1.5Ki", "--kv-cache-dtype fp8", "--dsa-decode-backend bogus",
        "--linear-attn-backend bogus", "--moe-a2a-backend bogus", "--disaggregation-mode both",
        "--cp-strategy ring", "stray", "--d 2", "--cuda-graph 1", "--zzz-unknown 1", "--max-total-tokens 1.5Mi",
-       "--hicache-io-backend nvme", "-- --tp-size 8", "--mem-fraction-static", "--max-running-requests 1e3"]
+       "--hicache-io-backend nvme", "-- --tp-size 8", "--mem-fraction-static", "--max-running-requests 1e3",
+       "--cuda-graph-backend-decode bogus", "--cuda-graph-backend-prefill tc_piecewise", "--cuda-graph-bs-decode x",
+       "--cuda-graph-bs-decode"]
 
 
 def _commands(rng: random.Random, n: int) -> list[str]:

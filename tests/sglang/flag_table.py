@@ -10,7 +10,10 @@ command-line option: a launch command cannot set it).
 Only fields in ``INERT_CANDIDATES`` are tried for inertness: the proof covers the target's pool
 sizing, not the weights, the draft worker or buffers allocated after the pools, so a field that
 could move those (quantization, offload, LoRA, speculative, HiCache, graphs, ...) is refused even
-when the pools happen not to move.
+when the pools happen not to move. The exception is a handful of CUDA-graph fields (``INERT_FIELDS``):
+for this MLA model SGLang reserves a flat 1.5 GiB for the prefill graph whatever its capture sizes
+(``reserve_for_graph_mb``), so the prefill sizes, padding and graph debugging live inside the reserve
+the fraction already leaves (test_flags_graph.py re-proves them on a third, DeepEP profile).
 
 Regenerate (inside .venv-sglang)::
 
@@ -19,7 +22,7 @@ Regenerate (inside .venv-sglang)::
 writes ``glm_kv/inputs/data/sglang-0.5.23-flag-table.json``; ``test_flags_table.py`` checks it
 covers every field and re-runs every inert proof. After a flag becomes modelled (``launch.MODELLED``),
 ``python tests/sglang/flag_table.py --modelled-only`` rewrites only the modelled rows (no SGLang, no
-re-proof of the inert ones).
+re-proof of the inert ones); ``--prove field1,field2`` re-derives and re-proves only those rows.
 """
 from __future__ import annotations
 
@@ -67,6 +70,11 @@ INERT_FIELDS = {
     "radix_eviction_policy", "nccl_port", "dist_timeout", "dist_init_addr", "load_balance_method",
     "enable_custom_logit_processor", "disable_outlines_disk_cache", "grammar_backend", "sampling_backend",
     "allowed_media_domains", "media_url_max_file_size_mb", "mm_processor_worker_num", "mm_io_worker_num",
+    # CUDA graphs captured after the pools: prefill capture sizes (reserve_for_graph_mb reads only the
+    # prefill backend for an MLA model), decode padding, graph debugging (test_flags_graph.py too)
+    "cuda_graph_max_bs_prefill", "cuda_graph_bs_prefill", "cuda_graph_max_seq_len_prefill",
+    "cuda_graph_prefill_max_context", "disable_cuda_graph_padding", "enable_cudagraph_gc",
+    "enable_profile_cuda_graph", "debug_cuda_graph",
 }
 
 # A non-default value per type when the parser's own choices do not give one.
@@ -76,6 +84,8 @@ _FIXED = {  # values that pass SGLang's own validators for fields a generic samp
     "port": "31000", "host": "0.0.0.0", "numa_node": "0", "gc_threshold": "700",
     "allowed_media_domains": "example.com", "radix_eviction_policy": "lfu",
     "schedule_policy": "lpm", "download_dir": "/tmp", "served_model_name": "glm",
+    "cuda_graph_max_bs_prefill": "1024", "cuda_graph_bs_prefill": "256", "cuda_graph_max_seq_len_prefill": "4096",
+    "cuda_graph_prefill_max_context": "8192",
 }
 
 
@@ -160,15 +170,21 @@ def prove_inert(field: str, kwargs: dict, base: dict) -> str | None:
     return None
 
 
-def build_table(progress=None) -> dict:
+def build_table(progress=None, only: set | None = None, previous: dict | None = None) -> dict:
+    """Every row from the wheel; with ``only``, just those fields are re-derived (and re-proven), the
+    other rows kept from ``previous``."""
     from glm_kv.inputs.launch import MODELLED, REFUSED_BY_SGLANG
 
     p = parser()
     by_dest = options_by_dest(p)
     base = baselines()
     assert all("errors" not in b for b in base.values()), base
+    kept = {r["field"]: r for r in (previous or {}).get("rows", [])}
     rows = []
     for name, ns, default in fields():
+        if only is not None and name not in only and name in kept:
+            rows.append(kept[name])
+            continue
         actions = by_dest.get(name, [])
         flags = sorted({o for a in actions for o in a.option_strings if o.startswith("--")})
         row = {"field": name, "namespace": ns, "flags": flags}
@@ -227,6 +243,17 @@ def reclassify_modelled(table: dict) -> dict:
 
 
 def main() -> int:
+    if "--prove" in sys.argv[1:]:   # re-derive (and re-prove) only the named fields: python flag_table.py --prove a,b
+        only = set(sys.argv[sys.argv.index("--prove") + 1].split(","))
+        sys.path.insert(0, str(HERE))
+        from cpu_workarounds import quiet_sglang_logs
+
+        quiet_sglang_logs()
+        table = build_table(progress=lambda r: print(r["status"], r["field"], r.get("why", ""), file=sys.stderr),
+                            only=only, previous=json.loads(TABLE.read_text()))
+        TABLE.write_text(json.dumps(table, indent=1) + "\n")
+        print(f"rewrote {len(only)} rows of {TABLE}")
+        return 0
     if "--modelled-only" in sys.argv[1:]:   # no SGLang needed: re-read MODELLED, keep every inert proof
         sys.path.insert(0, str(ROOT))
         TABLE.write_text(json.dumps(reclassify_modelled(json.loads(TABLE.read_text())), indent=1) + "\n")

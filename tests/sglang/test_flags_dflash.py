@@ -65,7 +65,9 @@ def nvfp4_model(tmp_path) -> str:
 
 # ----------------------------------------------------------------------------- SGLang's side
 
-SPEC_KWARGS = ("speculative_draft_model_path", "speculative_dflash_block_size", "speculative_draft_window_size")
+SPEC_KWARGS = ("speculative_draft_model_path", "speculative_dflash_block_size", "speculative_draft_window_size",
+               "speculative_dspark_block_size")
+SGLANG_ONLY = "_sglang"   # a profile key holding ServerArgs kwargs glm-kv has no field for (DSPARK planner flags)
 
 
 @contextlib.contextmanager
@@ -111,7 +113,7 @@ def dflash_oracle(sm: int, seen: dict):
                             draft_tokens=r.v.speculative_num_draft_tokens,
                             max_running_requests=r.v.max_running_requests,
                             draft_backend=r.v.speculative_draft_attention_backend,
-                            draft_config=aux.draft_model_config)
+                            draft_config=aux.draft_model_config, target_kv_dtype=r.kv_dtype)
             return kvc
 
         r.configurator = configurator
@@ -120,6 +122,7 @@ def dflash_oracle(sm: int, seen: dict):
     def kwargs(profile, raw):
         kw = real_kwargs(profile, raw)
         kw.update({k: profile[k] for k in SPEC_KWARGS if profile.get(k) is not None})
+        kw.update(profile.get(SGLANG_ONLY) or {})
         return kw
 
     cap = (sm // 10, sm % 10)
@@ -131,13 +134,13 @@ def dflash_oracle(sm: int, seen: dict):
         oracle_memory.resolve_for_sizing, oracle_memory.kwargs_for = real_resolve, real_kwargs
 
 
-def draft_pool_bytes_per_token(seen: dict, kv_dtype: str, tokens: int = 512) -> int:
-    """The draft worker's own KV pool: SGLang's MHATokenToKVPool on the CPU (two small sizes, W6)."""
-    import torch
+def draft_pool_bytes_per_token(seen: dict, tokens: int = 512) -> int:
+    """The draft worker's own KV pool: SGLang's MHATokenToKVPool on the CPU (two small sizes, W6), in
+    the KV dtype SGLang resolved for the target (the draft worker keeps it off the fa4 backend)."""
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
 
     dm = seen["draft_config"]
-    dtype = torch.float8_e4m3fn if kv_dtype == "fp8_e4m3" else torch.bfloat16
+    dtype = seen["target_kv_dtype"]
     sizes = []
     for n in (tokens, 2 * tokens):
         pool = MHATokenToKVPool(n, 256, dtype, dm.get_num_kv_heads(seen["draft_tp"]), dm.head_dim,
@@ -167,7 +170,7 @@ def sglang_dflash(profile: dict, pre: int, weights: int) -> dict:
            "max_mamba_cache_size": cap["max_mamba_cache_size"], "spec_scratch_bytes": cap["spec_scratch_bytes"],
            "max_total_num_tokens": cap["max_total_num_tokens"], "max_running_requests": cap["max_running_requests"],
            "capped_message": capped[0].split(". ")[0].rstrip(".") if capped else None}
-    res["draft_pool_bytes_per_token"] = draft_pool_bytes_per_token(seen, profile.get("_kv_dtype", "fp8_e4m3"))
+    res["draft_pool_bytes_per_token"] = draft_pool_bytes_per_token(seen)
     return res
 
 

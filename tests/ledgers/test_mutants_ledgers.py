@@ -126,16 +126,48 @@ def test_tail_one_worker_by_hand(glm):
     assert tail_bytes_per_row(glm, 4) == 45_056
 
 
-@pytest.mark.xfail(strict=True, reason="SGLang 0.5.23 allocates the compress tail only when "
-                   "index_kpool > 1 and index_kpool_compress (memory_pool.py: kpool_use_compress); "
-                   "glm_kv.ledgers.tail checks index_kpool_compress alone (found by mutation testing)")
 def test_no_tail_when_kpool_is_one(glm):
-    """``kpool_use_compress = index_kpool > 1 and index_kpool_compress``: a kpool of 1 with
-    compression on allocates no tail in SGLang 0.5.23."""
+    """``kpool_use_compress = index_kpool > 1 and index_kpool_compress`` (SGLang 0.5.23
+    memory_pool.py, ``DSATokenToKVPool._init_kpool_compress_tail_buffers``): a kpool of 1 with
+    compression on allocates no tail; a kpool of 2 with compression on does (66 rows x width 2 x
+    128 x 2 B x 2 tensors x 11 layers = 66 x 11,264 B = 743,424 B, by hand). Found by mutation
+    testing (was a strict xfail until glm_kv.ledgers.tail checked the kpool too)."""
+    from glm_kv.ledgers.tail import tail_bytes_per_row, tail_ledger
+
+    one = dataclasses.replace(glm, index_kpool=1, index_kpool_compress=True)
+    t = tail_ledger(one, 64, 0)
+    assert (t.rows, t.width, t.num_layers, t.bytes_per_row, t.bytes) == (0, 0, 0, 0, 0)
+    assert tail_bytes_per_row(one, 4) == 0
+    two = dataclasses.replace(glm, index_kpool=2, index_kpool_compress=True)
+    t = tail_ledger(two, 64, 0)
+    assert (t.rows, t.width, t.bytes_per_row, t.bytes) == (66, 2, 11_264, 743_424)
+
+
+@pytest.mark.parametrize("kpool", [1, 2, 4])
+@pytest.mark.parametrize("compress", [False, True])
+def test_tail_allocated_exactly_when_sglang_allocates_it(glm, kpool, compress):
+    """SGLang's own tail set-up decides: ``DSATokenToKVPool._init_kpool_compress_tail_buffers``
+    from the 0.5.23 wheel, run on a stand-in pool (2 requests, width kpool + 1 draft slot, the
+    GLM-5.3-Flash head dim, 3 layers of which the middle one skips the indexer). glm_kv's tail has
+    bytes exactly when SGLang's has tensors, of the same width. Runs only where SGLang is
+    installed (tests/sglang's venv: ``GLM_KV_SGLANG=1 .venv-sglang/bin/python -m pytest``)."""
+    memory_pool = pytest.importorskip("sglang.srt.mem_cache.memory_pool")
+    from types import SimpleNamespace
+
     from glm_kv.ledgers.tail import tail_ledger
 
-    t = tail_ledger(dataclasses.replace(glm, index_kpool=1, index_kpool_compress=True), 64, 0)
-    assert t.bytes == 0
+    pool = SimpleNamespace(custom_mem_pool=None, _should_allocate_index_layer=lambda i: i != 1)
+    memory_pool.DSATokenToKVPool._init_kpool_compress_tail_buffers(
+        pool, index_kpool=kpool, index_kpool_compress=compress, tail_extra_slots=1,
+        index_head_dim=glm.index_head_dim, layer_num=3, device="cpu", max_running_requests=2)
+    ours = tail_ledger(dataclasses.replace(glm, index_kpool=kpool, index_kpool_compress=compress), 2, 1)
+    if pool._compress_tail_k is None:
+        assert pool._compress_tail_score is None
+        assert ours.bytes == 0, f"SGLang allocates no tail at kpool {kpool}, compress {compress}"
+    else:
+        assert ours.bytes > 0, f"SGLang allocates a tail at kpool {kpool}, compress {compress}"
+        assert ours.width == pool._compress_tail_k[0].shape[1]
+        assert ours.rows - 1 == pool._compress_tail_k[0].shape[0]  # SGLang: reqs + 1; glm_kv's extra row: +1
 
 
 @pytest.mark.parametrize("strategy,skip,overlap_off,slots", [

@@ -20,7 +20,8 @@ Three things, none of which skips or alters a test:
 * **Cheapest tests first.** mutmut runs a mutant's tests with ``-x``, so the first failing test
   ends the run. Ordering them by the duration mutmut's stats run recorded
   (mutants/mutmut-stats.json, ``duration_by_test``) makes a killed mutant cost the cheapest test
-  that kills it. Only under a mutant (``MUTANT_UNDER_TEST`` names one); the stats, clean and
+  that kills it; a file's tests stay together (its module-scoped fixtures are built once), the
+  file with the cheapest test first. Only under a mutant (``MUTANT_UNDER_TEST`` names one); the stats, clean and
   forced-fail runs keep pytest's order.
 """
 from __future__ import annotations
@@ -53,7 +54,12 @@ def pytest_collection_modifyitems(session, config, items: list[pytest.Item]) -> 
     durations = _durations(Path(str(config.rootpath)))
     unknown = max(durations.values(), default=0.0)  # a test without a recorded time goes last
     order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda it: (durations.get(it.nodeid, unknown), order[id(it)]))
+    cost = {id(it): durations.get(it.nodeid, unknown) for it in items}
+    # Files stay together (a module-scoped fixture is built once), cheapest first file first.
+    first: dict[str, float] = {}
+    for it in items:
+        first[it.path] = min(first.get(it.path, unknown), cost[id(it)])
+    items.sort(key=lambda it: (first[it.path], str(it.path), cost[id(it)], order[id(it)]))
 
 
 def pytest_unconfigure(config) -> None:  # noqa: ANN001

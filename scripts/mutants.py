@@ -179,18 +179,34 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, c - h), min(1.0, c + h))
 
 
+def stratified(cells: list[tuple[int, int, int]]) -> tuple[float, float, float] | None:
+    """Stratified estimate over (module size, tried, killed) cells: sum_h W_h p_h with W_h the
+    module's share of the mutants of the modules that were tried at all; its 95 % interval from
+    the stratified variance (finite-population corrected), widened to at least the Wilson interval
+    of the pooled sample. None when nothing was tried."""
+    cells = [c for c in cells if c[1]]
+    if not cells:
+        return None
+    total = sum(size for size, _, _ in cells)
+    est = var = 0.0
+    for size, n, k in cells:
+        w, p = size / total, k / n
+        est += w * p
+        if n > 1:
+            var += w * w * p * (1 - p) / (n - 1) * (1 - n / size)
+    lo_w, hi_w = wilson(sum(c[2] for c in cells), sum(c[1] for c in cells))
+    half = 1.96 * math.sqrt(var)
+    return est, max(0.0, min(lo_w, est - half)), min(1.0, max(hi_w, est + half))
+
+
 def estimate(sample: dict[str, list[str]]) -> tuple[str, float | None, list[str]]:
-    """Per module: killed / tried in the sample, the score and its 95 % Wilson interval; overall:
-    the stratified estimate sum_h W_h p_h (W_h = module's share of all mutants) with a 95 %
-    interval from its stratified variance (finite-population corrected) widened to at least
-    the Wilson interval of the pooled sample. Untried sample mutants are listed, not counted."""
+    """Per module: killed / tried in the sample, the score and its 95 % Wilson interval; per package
+    (inputs, ledgers) and overall: the stratified estimate (``stratified``). Untried sample
+    mutants are listed, not counted."""
     rechecked = json.loads(RECHECK.read_text()) if RECHECK.exists() else {}
     rows = ["| module | mutants | sampled | tried | killed | survived | score | 95 % interval |",
             "|---|---:|---:|---:|---:|---:|---:|---|"]
-    sizes = {m: len(results(m)) for m in sample}
-    total = sum(sizes.values())
-    est = var = 0.0
-    k_all = n_all = 0
+    cells: dict[str, tuple[int, int, int]] = {}
     survivors: list[str] = []
     for m, names in sample.items():
         codes = results(m)
@@ -198,23 +214,26 @@ def estimate(sample: dict[str, list[str]]) -> tuple[str, float | None, list[str]
         killed = [x for x in tried if codes[x] in KILLED | TIMEOUT or (codes[x] in SURVIVED and rechecked.get(x))]
         survivors += [x for x in tried if x not in killed]
         k, n = len(killed), len(tried)
-        k_all, n_all = k_all + k, n_all + n
+        cells[m] = (len(codes), n, k)
         lo, hi = wilson(k, n)
-        rows.append(f"| {m} | {sizes[m]} | {len(names)} | {n} | {k} | {n - k} | "
+        rows.append(f"| {m} | {len(codes)} | {len(names)} | {n} | {k} | {n - k} | "
                     f"{'-' if not n else f'{100 * k / n:.1f} %'} | {100 * lo:.1f}-{100 * hi:.1f} % |")
-        if n:
-            w, p = sizes[m] / total, k / n
-            est += w * p
-            if n > 1:
-                var += w * w * p * (1 - p) / (n - 1) * (1 - n / sizes[m])
-    if not n_all:
-        return "\n".join(rows), None, survivors
-    lo_w, hi_w = wilson(k_all, n_all)
-    half = 1.96 * math.sqrt(var)
-    lo, hi = min(lo_w, est - half), max(hi_w, est + half)
-    rows.append(f"| **all (stratified)** | {total} | {sum(len(v) for v in sample.values())} | {n_all} | {k_all} | "
-                f"{n_all - k_all} | {100 * est:.1f} % | {100 * max(0.0, lo):.1f}-{100 * min(1.0, hi):.1f} % |")
-    return "\n".join(rows), 100 * est, survivors
+    overall = None
+    for label, group in [(f"**{pkg} (stratified)**", [m for m in cells if m.startswith(pkg + ".")])
+                         for pkg in ("inputs", "ledgers")] + [("**all (stratified)**", list(cells))]:
+        if not group:
+            continue
+        r = stratified([cells[m] for m in group])
+        size, n, k = (sum(cells[m][i] for m in group) for i in range(3))
+        sampled = sum(len(sample[m]) for m in group)
+        if r is None:
+            rows.append(f"| {label} | {size} | {sampled} | 0 | 0 | 0 | - | - |")
+            continue
+        est, lo, hi = r
+        rows.append(f"| {label} | {size} | {sampled} | {n} | {k} | {n - k} | {100 * est:.1f} % | "
+                    f"{100 * lo:.1f}-{100 * hi:.1f} % |")
+        overall = 100 * est
+    return "\n".join(rows), overall, survivors
 
 
 SAMPLE = Path("mutants/sample.json")
@@ -257,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a uniform random sample of about N mutants, stratified by module (--seed); "
                          "runs the ones not tried yet and reports the estimated score with 95 %% intervals")
     ap.add_argument("--seed", type=int, default=None, help="the sample's seed (printed when drawn)")
+    ap.add_argument("--floor", type=int, default=8,
+                    help="at least this many sampled mutants per module (default 8); a smaller --sample/--floor "
+                         "draws a prefix of the larger one's, so a first round can be extended")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--threshold", type=float, default=90.0)
     a = ap.parse_args(argv)
@@ -265,10 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         if not all(results(m) for m in modules):
             generate()
         seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 2**31)
-        sample = draw_sample(modules, a.sample, seed)
-        SAMPLE.write_text(json.dumps({"seed": seed, "n": a.sample, "mutants": sample}, indent=1))
+        sample = draw_sample(modules, a.sample, seed, a.floor)
+        SAMPLE.write_text(json.dumps({"seed": seed, "n": a.sample, "floor": a.floor, "mutants": sample}, indent=1))
         print(f"sample seed: {seed}  ({sum(map(len, sample.values()))} mutants over {len(modules)} modules; "
-              f"reproduce: scripts/mutants.py --sample {a.sample} --seed {seed})", flush=True)
+              f"reproduce: scripts/mutants.py --sample {a.sample} --floor {a.floor} --seed {seed})", flush=True)
         todo = [x for m in modules for x in sample[m] if results(m).get(x) is None]
         if not a.report and todo:
             rc = run_mutmut(todo, a.max_children)

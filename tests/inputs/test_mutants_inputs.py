@@ -135,3 +135,71 @@ def test_gpu_table_loads_the_data_file():
     assert table["H200"] == Gpu("H200", 90, 143_771 * MiB, raw["H200"]["source"], False, False)
     assert table["GB200"].nominal and not table["H200"].nominal
     assert table["GB10"].integrated and not table["GB200"].integrated
+
+
+# --- inputs.resolve: DFLASH refusals in SGLang's words -------------------------------------------
+
+def test_dflash_without_draft_refused_in_sglang_words():
+    """SGLang 0.5.23 arg_groups/speculative_hook.py (``_handle_dflash``) raises "DFLASH speculative
+    decoding requires setting --speculative-draft-model-path." ; glm-kv names the field and quotes it."""
+    from glm_kv import load_profile
+    from glm_kv.inputs.resolve import validate_dflash
+
+    p = load_profile("article", {"speculative_algorithm": "DFLASH", "speculative_draft_model_path": None,
+                                 "enable_dp_attention": False, "dp_size": 1})
+    with pytest.raises(ProfileError) as e:
+        validate_dflash(p)
+    assert e.value.field == "speculative_draft_model_path"
+    assert e.value.rule.startswith("DFLASH speculative decoding requires setting --speculative-draft-model-path")
+
+
+# --- inputs.model / inputs.boot_log: every refusal names its field and says why -----------------
+
+def _shipped_config():
+    return json.loads((DATA / "glm-5.3-flash.json").read_text())
+
+
+def _refusal(cfg):
+    from glm_kv.inputs.model import model_from_dict
+
+    with pytest.raises(ProfileError) as e:
+        model_from_dict(cfg, "x", "test")
+    return e.value.field, e.value.rule
+
+
+def test_layer_split_refusals_name_linear_attn_config():
+    """The shipped config's KDA list minus its last layer leaves that layer in neither list: refused
+    naming linear_attn_config, "full + KDA layers must cover 0..n-1 exactly once"; a layer_types
+    list that disagrees with the two lists is refused under the same field."""
+    cfg = _shipped_config()
+    text = cfg.get("text_config", cfg)
+    lac = text["linear_attn_config"]
+    n = text["num_hidden_layers"]
+    lac["kda_layers"] = sorted(lac["kda_layers"])[:-1]
+    text.pop("layer_types", None)
+    field, rule = _refusal(cfg)
+    assert field.endswith(".linear_attn_config") and rule == f"full + KDA layers must cover 0..{n - 1} exactly once"
+    cfg = _shipped_config()
+    text = cfg.get("text_config", cfg)
+    full = sorted(text["linear_attn_config"]["full_attn_layers"])
+    text["layer_types"] = ["full_attention" if i in full[1:] or i == full[0] + 1 else "linear_attention"
+                           for i in range(text["num_hidden_layers"])]
+    field, rule = _refusal(cfg)
+    assert field.endswith(".linear_attn_config") and rule == "full_attn_layers / kda_layers disagree with layer_types"
+
+
+def test_vision_config_must_be_an_object():
+    cfg = _shipped_config()
+    cfg["vision_config"] = 5
+    field, rule = _refusal(cfg)
+    assert field == "model.vision_config" and rule.startswith("must be a JSON object, got ")
+
+
+def test_empty_boot_log_refused_by_name(tmp_path):
+    from glm_kv.inputs.boot_log import read_boot_log
+
+    log = tmp_path / "boot.log"
+    log.write_text("  \n\n")
+    with pytest.raises(ProfileError) as e:
+        read_boot_log(str(log))
+    assert (e.value.field, e.value.rule) == ("--boot-log", f"{str(log)!r} is empty")

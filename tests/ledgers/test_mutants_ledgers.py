@@ -201,3 +201,109 @@ def test_state_shape_division_refused_by_name(article_args, tp, what):
         request_ledger(article_args, tp)
     assert e.value.field == "tp_size"
     assert what in e.value.rule and f"linear-attention TP {tp}" in e.value.rule, e.value.rule
+
+
+# --- survivors of the sampled run (scripts/mutants.py all --sample 120 --floor 4 --seed 20261201) ---
+
+def _article_plan(**over):
+    from glm_kv import load_profile
+    from glm_kv.ledgers.plan import compute_plan
+
+    return compute_plan(load_profile("article", over))
+
+
+def test_pool_tree_uses_sglang_attribute_names():
+    """Every buffer row has exactly name / per / row / grows_with. Names are SGLang 0.5.23's
+    attributes: ``DSATokenToKVPool.kv_buffer`` (per layer, one row per token slot) and
+    ``MambaPool``'s ``conv_state`` and ``temporal_state`` (one per state slot), mem_cache/memory_pool.py."""
+    from glm_kv.ledgers.structure import pool_structure
+
+    s = pool_structure(_article_plan())
+    full, mamba = s["children"]
+    for b in full["buffers"] + mamba["buffers"]:
+        assert set(b) == {"name", "per", "row", "grows_with"}, b
+    kv = full["buffers"][0]
+    assert (kv["name"], kv["per"], kv["grows_with"]) == ("kv_buffer", "layer", "tokens")
+    assert [b["name"] for b in mamba["buffers"]] == ["conv_state", "temporal_state"]
+
+
+def test_crossover_context_rounds_up_to_whole_tokens():
+    """ceil(state bytes per request / cell bytes per token): 10 B of state over 4 B per token is
+    reached at token 3 (2.5 rounded up), an integer."""
+    from types import SimpleNamespace
+
+    from glm_kv.ledgers.workload import crossover_context
+
+    plan = SimpleNamespace(request=SimpleNamespace(state_bytes_per_request=10),
+                           token=SimpleNamespace(cell_size_bytes=4))
+    got = crossover_context(plan)
+    assert got == 3 and isinstance(got, int)
+    plan.request.state_bytes_per_request = 12
+    assert crossover_context(plan) == 3
+
+
+def _text(mathml: str) -> str:
+    import xml.dom.minidom
+
+    doc = xml.dom.minidom.parseString(mathml)
+    out = []
+
+    def walk(n):
+        if n.nodeType == n.TEXT_NODE:
+            out.append(n.data)
+        for c in n.childNodes:
+            walk(c)
+    walk(doc)
+    return " ".join(out)
+
+
+def test_mathml_brackets_and_min_by_hand():
+    """MathML read back as its token sequence: min(a, b) and (a + b) x c need their brackets,
+    a + b x c does not (× is U+00D7, written &#215;)."""
+    from glm_kv.ledgers.derivations import BinOp, Min, Var
+
+    a, b, c = Var("a", 1), Var("b", 2), Var("c", 3)
+    assert _text(Min((a, b)).mathml(False)) == "min ( a , b )"
+    assert _text(Min((a, b)).mathml(True)) == "min ( 1 , 2 )"
+    assert _text(BinOp("*", a + b, c).mathml(False)) == "( a + b ) \u00d7 c"
+    assert _text(BinOp("+", a, b * c).mathml(False)) == "a + b \u00d7 c"
+
+
+def test_derivations_named_after_plan_keys_with_units():
+    """Each derivation's name is its plan key's last part where the plan has one
+    (``request.state_bytes_per_request``), every variable has a name (it is what the book prints),
+    and the units are the ones Derivation documents; the mamba cap counts requests."""
+    import dataclasses as dc
+
+    from glm_kv.ledgers.derivations import Derivation, Var, derivations
+
+    def names(e):
+        if isinstance(e, Var):
+            yield e.name
+        for f in dc.fields(e):
+            v = getattr(e, f.name)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                if dc.is_dataclass(x):
+                    yield from names(x)
+
+    for plan in (_article_plan(), _article_plan(kv_cache_dtype="fp8_e4m3")):
+        ds = derivations(plan)
+        by_name = {d.name: d for d in ds}
+        assert by_name["state_bytes_per_request"].key == "request.state_bytes_per_request"
+        assert by_name["mamba_request_cap"].unit == "requests"
+        for d in ds:
+            assert isinstance(d, Derivation) and d.unit in {"B", "tokens", "slots", "requests", ""}, d.name
+            assert all(isinstance(n, str) and n for n in names(d.expr)), d.name
+    assert "scale_group" in set(names(by_name["kv_cache_dim"].expr))
+
+
+def test_weights_assumed_only_when_the_profile_gives_no_memory():
+    """``weights_for_unsized``: None as soon as the profile states either available_bytes or
+    weights_bytes (its docstring's rule); a number only when it states neither."""
+    from glm_kv import load_profile
+    from glm_kv.ledgers.memory import weights_for_unsized
+
+    base = load_profile("article", {"available_bytes": None, "weights_bytes": None})
+    assert isinstance(weights_for_unsized(base), int)
+    assert weights_for_unsized(load_profile("article", {"available_bytes": 10**11, "weights_bytes": None})) is None
+    assert weights_for_unsized(load_profile("article", {"available_bytes": None, "weights_bytes": 10**10})) is None

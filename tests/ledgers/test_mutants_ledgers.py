@@ -307,3 +307,35 @@ def test_weights_assumed_only_when_the_profile_gives_no_memory():
     assert isinstance(weights_for_unsized(base), int)
     assert weights_for_unsized(load_profile("article", {"available_bytes": 10**11, "weights_bytes": None})) is None
     assert weights_for_unsized(load_profile("article", {"available_bytes": None, "weights_bytes": 10**10})) is None
+
+
+def test_log_inputs_read_ranks_per_host_off_the_auto_sizing_line():
+    """SGLang 0.5.23 mem_cache/hicache_auto_size.py:114 prints "HiCache auto-sizing: ratio 2.000 ->
+    1.103; 82.8 GiB host memory per rank (fraction 0.80, 8 ranks on this host), host pools 78.7 GiB."
+    (boot_logs/h200-tp8-dpattn-hicache-auto.log, emitted by SGLang): 8 ranks, ratio 1.103, 82.8 GiB."""
+    from pathlib import Path
+
+    from glm_kv.inputs.boot_log import read_boot_log
+    from glm_kv.ledgers.verify import log_inputs
+
+    log = read_boot_log(str(Path(__file__).resolve().parent / "boot_logs" / "h200-tp8-dpattn-hicache-auto.log"))
+    got = log_inputs(log)
+    assert (got["ranks_per_host"], got["hicache_ratio_logged"], got["hicache_budget_gib"]) == (8, 1.103, 82.8)
+
+
+def test_memory_baseline_line_is_an_informational_gib_row():
+    """SGLang 0.5.23 srt/distributed/bootstrap.py:219 prints "Memory baseline taken. mem usage=X GB"
+    before the weights load; verify shows it as an input row (not compared) of X in GiB."""
+    from pathlib import Path
+
+    from glm_kv import load_profile
+    from glm_kv.inputs.boot_log import parse_boot_log
+    from glm_kv.ledgers.verify import verify_boot_log
+
+    logs = Path(__file__).resolve().parent / "boot_logs"
+    text = (logs / "h200-tp8-dpattn-hicache-auto.log").read_text()
+    profile = load_profile(str(logs / "h200-tp8-dpattn-hicache-auto.yaml"))
+    extra = "[2026-11-30 12:00:00 DP0 TP0] Memory baseline taken. mem usage=1.25 GB\n"
+    res = verify_boot_log(profile, parse_boot_log(extra + text))
+    rows = [r for r in res.rows if r.quantity == "CUDA context + NCCL before weights"]
+    assert len(rows) == 1 and (rows[0].log_line, rows[0].logged, rows[0].unit, rows[0].ok) == (1, 1.25, "GiB", None)

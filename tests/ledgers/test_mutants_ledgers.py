@@ -323,7 +323,7 @@ def test_log_inputs_read_ranks_per_host_off_the_auto_sizing_line():
     assert (got["ranks_per_host"], got["hicache_ratio_logged"], got["hicache_budget_gib"]) == (8, 1.103, 82.8)
 
 
-def test_memory_baseline_line_is_an_informational_gib_row():
+def test_memory_baseline_and_kv_dtype_rows():
     """SGLang 0.5.23 srt/distributed/bootstrap.py:219 prints "Memory baseline taken. mem usage=X GB"
     before the weights load; verify shows it as an input row (not compared) of X in GiB."""
     from pathlib import Path
@@ -339,3 +339,7 @@ def test_memory_baseline_line_is_an_informational_gib_row():
     res = verify_boot_log(profile, parse_boot_log(extra + text))
     rows = [r for r in res.rows if r.quantity == "CUDA context + NCCL before weights"]
     assert len(rows) == 1 and (rows[0].log_line, rows[0].logged, rows[0].unit, rows[0].ok) == (1, 1.25, "GiB", None)
+    # "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 3479296, ..." (mem_cache/memory_pool.py):
+    # the dtype row shows the logged dtype string, one row per rank.
+    dtype_rows = [r for r in res.rows if r.quantity == "KV Cache dtype"]
+    assert dtype_rows and {(r.logged, r.ok) for r in dtype_rows} == {("torch.bfloat16", True)}

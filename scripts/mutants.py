@@ -87,7 +87,8 @@ def recheck(modules: list[str]) -> dict[str, int]:
     mutants/recheck.json; ``report`` counts a non-zero one as killed by an added test.
     """
     files = [f for f in ADDED_TESTS if Path(f).exists()]
-    survivors = [k for m in modules for k, c in results(m).items() if c in SURVIVED]
+    # a mutant no test reached (33) is re-tried too: a test added since may reach it
+    survivors = [k for m in modules for k, c in results(m).items() if c in SURVIVED | NO_TESTS]
     os.chdir("mutants")
     sys.path.insert(0, os.getcwd())
     import pytest  # noqa: PLC0415 (the mutants venv's)
@@ -110,6 +111,8 @@ def recheck(modules: list[str]) -> dict[str, int]:
         raise SystemExit(f"the added tests fail on the unmutated code: pytest {' '.join(args)}")
     done = json.loads(Path("recheck.json").read_text()) if Path("recheck.json").exists() else {}
     for i, name in enumerate(survivors, 1):
+        if done.get(name):  # killed by an added test in an earlier recheck; tests are only added
+            continue
         done[name] = run(name)
         print(f"[{i}/{len(survivors)}] {name}: {'killed' if done[name] else 'survived'}", flush=True)
         Path("recheck.json").write_text(json.dumps(done, indent=1, sort_keys=True))
@@ -125,9 +128,9 @@ def report(modules: list[str]) -> tuple[str, float | None]:
     rechecked = json.loads(RECHECK.read_text()) if RECHECK.exists() else {}
     for m in modules:
         # a survivor that an added test kills (recheck) counts as killed
-        codes = {k: (1 if c in SURVIVED and rechecked.get(k) else c) for k, c in results(m).items()}
+        codes = {k: (1 if c in SURVIVED | NO_TESTS and rechecked.get(k) else c) for k, c in results(m).items()}
         t = tally(codes)
-        t["added"] = sum(1 for k, c in results(m).items() if c in SURVIVED and rechecked.get(k))
+        t["added"] = sum(1 for k, c in results(m).items() if c in SURVIVED | NO_TESTS and rechecked.get(k))
         for k in total:
             total[k] += t[k]
         s = score(t)
@@ -211,7 +214,8 @@ def estimate(sample: dict[str, list[str]]) -> tuple[str, float | None, list[str]
     for m, names in sample.items():
         codes = results(m)
         tried = [x for x in names if codes.get(x) is not None]
-        killed = [x for x in tried if codes[x] in KILLED | TIMEOUT or (codes[x] in SURVIVED and rechecked.get(x))]
+        killed = [x for x in tried if codes[x] in KILLED | TIMEOUT or
+                  (codes[x] in SURVIVED | NO_TESTS and rechecked.get(x))]
         survivors += [x for x in tried if x not in killed]
         k, n = len(killed), len(tried)
         cells[m] = (len(codes), n, k)

@@ -343,3 +343,7 @@ def test_memory_baseline_and_kv_dtype_rows():
     # the dtype row shows the logged dtype string, one row per rank.
     dtype_rows = [r for r in res.rows if r.quantity == "KV Cache dtype"]
     assert dtype_rows and {(r.logged, r.ok) for r in dtype_rows} == {("torch.bfloat16", True)}
+    # the scheduler line "max_total_num_tokens=3479296, ..., available_gpu_mem=7.41 GB" (managers/
+    # scheduler.py; SGLang's "GB" is bytes / 2**30): an informational row in GiB, not compared
+    graphs = [r for r in res.rows if r.quantity == "available_gpu_mem after graphs"]
+    assert graphs and {(r.logged, r.unit, r.ok) for r in graphs[:1]} == {(7.41, "GiB", None)}

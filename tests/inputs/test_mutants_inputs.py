@@ -203,3 +203,16 @@ def test_empty_boot_log_refused_by_name(tmp_path):
     with pytest.raises(ProfileError) as e:
         read_boot_log(str(log))
     assert (e.value.field, e.value.rule) == ("--boot-log", f"{str(log)!r} is empty")
+
+
+def test_unmodelled_quantization_named_by_what_the_config_says():
+    """A quantization_config with no quant_method names its quant_algo ('w4a16' here, a
+    compressed-tensors style scheme glm-kv does not model), not a made-up 'none'; with no
+    quantization_config at all the shipped FP8 checkpoint is assumed."""
+    from glm_kv.inputs.weights import quantization_of
+
+    with pytest.raises(ProfileError) as e:
+        quantization_of({"quantization_config": {"quant_algo": "W4A16"}})
+    assert e.value.field == "model" and e.value.rule.startswith("quantization_config 'w4a16' is not modelled")
+    assert quantization_of({}) == "fp8"
+    assert quantization_of({"quantization_config": {"quant_method": "fp8"}}) == "fp8"

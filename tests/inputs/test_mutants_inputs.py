@@ -216,3 +216,14 @@ def test_unmodelled_quantization_named_by_what_the_config_says():
     assert e.value.field == "model" and e.value.rule.startswith("quantization_config 'w4a16' is not modelled")
     assert quantization_of({}) == "fp8"
     assert quantization_of({"quantization_config": {"quant_method": "fp8"}}) == "fp8"
+
+
+def test_float_field_upper_bound_enforced():
+    """``hicache_ratio`` is a float in (0, 1000] (profile.py's field table; SGLang 0.5.23 gives it
+    no bound, glm-kv caps it so host sizes stay finite): 1000 is accepted, 1000.5 refused by name."""
+    from glm_kv import load_profile
+
+    assert load_profile("article", {"hicache_ratio": 1000}).hicache_ratio == 1000
+    with pytest.raises(ProfileError) as e:
+        load_profile("article", {"hicache_ratio": 1000.5})
+    assert e.value.field == "hicache_ratio" and "less than or equal to 1000" in e.value.rule

@@ -347,3 +347,18 @@ def test_memory_baseline_and_kv_dtype_rows():
     # scheduler.py; SGLang's "GB" is bytes / 2**30): an informational row in GiB, not compared
     graphs = [r for r in res.rows if r.quantity == "available_gpu_mem after graphs"]
     assert graphs and {(r.logged, r.unit, r.ok) for r in graphs[:1]} == {(7.41, "GiB", None)}
+
+
+def test_host_advice_names_the_pool_that_runs_out_first():
+    """``HostAdvice.binding``: "kv" when the host KV pool holds fewer cached prefixes of the
+    workload's length than the host mamba pool has slots (one checkpoint per prefix), else "mamba"
+    (its field comment). On the article profile with 2 TB of host memory and 1,000-token prompts
+    the KV side holds about 2,200 prefixes against about 10,700 mamba slots: "kv"."""
+    from glm_kv import load_profile
+    from glm_kv.inputs.workload_spec import make_workload
+    from glm_kv.ledgers.advise import advise
+
+    h = advise(load_profile("article"), make_workload(
+        {"tokens_per_request": 1000, "concurrent_requests": 8, "host_memory_bytes": 2 * 10**12})).host
+    assert h.prefixes_by_mamba == h.mamba_slots and h.prefixes_by_kv < h.prefixes_by_mamba
+    assert h.binding == "kv"

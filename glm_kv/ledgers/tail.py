@@ -22,9 +22,16 @@ class TailLedger:
     bytes: int
 
 
+def kpool_use_compress(model: ModelConfig) -> bool:
+    """SGLang 0.5.23 ``DSATokenToKVPool._init_kpool_compress_tail_buffers``:
+    ``kpool_use_compress = index_kpool > 1 and index_kpool_compress``. A kpool of 1 pools nothing,
+    so SGLang allocates no tail even when the config's compress flag is set."""
+    return model.index_kpool > 1 and model.index_kpool_compress
+
+
 def tail_bytes_per_row(model: ModelConfig, draft_tokens: int) -> int:
     """One request's row over every indexed layer, both tensors; 0 without kpool compression."""
-    if not model.index_kpool_compress:
+    if not kpool_use_compress(model):
         return 0
     width = model.index_kpool + draft_tokens
     return (width * model.index_head_dim * DTYPE_BYTES[TAIL_DTYPE] * TAIL_COPIES
@@ -33,7 +40,7 @@ def tail_bytes_per_row(model: ModelConfig, draft_tokens: int) -> int:
 
 def tail_ledger(model: ModelConfig, requests_per_worker: int, draft_tokens: int) -> TailLedger:
     """rows = req_to_token rows + 1 = per-worker requests + 2; width = index_kpool + draft tokens."""
-    if not model.index_kpool_compress:
+    if not kpool_use_compress(model):
         return TailLedger(0, 0, model.index_head_dim, TAIL_DTYPE, 0, 0, 0)
     rows = requests_per_worker + TAIL_EXTRA_ROWS
     per_row = tail_bytes_per_row(model, draft_tokens)

@@ -126,16 +126,48 @@ def test_tail_one_worker_by_hand(glm):
     assert tail_bytes_per_row(glm, 4) == 45_056
 
 
-@pytest.mark.xfail(strict=True, reason="SGLang 0.5.23 allocates the compress tail only when "
-                   "index_kpool > 1 and index_kpool_compress (memory_pool.py: kpool_use_compress); "
-                   "glm_kv.ledgers.tail checks index_kpool_compress alone (found by mutation testing)")
 def test_no_tail_when_kpool_is_one(glm):
-    """``kpool_use_compress = index_kpool > 1 and index_kpool_compress``: a kpool of 1 with
-    compression on allocates no tail in SGLang 0.5.23."""
+    """``kpool_use_compress = index_kpool > 1 and index_kpool_compress`` (SGLang 0.5.23
+    memory_pool.py, ``DSATokenToKVPool._init_kpool_compress_tail_buffers``): a kpool of 1 with
+    compression on allocates no tail; a kpool of 2 with compression on does (66 rows x width 2 x
+    128 x 2 B x 2 tensors x 11 layers = 66 x 11,264 B = 743,424 B, by hand). Found by mutation
+    testing (was a strict xfail until glm_kv.ledgers.tail checked the kpool too)."""
+    from glm_kv.ledgers.tail import tail_bytes_per_row, tail_ledger
+
+    one = dataclasses.replace(glm, index_kpool=1, index_kpool_compress=True)
+    t = tail_ledger(one, 64, 0)
+    assert (t.rows, t.width, t.num_layers, t.bytes_per_row, t.bytes) == (0, 0, 0, 0, 0)
+    assert tail_bytes_per_row(one, 4) == 0
+    two = dataclasses.replace(glm, index_kpool=2, index_kpool_compress=True)
+    t = tail_ledger(two, 64, 0)
+    assert (t.rows, t.width, t.bytes_per_row, t.bytes) == (66, 2, 11_264, 743_424)
+
+
+@pytest.mark.parametrize("kpool", [1, 2, 4])
+@pytest.mark.parametrize("compress", [False, True])
+def test_tail_allocated_exactly_when_sglang_allocates_it(glm, kpool, compress):
+    """SGLang's own tail set-up decides: ``DSATokenToKVPool._init_kpool_compress_tail_buffers``
+    from the 0.5.23 wheel, run on a stand-in pool (2 requests, width kpool + 1 draft slot, the
+    GLM-5.3-Flash head dim, 3 layers of which the middle one skips the indexer). glm_kv's tail has
+    bytes exactly when SGLang's has tensors, of the same width. Runs only where SGLang is
+    installed (tests/sglang's venv: ``GLM_KV_SGLANG=1 .venv-sglang/bin/python -m pytest``)."""
+    memory_pool = pytest.importorskip("sglang.srt.mem_cache.memory_pool")
+    from types import SimpleNamespace
+
     from glm_kv.ledgers.tail import tail_ledger
 
-    t = tail_ledger(dataclasses.replace(glm, index_kpool=1, index_kpool_compress=True), 64, 0)
-    assert t.bytes == 0
+    pool = SimpleNamespace(custom_mem_pool=None, _should_allocate_index_layer=lambda i: i != 1)
+    memory_pool.DSATokenToKVPool._init_kpool_compress_tail_buffers(
+        pool, index_kpool=kpool, index_kpool_compress=compress, tail_extra_slots=1,
+        index_head_dim=glm.index_head_dim, layer_num=3, device="cpu", max_running_requests=2)
+    ours = tail_ledger(dataclasses.replace(glm, index_kpool=kpool, index_kpool_compress=compress), 2, 1)
+    if pool._compress_tail_k is None:
+        assert pool._compress_tail_score is None
+        assert ours.bytes == 0, f"SGLang allocates no tail at kpool {kpool}, compress {compress}"
+    else:
+        assert ours.bytes > 0, f"SGLang allocates a tail at kpool {kpool}, compress {compress}"
+        assert ours.width == pool._compress_tail_k[0].shape[1]
+        assert ours.rows - 1 == pool._compress_tail_k[0].shape[0]  # SGLang: reqs + 1; glm_kv's extra row: +1
 
 
 @pytest.mark.parametrize("strategy,skip,overlap_off,slots", [
@@ -169,3 +201,164 @@ def test_state_shape_division_refused_by_name(article_args, tp, what):
         request_ledger(article_args, tp)
     assert e.value.field == "tp_size"
     assert what in e.value.rule and f"linear-attention TP {tp}" in e.value.rule, e.value.rule
+
+
+# --- survivors of the sampled run (scripts/mutants.py all --sample 120 --floor 4 --seed 20261201) ---
+
+def _article_plan(**over):
+    from glm_kv import load_profile
+    from glm_kv.ledgers.plan import compute_plan
+
+    return compute_plan(load_profile("article", over))
+
+
+def test_pool_tree_uses_sglang_attribute_names():
+    """Every buffer row has exactly name / per / row / grows_with. Names are SGLang 0.5.23's
+    attributes: ``DSATokenToKVPool.kv_buffer`` (per layer, one row per token slot) and
+    ``MambaPool``'s ``conv_state`` and ``temporal_state`` (one per state slot), mem_cache/memory_pool.py."""
+    from glm_kv.ledgers.structure import pool_structure
+
+    s = pool_structure(_article_plan())
+    full, mamba = s["children"]
+    for b in full["buffers"] + mamba["buffers"]:
+        assert set(b) == {"name", "per", "row", "grows_with"}, b
+    kv = full["buffers"][0]
+    assert (kv["name"], kv["per"], kv["grows_with"]) == ("kv_buffer", "layer", "tokens")
+    assert [b["name"] for b in mamba["buffers"]] == ["conv_state", "temporal_state"]
+
+
+def test_crossover_context_rounds_up_to_whole_tokens():
+    """ceil(state bytes per request / cell bytes per token): 10 B of state over 4 B per token is
+    reached at token 3 (2.5 rounded up), an integer."""
+    from types import SimpleNamespace
+
+    from glm_kv.ledgers.workload import crossover_context
+
+    plan = SimpleNamespace(request=SimpleNamespace(state_bytes_per_request=10),
+                           token=SimpleNamespace(cell_size_bytes=4))
+    got = crossover_context(plan)
+    assert got == 3 and isinstance(got, int)
+    plan.request.state_bytes_per_request = 12
+    assert crossover_context(plan) == 3
+
+
+def _text(mathml: str) -> str:
+    import xml.dom.minidom
+
+    doc = xml.dom.minidom.parseString(mathml)
+    out = []
+
+    def walk(n):
+        if n.nodeType == n.TEXT_NODE:
+            out.append(n.data)
+        for c in n.childNodes:
+            walk(c)
+    walk(doc)
+    return " ".join(out)
+
+
+def test_mathml_brackets_and_min_by_hand():
+    """MathML read back as its token sequence: min(a, b) and (a + b) x c need their brackets,
+    a + b x c does not (× is U+00D7, written &#215;)."""
+    from glm_kv.ledgers.derivations import BinOp, Min, Var
+
+    a, b, c = Var("a", 1), Var("b", 2), Var("c", 3)
+    assert _text(Min((a, b)).mathml(False)) == "min ( a , b )"
+    assert _text(Min((a, b)).mathml(True)) == "min ( 1 , 2 )"
+    assert _text(BinOp("*", a + b, c).mathml(False)) == "( a + b ) \u00d7 c"
+    assert _text(BinOp("+", a, b * c).mathml(False)) == "a + b \u00d7 c"
+
+
+def test_derivations_named_after_plan_keys_with_units():
+    """Each derivation's name is its plan key's last part where the plan has one
+    (``request.state_bytes_per_request``), every variable has a name (it is what the book prints),
+    and the units are the ones Derivation documents; the mamba cap counts requests."""
+    import dataclasses as dc
+
+    from glm_kv.ledgers.derivations import Derivation, Var, derivations
+
+    def names(e):
+        if isinstance(e, Var):
+            yield e.name
+        for f in dc.fields(e):
+            v = getattr(e, f.name)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                if dc.is_dataclass(x):
+                    yield from names(x)
+
+    for plan in (_article_plan(), _article_plan(kv_cache_dtype="fp8_e4m3")):
+        ds = derivations(plan)
+        by_name = {d.name: d for d in ds}
+        assert by_name["state_bytes_per_request"].key == "request.state_bytes_per_request"
+        assert by_name["mamba_request_cap"].unit == "requests"
+        for d in ds:
+            assert isinstance(d, Derivation) and d.unit in {"B", "tokens", "slots", "requests", ""}, d.name
+            assert all(isinstance(n, str) and n for n in names(d.expr)), d.name
+    assert "scale_group" in set(names(by_name["kv_cache_dim"].expr))
+
+
+def test_weights_assumed_only_when_the_profile_gives_no_memory():
+    """``weights_for_unsized``: None as soon as the profile states either available_bytes or
+    weights_bytes (its docstring's rule); a number only when it states neither."""
+    from glm_kv import load_profile
+    from glm_kv.ledgers.memory import weights_for_unsized
+
+    base = load_profile("article", {"available_bytes": None, "weights_bytes": None})
+    assert isinstance(weights_for_unsized(base), int)
+    assert weights_for_unsized(load_profile("article", {"available_bytes": 10**11, "weights_bytes": None})) is None
+    assert weights_for_unsized(load_profile("article", {"available_bytes": None, "weights_bytes": 10**10})) is None
+
+
+def test_log_inputs_read_ranks_per_host_off_the_auto_sizing_line():
+    """SGLang 0.5.23 mem_cache/hicache_auto_size.py:114 prints "HiCache auto-sizing: ratio 2.000 ->
+    1.103; 82.8 GiB host memory per rank (fraction 0.80, 8 ranks on this host), host pools 78.7 GiB."
+    (boot_logs/h200-tp8-dpattn-hicache-auto.log, emitted by SGLang): 8 ranks, ratio 1.103, 82.8 GiB."""
+    from pathlib import Path
+
+    from glm_kv.inputs.boot_log import read_boot_log
+    from glm_kv.ledgers.verify import log_inputs
+
+    log = read_boot_log(str(Path(__file__).resolve().parent / "boot_logs" / "h200-tp8-dpattn-hicache-auto.log"))
+    got = log_inputs(log)
+    assert (got["ranks_per_host"], got["hicache_ratio_logged"], got["hicache_budget_gib"]) == (8, 1.103, 82.8)
+
+
+def test_memory_baseline_and_kv_dtype_rows():
+    """SGLang 0.5.23 srt/distributed/bootstrap.py:219 prints "Memory baseline taken. mem usage=X GB"
+    before the weights load; verify shows it as an input row (not compared) of X in GiB."""
+    from pathlib import Path
+
+    from glm_kv import load_profile
+    from glm_kv.inputs.boot_log import parse_boot_log
+    from glm_kv.ledgers.verify import verify_boot_log
+
+    logs = Path(__file__).resolve().parent / "boot_logs"
+    text = (logs / "h200-tp8-dpattn-hicache-auto.log").read_text()
+    profile = load_profile(str(logs / "h200-tp8-dpattn-hicache-auto.yaml"))
+    extra = "[2026-11-30 12:00:00 DP0 TP0] Memory baseline taken. mem usage=1.25 GB\n"
+    res = verify_boot_log(profile, parse_boot_log(extra + text))
+    rows = [r for r in res.rows if r.quantity == "CUDA context + NCCL before weights"]
+    assert len(rows) == 1 and (rows[0].log_line, rows[0].logged, rows[0].unit, rows[0].ok) == (1, 1.25, "GiB", None)
+    # "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 3479296, ..." (mem_cache/memory_pool.py):
+    # the dtype row shows the logged dtype string, one row per rank.
+    dtype_rows = [r for r in res.rows if r.quantity == "KV Cache dtype"]
+    assert dtype_rows and {(r.logged, r.ok) for r in dtype_rows} == {("torch.bfloat16", True)}
+    # the scheduler line "max_total_num_tokens=3479296, ..., available_gpu_mem=7.41 GB" (managers/
+    # scheduler.py; SGLang's "GB" is bytes / 2**30): an informational row in GiB, not compared
+    graphs = [r for r in res.rows if r.quantity == "available_gpu_mem after graphs"]
+    assert graphs and {(r.logged, r.unit, r.ok) for r in graphs[:1]} == {(7.41, "GiB", None)}
+
+
+def test_host_advice_names_the_pool_that_runs_out_first():
+    """``HostAdvice.binding``: "kv" when the host KV pool holds fewer cached prefixes of the
+    workload's length than the host mamba pool has slots (one checkpoint per prefix), else "mamba"
+    (its field comment). On the article profile with 2 TB of host memory and 1,000-token prompts
+    the KV side holds about 2,200 prefixes against about 10,700 mamba slots: "kv"."""
+    from glm_kv import load_profile
+    from glm_kv.inputs.workload_spec import make_workload
+    from glm_kv.ledgers.advise import advise
+
+    h = advise(load_profile("article"), make_workload(
+        {"tokens_per_request": 1000, "concurrent_requests": 8, "host_memory_bytes": 2 * 10**12})).host
+    assert h.prefixes_by_mamba == h.mamba_slots and h.prefixes_by_kv < h.prefixes_by_mamba
+    assert h.binding == "kv"

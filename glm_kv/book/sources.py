@@ -21,6 +21,8 @@ from __future__ import annotations
 import html
 import re
 
+from .literal import Html
+
 SGLANG_REPO = "https://github.com/sgl-project/sglang"
 RELEASE_TAG = "v0.5.23"
 ARTICLE_COMMIT = "f4de6abee6"
@@ -68,17 +70,8 @@ def source_url(name: str) -> str:
     return f"{SGLANG_REPO}/blob/{RELEASE_TAG}/python/sglang/{path}#L{line}"
 
 
-class SourceList:
-    """Literal HTML for the page, like ``tables.Html`` (kept here: ``tables`` imports this module)."""
-
-    def __init__(self, html: str, text: str = ""):
-        self.html, self.text = html, text
-
-    def _repr_html_(self) -> str:
-        return self.html
-
-    def __repr__(self) -> str:
-        return self.text or "<html>"
+class SourceList(Html):
+    """Links to SGLang's code at the release tag, as literal HTML for the page."""
 
 
 def source_links(names, *, article_note: bool = True) -> SourceList:

@@ -9,6 +9,7 @@ from ..inputs.profile import Profile, load_profile, make_profile
 from ..ledgers.plan import build_plan, compute_plan
 from ..ledgers.workload import workload
 from ..units import dotted
+from .literal import Html  # noqa: F401  (figures, pitfalls and the runner import it from here)
 from .fmt import fmt_bytes  # noqa: F401  (the chapters import it from here: binary units)
 
 
@@ -257,19 +258,6 @@ def _cell_text(v) -> str:
 
 
 _NUMERIC = __import__("re").compile(r"^[-+]?[\d,]+(\.\d+)?( ?[KMG]i?B| B| %)?( ★)?$")
-
-
-class Html:
-    """Literal HTML computed by glm_kv (a definition list, a figure): shown as is in the book."""
-
-    def __init__(self, html: str, text: str = ""):
-        self.html, self.text = html, text
-
-    def _repr_html_(self) -> str:
-        return self.html
-
-    def __repr__(self) -> str:
-        return self.text or "<html>"
 
 
 def definitions(items, *, css: str = "glm-kv-dl") -> Html:

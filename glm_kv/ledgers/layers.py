@@ -118,8 +118,31 @@ class SlidingWindowKv(GqaKv):
         return min(context, self.window)
 
 
+class _ConvSsmState:
+    """Bytes of one state slot from a conv and a temporal (SSM) tensor shape, as SGLang's
+    ``MambaPool`` allocates them: conv in its dtype, temporal in the SSM dtype (one rule for the
+    KDA, Mamba-2 and Gated DeltaNet specs, which differ only in their shapes)."""
+
+    conv_shape: tuple[int, ...]
+    temporal_shape: tuple[int, ...]
+    conv_item_bytes: int
+    ssm_item_bytes: int
+
+    @property
+    def conv_bytes(self) -> int:
+        return math.prod(self.conv_shape) * self.conv_item_bytes
+
+    @property
+    def temporal_bytes(self) -> int:
+        return math.prod(self.temporal_shape) * self.ssm_item_bytes
+
+    @property
+    def bytes_per_slot(self) -> int:
+        return self.conv_bytes + self.temporal_bytes
+
+
 @dataclass(frozen=True)
-class KdaState:
+class KdaState(_ConvSsmState):
     """Kimi Delta Attention state (``KimiLinearStateShape.create``): conv (K-1, 3 x H x d / tp) in
     bf16 and temporal (H / tp, d, d) in the SSM dtype; k heads default to the v heads."""
 
@@ -142,21 +165,9 @@ class KdaState:
     def temporal_shape(self) -> tuple[int, int, int]:
         return (_divide(self.num_heads, self.attn_tp, "KDA heads"), self.head_dim, self.head_dim)
 
-    @property
-    def conv_bytes(self) -> int:
-        return math.prod(self.conv_shape) * self.conv_item_bytes
-
-    @property
-    def temporal_bytes(self) -> int:
-        return math.prod(self.temporal_shape) * self.ssm_item_bytes
-
-    @property
-    def bytes_per_slot(self) -> int:
-        return self.conv_bytes + self.temporal_bytes
-
 
 @dataclass(frozen=True)
-class Mamba2State:
+class Mamba2State(_ConvSsmState):
     """Mamba-2 state (``Mamba2StateShape.create``): conv (conv_dim / tp, K-1) with
     conv_dim = intermediate + 2 x n_groups x state (groups padded up to tp when tp does not divide
     them), and SSM (heads / tp, head_dim, state)."""
@@ -187,18 +198,6 @@ class Mamba2State:
     @property
     def temporal_shape(self) -> tuple[int, int, int]:
         return (_divide(self.num_heads, self.attn_tp, f"{self.kind} heads"), self.head_dim, self.state_size)
-
-    @property
-    def conv_bytes(self) -> int:
-        return math.prod(self.conv_shape) * self.conv_item_bytes
-
-    @property
-    def temporal_bytes(self) -> int:
-        return math.prod(self.temporal_shape) * self.ssm_item_bytes
-
-    @property
-    def bytes_per_slot(self) -> int:
-        return self.conv_bytes + self.temporal_bytes
 
 
 @dataclass(frozen=True)

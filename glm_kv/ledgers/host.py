@@ -118,10 +118,12 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
     validate_host(p)
     rules = rules_for(p)
     entries = host_entries(p.sglang_layout)
-    # the article's build_kv_host_pool passes no override_kv_cache_dim: 512 elements even for a
-    # 528 device row; 0.5.23's host row is the device row
-    row = (token.kv_row_bytes if rules.host_row_is_device_row
-           else (model.kv_lora_rank + model.qk_rope_head_dim) * token.kv_item_bytes)
+    if rules.host_row_is_device_row:
+        row = token.kv_row_bytes
+    else:
+        # the article's build_kv_host_pool passes no override_kv_cache_dim: 512 elements even for a
+        # 528 device row
+        row = (model.kv_lora_rank + model.qk_rope_head_dim) * token.kv_item_bytes
     indexer = token.indexer_bytes_per_token if rules.host_indexer_pool else 0
     if not rules.host_packs_draft:
         draft_layers = 0

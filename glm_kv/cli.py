@@ -13,6 +13,7 @@ import json
 import sys
 
 from .errors import ProfileError, one_line, shown
+from .inputs.rules import rules_for
 from .units import fmt_bytes
 
 
@@ -46,9 +47,9 @@ def _profile_from_args(args):
         profile = make_profile(overrides)
     else:
         profile = load_profile(DEFAULT_PROFILE if args.profile is None else args.profile, overrides)
-    if args.sglang_args is not None and profile.sglang_layout == "0.5.23":
+    if args.sglang_args is not None and rules_for(profile).strict_launch_flags:
         # modelling 0.5.23: every flag must be one its parser takes (else the server would not start)
-        _, ignored = parse_launch_command(args.sglang_args, layout="0.5.23")
+        _, ignored = parse_launch_command(args.sglang_args, layout=profile.sglang_layout)
     return profile, ignored
 
 

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from ..inputs.model import load_model
 from ..inputs.profile import Profile, load_profile, make_profile
+from ..inputs.rules import rules_for
 from ..ledgers.plan import build_plan, compute_plan
 from ..ledgers.structure import pool_structure
 
@@ -91,9 +92,9 @@ def _index_page(profile: Profile, plan: dict) -> tuple[int, int]:
 def _index_page_mistaken(profile: Profile, plan: dict) -> tuple[int, int]:
     t = plan["token"]
     tokens = t["indexer_tokens_per_page"]
-    if profile.sglang_layout == "article":
-        return (tokens // t["index_kpool"], tokens // t["index_kpool"])
-    return (tokens, tokens)
+    if rules_for(profile).indexer_pooled_rows:   # the mistake: the other version's page rows
+        return (tokens, tokens)
+    return (tokens // t["index_kpool"], tokens // t["index_kpool"])
 
 
 PITFALLS: tuple[Pitfall, ...] = (

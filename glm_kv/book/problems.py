@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..inputs.rules import rules_for
 from .fmt import fmt_bytes
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def _layout_plan(plan: "Plan", layout: str) -> "Plan":
     from ..inputs.profile import make_profile
     from ..ledgers.plan import compute_plan
 
-    if plan.profile.sglang_layout == layout:
+    if rules_for(plan.profile) is rules_for(layout):
         return plan
     return compute_plan(make_profile({**plan.profile.model_dump(), "sglang_layout": layout}))
 

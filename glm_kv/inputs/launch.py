@@ -497,7 +497,9 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
     """
     words = _split(command)
     start = _entry_index(words)
-    strict = layout == "0.5.23"
+    from .rules import rules_for
+
+    strict = layout is not None and rules_for(layout).strict_launch_flags
     fields: dict[str, Any] = {}
     inert: list[str] = []
     pending: Optional[NotModelled] = None

@@ -17,6 +17,7 @@ from .draft import (DFLASH_DEFAULT_BLOCK_SIZE, DSPARK_DEFAULT_GAMMA, DraftConfig
 from .gpus import Gpu, resolve_gpu
 from .model import ModelConfig, load_model
 from .profile import Profile
+from .rules import rules_for
 
 ARTICLE_PAGE_SIZE = 64  # upstream f4de6abee6: DSATokenToKVPool asserts page_size == 64 on CUDA
 SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
@@ -111,7 +112,9 @@ def effective_kpool(model: ModelConfig) -> int:
 
 def resolve_page_size(model: ModelConfig, layout: str) -> int:
     """article: 64-token pages; 0.5.23 forces 64 x index_kpool (256) for this model."""
-    return ARTICLE_PAGE_SIZE if layout == "article" else ARTICLE_PAGE_SIZE * effective_kpool(model)
+    if rules_for(layout).page_times_kpool:
+        return ARTICLE_PAGE_SIZE * effective_kpool(model)
+    return ARTICLE_PAGE_SIZE
 
 
 def dspark_draft_token_count(p: Profile, dspark: DSparkFields | None) -> int:
@@ -182,7 +185,7 @@ def resolve_strategy(p: Profile, page_size: int) -> str:
 
 def validate_strategy(p: Profile, strategy: str, page_size: int) -> None:
     """The start-up refusals SGLang 0.5.23 gives for this model; the article layout had none."""
-    if p.sglang_layout == "article":
+    if not rules_for(p).startup_refusals:
         return
     if strategy == "no_buffer" and page_size > 1:
         field = ("mamba_scheduler_strategy" if p.mamba_scheduler_strategy == "no_buffer"

@@ -2,9 +2,12 @@
 
 Why an object and not constants: the layer specs (``glm_kv.ledgers.layers``) take these facts
 as a parameter, so a second SGLang version (or the article's layout) is a second ``SglangRules``
-value, not a branch in every spec. Today only the facts the other-model path needs live here;
-moving the GLM-5.3-Flash ``layout == ...`` branches into the same object is issue 22's
-deliverable 2 (not done in this round).
+value, not a branch in every spec. Two values: ``ARTICLE`` (upstream f4de6abee6 as the source
+article describes it) and ``SGLANG_0_5_23`` (the PyPI release); ``rules_for(profile or layout)``
+picks one. Every place that behaved differently per ``sglang_layout`` asks this object a
+question instead (issue 22 deliverable 2; tests/inputs/test_rules.py fails when a layout
+comparison appears anywhere else in glm_kv). The byte formulas stay where they were: a rule
+here is a fact (a flag, a size), never a ledger's arithmetic.
 
 Every default below is what SGLang 0.5.23's ``ServerArgs.resolve_once()`` resolves for the
 shipped configs on a fake GPU of that SM (tests/sglang/test_models.py re-derives them from the
@@ -22,6 +25,31 @@ class SglangRules:
     """Row layouts, element sizes and launch defaults of one SGLang version."""
 
     version: str
+    # -- GLM-5.3-Flash (DSA + KDA with index_kpool) facts, per version --
+    # page size = 64 x index_kpool (0.5.23 forces it for kpool-compressed indexers); the article: 64
+    page_times_kpool: bool = True
+    # IndexKeyCache pages hold page_size // index_kpool pooled rows (33 B/token/layer) rather than
+    # page_size unpooled 132 B rows (the article)
+    indexer_pooled_rows: bool = True
+    # the launch command is checked against this version's argparse (unknown / renamed flags refused)
+    strict_launch_flags: bool = True
+    # the start-up refusals this version gives (mamba strategy vs page size, hicache_mem_layout)
+    startup_refusals: bool = True
+    # HiCache: the host pool group has a DSAIndexerPoolHost entry, the host KV row is the device
+    # row (override_kv_cache_dim) and the MTP draft layers are packed into the host pools;
+    # the article: KV + MAMBA only, 512-wide host rows, no draft layers on the host
+    host_indexer_pool: bool = True
+    host_row_is_device_row: bool = True
+    host_packs_draft: bool = True
+    # --hicache-size split over the device pools (_split_hicache_size) and the ratio auto-sized from
+    # the host's RAM when neither is given (auto_size_hicache); the article: each pool gets the
+    # whole size and the ratio is taken as given
+    split_hicache_size: bool = True
+    auto_hicache_ratio: bool = True
+    # a plan note when this layout's capacity order is borrowed from another version
+    capacity_note: str | None = None
+    # models other than GLM-5.3-Flash (glm_kv.ledgers.model_plan) are modelled for this version
+    other_models: bool = True
     fp8_scale_group: int = 128          # DSATokenToKVPool.quant_block_size
     fp8_scale_bytes: int = 4            # one fp32 scale per group
     scaled_rope_item_bytes: int = 2     # DSATokenToKVPool.rope_storage_dtype (bf16) in scaled fp8 rows
@@ -73,4 +101,28 @@ SGLANG_0_5_23 = SglangRules(
     },
 )
 
-RULES = {"0.5.23": SGLANG_0_5_23}
+ARTICLE = SglangRules(
+    version="article",
+    page_times_kpool=False,
+    indexer_pooled_rows=False,
+    strict_launch_flags=False,
+    startup_refusals=False,
+    host_indexer_pool=False,
+    host_row_is_device_row=False,
+    host_packs_draft=False,
+    split_hicache_size=False,
+    auto_hicache_ratio=False,
+    capacity_note="layout 'article': capacity sizing follows SGLang 0.5.23's order; the article "
+                  "does not describe it",
+    other_models=False,
+)
+
+RULES = {"article": ARTICLE, "0.5.23": SGLANG_0_5_23}
+
+
+def rules_for(profile_or_layout) -> SglangRules:
+    """The rules of a profile's ``sglang_layout`` (or of a layout name)."""
+    layout = getattr(profile_or_layout, "sglang_layout", profile_or_layout)
+    if layout not in RULES:
+        raise ProfileError("sglang_layout", f"must be one of {', '.join(RULES)}, got {layout!r}")
+    return RULES[layout]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 import numpy as np
 
+from ..inputs.rules import rules_for
 from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP
 
 if TYPE_CHECKING:
@@ -304,12 +305,12 @@ def _token(plan: "Plan") -> list[Derivation]:
                    "one token's indexer K with its fp8 scales, one layer, before pooling"),
     ]
     row = Var("indexer_row_bytes", t.indexer_unpooled_bytes_per_token_per_layer)
-    if plan.profile.sglang_layout == "article":
-        page_bytes: Expr = page * row
-        per_layer: Expr = row
+    if rules_for(plan.profile).indexer_pooled_rows:
+        page_bytes: Expr = page // kpool * row
+        per_layer: Expr = Ceil(row / kpool)
     else:
-        page_bytes = page // kpool * row
-        per_layer = Ceil(row / kpool)
+        page_bytes = page * row
+        per_layer = row
     out += [
         Derivation("indexer_page_bytes", page_bytes, "B", "token.indexer_page_bytes",
                    "one IndexKeyCache page (one buffer row), one layer"),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import ProfileError
 from ..inputs.model import ModelConfig
+from ..inputs.rules import rules_for
 from ..units import GB, GiB, index_page_count
 from .token import TokenLedger
 
@@ -61,7 +62,7 @@ HOST_POOL_CLASSES = {"kv": "MLATokenToKVPoolHost", "indexer": "DSAIndexerPoolHos
 
 def host_entries(layout: str) -> tuple[str, ...]:
     """article: _MambaStrategy builds KV + MAMBA; 0.5.23 adds the INDEXER sidecar of KV."""
-    return ("kv", "mamba") if layout == "article" else ("kv", "indexer", "mamba")
+    return ("kv", "indexer", "mamba") if rules_for(layout).host_indexer_pool else ("kv", "mamba")
 
 
 def host_size(device_capacity: int, page_size: int, ratio: float, size_gb: float, per_unit: int) -> int:
@@ -99,7 +100,7 @@ def auto_ratio(device_bytes: int, host_memory_bytes: int, ranks_per_host: int) -
 
 def validate_host(p) -> None:
     """Host-side combinations 0.5.23 refuses for this hybrid model."""
-    if not p.enable_hierarchical_cache or p.sglang_layout == "article":
+    if not p.enable_hierarchical_cache or not rules_for(p).startup_refusals:
         return
     if p.hicache_mem_layout not in MAMBA_HOST_LAYOUTS:
         raise ProfileError("hicache_mem_layout", f"{p.hicache_mem_layout!r} fails MambaPoolHost's layout "
@@ -115,15 +116,17 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
     intermediate buffers); ``draft_layers``: MTP layers packed into the host KV / indexer pools.
     """
     validate_host(p)
+    rules = rules_for(p)
     entries = host_entries(p.sglang_layout)
-    if p.sglang_layout == "article":
-        # build_kv_host_pool passes no override_kv_cache_dim: 512 elements even for a 528 device row.
-        row = (model.kv_lora_rank + model.qk_rope_head_dim) * token.kv_item_bytes
-        indexer = 0
-        draft_layers = 0
-    else:
+    if rules.host_row_is_device_row:
         row = token.kv_row_bytes
-        indexer = token.indexer_bytes_per_token
+    else:
+        # the article's build_kv_host_pool passes no override_kv_cache_dim: 512 elements even for a
+        # 528 device row
+        row = (model.kv_lora_rank + model.qk_rope_head_dim) * token.kv_item_bytes
+    indexer = token.indexer_bytes_per_token if rules.host_indexer_pool else 0
+    if not rules.host_packs_draft:
+        draft_layers = 0
     kv_per_token = row * token.num_full_layers
     ledger = dict(enabled=p.enable_hierarchical_cache, entries=entries,
                   entry_classes=tuple(HOST_POOL_CLASSES[e] for e in entries), kv_row_bytes=row,
@@ -150,10 +153,10 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
             ratio_src = "auto-size"
         else:
             ratio, ratio_src = DEFAULT_HICACHE_RATIO, "default"
-    if p.sglang_layout == "article":   # sized as before 0.5.23: the ratio as given, the size to each pool
+    if not rules.auto_hicache_ratio:   # sized as before 0.5.23: the ratio as given
         ratio, ratio_src = p.hicache_ratio, "profile"
-    kv_share = mamba_share = float(size_gb) if p.sglang_layout == "article" else 0.0
-    if size_gb > 0 and p.sglang_layout != "article":   # _split_hicache_size over (KV + index) and mamba device bytes
+    kv_share = mamba_share = 0.0 if rules.split_hicache_size else float(size_gb)   # unsplit: the size to each pool
+    if size_gb > 0 and rules.split_hicache_size:   # _split_hicache_size over (KV + index) and mamba device bytes
         kv_share = size_gb * kv_dev / (kv_dev + mamba_dev)
         mamba_share = size_gb * mamba_dev / (kv_dev + mamba_dev)
     tokens = host_size(device_tokens, token.page_size, ratio, kv_share, kv_spt)

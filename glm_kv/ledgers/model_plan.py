@@ -20,7 +20,7 @@ from ..errors import ProfileError
 from ..inputs.gpus import Gpu, resolve_gpu
 from ..inputs.hf_config import HfConfig, load_hf_config
 from ..inputs.resolve import resolve_dsa_backends, resolve_kv_dtype
-from ..inputs.rules import RULES, SglangRules
+from ..inputs.rules import RULES, SglangRules, rules_for
 from ..units import GiB, index_page_count
 from .capacity import AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, BINDING_LABELS, pool_sizes, refusal
 from .host import host_size
@@ -37,6 +37,9 @@ NOT_MODELLED = {
                            "only; give available_bytes",
     "weights_bytes": "the device-to-rest path is modelled for GLM-5.3-Flash only; give available_bytes",
     "pre_model_load_bytes": "the device-to-rest path is modelled for GLM-5.3-Flash only; give available_bytes",
+    # MambaPool allocates a replay ring per state slot with it (mem_cache/memory_pool.py, _replayssm_on)
+    "enable_linear_replayssm_spec": "the replay-SSM ring is modelled for GLM-5.3-Flash only",
+    "linear_replayssm_cache_len": "the replay-SSM ring is modelled for GLM-5.3-Flash only",
 }
 
 
@@ -116,13 +119,15 @@ class ModelPlan:
 
 UNMODELLED_DEFAULTS = {"speculative_algorithm": None, "speculative_draft_model_path": None,
                        "attn_cp_size": 1, "hicache_size": 0, "mem_fraction_static": None,
-                       "weights_bytes": None, "pre_model_load_bytes": None}
+                       "weights_bytes": None, "pre_model_load_bytes": None,
+                       "enable_linear_replayssm_spec": False, "linear_replayssm_cache_len": 16}
 
 
-def _refuse_unmodelled(p) -> None:
-    if p.sglang_layout != "0.5.23":
-        raise ProfileError("sglang_layout", "other models are modelled for SGLang 0.5.23 only (the article "
-                                            "describes GLM-5.3-Flash)")
+def _refuse_unmodelled(p, rules: SglangRules) -> None:
+    if not rules.other_models:
+        modelled = ", ".join(v for v, r in RULES.items() if r.other_models)
+        raise ProfileError("sglang_layout", f"other models are modelled for SGLang {modelled} only (the "
+                                            f"{rules.version} layout describes GLM-5.3-Flash)")
     for name, default in UNMODELLED_DEFAULTS.items():
         if getattr(p, name) != default:
             raise ProfileError(name, f"is not modelled for this model: {NOT_MODELLED[name]}")
@@ -253,8 +258,8 @@ def _host(p, m: ModelLayers, tok: ModelTokenLedger, req: ModelRequestLedger,
 
 def model_plan(p, rules: SglangRules | None = None) -> ModelPlan:
     """Every ledger for a profile whose ``model`` is one of the other shipped models (or a config)."""
-    _refuse_unmodelled(p)
-    rules = rules or RULES["0.5.23"]
+    rules = rules or rules_for(p)
+    _refuse_unmodelled(p, rules)
     cfg = load_hf_config(p.model)
     gpu = resolve_gpu(p)
     args, attn_dp, page = resolve_cache_args(p, cfg, gpu, rules)

@@ -8,6 +8,7 @@ from ..inputs.gpus import Gpu
 from ..inputs.model import ModelConfig
 from ..inputs.profile import Profile, load_profile, make_profile
 from ..inputs.resolve import ServerArgs, resolve
+from ..inputs.rules import rules_for
 from ..units import GiB
 from . import capacity as capacity_module
 from . import token as token_module
@@ -119,9 +120,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     if host.hicache_ratio_source == "default":
         notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "
                      "hicache_ratio nor hicache_size is given; give host_memory_bytes and ranks_per_host")
-    if cap is not None and p.sglang_layout == "article":
-        notes.append("layout 'article': capacity sizing follows SGLang 0.5.23's order; the article "
-                     "does not describe it")
+    if cap is not None and rules_for(p).capacity_note:
+        notes.append(rules_for(p).capacity_note)
     if args.draft_tokens:
         notes.append("MTP: counted are the draft layer's KV + indexer in cell_size, the verify scratch "
                      "in the mamba budget and the wider compress tail; not modelled: the draft "

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ..errors import ProfileError
 from ..inputs.model import ModelConfig
 from ..inputs.resolve import ARTICLE_PAGE_SIZE, ServerArgs
+from ..inputs.rules import rules_for
 from ..units import DTYPE_BYTES, FP8_SCALE_BYTES, FP8_SCALE_GROUP, KV_STORE_DTYPE
 
 
@@ -79,14 +80,14 @@ def token_ledger(args: ServerArgs) -> TokenLedger:
     n_indexed = len(model.dsa_indexed_layers)
     row = indexer_unpooled_bytes(model)
     psize = args.page_size
-    if args.profile.sglang_layout == "article":
-        # IndexKeyCache holds 64 tokens x 132 B per page: capacity is reserved at 132 B/token/layer.
-        idx_page_tokens, idx_page_bytes = psize, psize * row
-        per_layer = row
-    else:
+    if rules_for(args.profile).indexer_pooled_rows:
         # 0.5.23: one page of page_size tokens holds page_size // kpool pooled rows.
         idx_page_tokens, idx_page_bytes = psize, psize // kpool * row
         per_layer = math.ceil(row / kpool)  # _compute_dsa_indexer_cell_size
+    else:
+        # article: IndexKeyCache holds 64 tokens x 132 B per page: capacity is reserved at 132 B/token/layer.
+        idx_page_tokens, idx_page_bytes = psize, psize * row
+        per_layer = row
     # The MTP draft layer is one more full-attention layer with the target's row widths: article-era
     # builds reserve it at the unpooled 132 B indexer row (644 B/token with raw fp8, exactly one target
     # layer: 7,084 / 11; public 4 x B200 boot logs: 3.80 GiB for 6,327,680 tokens), 0.5.23 at the pooled

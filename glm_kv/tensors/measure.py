@@ -286,7 +286,7 @@ def _host_shape_bytes(g, ratio: float) -> int:
     host_tokens = host_pool_size(g.size, ps, ratio)
     kv = host_tokens * g.num_full_layers * g.host_kv_row_bytes
     idx = 0
-    if g.layout == "0.5.23":
+    if g.rules.host_indexer_pool:
         live = sum(1 for s in g.skip_topk_layers if not s)
         idx = index_page_count(host_tokens, ps) * live * g.index_page_bytes
     slots = host_pool_size(g.mamba_size, 1, ratio)

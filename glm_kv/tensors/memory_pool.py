@@ -52,11 +52,12 @@ import torch
 from ..errors import ProfileError
 from ..inputs.model import ModelConfig
 from ..inputs.resolve import ServerArgs
+from ..inputs.rules import RULES, SglangRules, rules_for
 from ..ledgers.parallel import parallel_ledger
 from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP, index_page_count
 from .budget import check_budget
 
-LAYOUTS = ("article", "0.5.23")
+LAYOUTS = tuple(RULES)
 REQ_TO_TOKEN_DTYPE = torch.int32
 
 _DTYPES = {
@@ -131,6 +132,11 @@ class PoolGeometry:
 
     # -- derived, per SGLang's code (not from ledger totals) --
     @property
+    def rules(self) -> SglangRules:
+        """This layout's SGLang version facts (which pools exist, pooled or unpooled rows)."""
+        return rules_for(self.layout)
+
+    @property
     def num_full_layers(self) -> int:
         return len(self.full_attention_layer_ids)
 
@@ -146,9 +152,9 @@ class PoolGeometry:
     @property
     def index_page_bytes(self) -> int:
         """One IndexKeyCache buffer row = one page of one layer, per layout (8,448 B here)."""
-        if self.layout == "article":
-            return self.page_size * self.index_bytes_per_token_unpooled
-        return self.page_size // self.index_kpool * self.index_bytes_per_token_unpooled
+        if self.rules.indexer_pooled_rows:
+            return self.page_size // self.index_kpool * self.index_bytes_per_token_unpooled
+        return self.page_size * self.index_bytes_per_token_unpooled
 
     @property
     def index_num_pages(self) -> int:
@@ -345,7 +351,7 @@ def pool_geometry(args: ServerArgs, *, size: Optional[int] = None, mamba_size: O
     draft = args.draft_tokens
     # Host KV row: the article's build_kv_host_pool passes no override_kv_cache_dim (512 wide even
     # for a 528 device row); 0.5.23's MLATokenToKVPoolHost takes the device pool's kv_cache_dim.
-    host_width = model.kv_lora_rank + model.qk_rope_head_dim if layout == "article" else kv_dim
+    host_width = kv_dim if rules_for(layout).host_row_is_device_row else model.kv_lora_rank + model.qk_rope_head_dim
     return PoolGeometry(
         layout=layout,
         size=int(size) if size is not None else 4 * page_size,

@@ -284,7 +284,7 @@ class HostPoolGroup:
 def not_on_host(g: PoolGeometry) -> list[NotOnHost]:
     """What the HostPoolGroup of this layout never copies to host, and why."""
     out = []
-    if g.layout == "article":
+    if not g.rules.host_indexer_pool:
         out.append(NotOnHost(
             "indexer (IndexKeyCache)",
             "the hybrid HostPoolGroup has only KV + MAMBA entries and page_first allocates no "
@@ -318,7 +318,7 @@ def build_host_pool_group(pools: DevicePools, hicache_ratio: float = 2.0,
     g = pools.geometry
     kv = MLATokenToKVPoolHost(pools.full_kv_pool, hicache_ratio, g.host_kv_row_width, pin_memory, fill)
     entries = [PoolEntry(PoolName.KV, kv, pools.full_kv_pool, is_primary_index_anchor=True)]
-    if g.layout == "0.5.23" and any(b.shape[0] for b in pools.full_kv_pool.index_key_cache.buffer):
+    if g.rules.host_indexer_pool and any(b.shape[0] for b in pools.full_kv_pool.index_key_cache.buffer):
         entries.append(PoolEntry(PoolName.INDEXER, DSAIndexerPoolHost(pools.full_kv_pool, kv, pin_memory, fill),
                                  pools.full_kv_pool, indices_from_pool=PoolName.KV))
     entries.append(PoolEntry(PoolName.MAMBA, MambaPoolHost(pools.mamba_pool, hicache_ratio, pin_memory, fill),

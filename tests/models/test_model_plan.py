@@ -121,6 +121,11 @@ def test_model_path_in_a_launch_command_selects_the_model(capsys):
     (["model=kimi-k3", "tp_size=5"], "tp_size"),
     (["model=deepseek-v3.2", "available_bytes=1000"], "available_bytes"),
     (["model=qwen3.5-35b-a3b", "page_size=64", "mamba_scheduler_strategy=no_buffer"], "mamba_scheduler_strategy"),
+    # the article layout's rules do not model other models
+    (["model=qwen3.5-35b-a3b", "sglang_layout=article"], "sglang_layout"),
+    # MambaPool's replay ring (every hybrid's state pool): modelled for GLM-5.3-Flash only
+    (["model=kimi-k3", "enable_linear_replayssm_spec=true"], "enable_linear_replayssm_spec"),
+    (["model=qwen3.5-35b-a3b", "linear_replayssm_cache_len=32"], "linear_replayssm_cache_len"),
 ])
 def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, sets, field):
     prof = tmp_path / "p.yaml"
@@ -131,6 +136,32 @@ def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, sets, field):
     assert main(args) == 2
     out = capsys.readouterr()
     assert out.out == "" and out.err.count("\n") == 1 and f"{field}:" in out.err and "Traceback" not in out.err
+
+
+@pytest.mark.parametrize("flag, field", [
+    ("--enable-linear-replayssm-spec", "enable_linear_replayssm_spec"),
+    ("--linear-replayssm-cache-len 32", "linear_replayssm_cache_len"),
+    ("--dcp-size 2", "--dcp-size"),
+])
+def test_unmodelled_launch_flags_for_another_model_exit_2_naming_them(capsys, flag, field):
+    cmd = f"python -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 8 {flag}"
+    assert main(["plan", "--sglang-args", cmd, "--json"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and f"{field}:" in out.err and "Traceback" not in out.err
+
+
+def test_mamba_max_states_per_path_moves_nothing_for_another_model(capsys):
+    """A radix-tree eviction cap (read only by the tree at run time in the wheel: rust_tree_core,
+    unified_cache/components/mamba.py); a legal value leaves the plan as it is, an illegal one is refused."""
+    cmd = "python -m sglang.launch_server --model-path Qwen/Qwen3.5-35B-A3B --tp-size 2"
+    assert main(["plan", "--sglang-args", cmd, "--json"]) == 0
+    base = json.loads(capsys.readouterr().out)
+    assert main(["plan", "--sglang-args", cmd + " --mamba-max-states-per-path 4", "--json"]) == 0
+    capped = json.loads(capsys.readouterr().out)
+    capped.pop("inert_flags", None)
+    assert capped == base
+    assert main(["plan", "--sglang-args", cmd + " --mamba-max-states-per-path 0", "--json"]) == 2
+    assert "--mamba-max-states-per-path:" in capsys.readouterr().err
 
 
 def test_unknown_model_type_exits_2(tmp_path, capsys):

@@ -104,6 +104,22 @@ def test_model_pools_agree_with_sglang(sglang_answers, name, launch):
     assert compare(ours(name, launch), theirs) == []
 
 
+GRAPH_FLAGS = ("disable_cuda_graph", "disable_decode_cuda_graph", "disable_prefill_cuda_graph")
+
+
+@pytest.mark.parametrize("flag", GRAPH_FLAGS)
+@pytest.mark.parametrize("name", MODELS[:-1])
+def test_cuda_graph_flags_move_no_pool_for_other_models(sglang_answers, name, flag):
+    """The CUDA-graph switches are not refused for the other models: SGLang's own classes give the
+    same pools with and without them (they move only the default mem_fraction_static and the
+    profiled rest, i.e. available_bytes, which these models take as given), and glm-kv agrees."""
+    launch = {"gpu": "H200", "available_bytes": 60 * GiB}
+    flagged = {**launch, flag: True}
+    theirs = {k: v for k, v in _sglang(sglang_answers, name, flagged).items() if k != "host"}
+    assert compare(theirs, {k: v for k, v in _sglang(sglang_answers, name, launch).items() if k != "host"}) == []
+    assert compare(ours(name, flagged), theirs) == []
+
+
 def ours_host(name: str, launch: dict, device_tokens: int, device_slots: int) -> dict:
     """glm-kv's HiCache host pools at the device sizes SGLang's host group was built over (W6)."""
     p = model_plan(make_profile({"model": name, **launch, "enable_hierarchical_cache": True, "hicache_ratio": 2.0}))

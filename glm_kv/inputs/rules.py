@@ -66,6 +66,19 @@ class SglangRules:
     # this when the overlap schedule is on or pages are wider than one token, else to no_buffer
     # (_mamba_radix_cache_resolution; every shipped hybrid supports the extra buffer)
     default_mamba_strategy: str = "extra_buffer"
+    # families whose attention backend on Blackwell (SM >= 100) is trtllm_mla by default; SGLang
+    # 0.5.23's _mla_kv_cache_dtype_checks then refuses kv_cache_dtype "bfloat16" (its list holds the
+    # spelling "bf16" only). glm_kv reads both spellings as bfloat16 (profile alias), so it refuses
+    # both: stricter than SGLang for "bf16", never a plan for a server that does not start.
+    trtllm_mla_families: tuple = ()
+
+    def check_kv_dtype(self, family: str, sm: int, kv_cache_dtype: str) -> None:
+        """Refuse a KV dtype this version refuses at start-up for the family's default backend."""
+        if family in self.trtllm_mla_families and _sm_class(sm) == 100 and kv_cache_dtype == "bfloat16":
+            raise ProfileError("kv_cache_dtype", "SGLang 0.5.23 refuses bfloat16 here: its default "
+                               "attention backend on Blackwell is trtllm_mla, and 'TensorRT-LLM MLA backend "
+                               "only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.' (it compares the "
+                               "spelling; glm-kv reads bf16 as bfloat16 and refuses both)")
 
     def mamba_strategy(self, requested: str, disable_overlap_schedule: bool, page_size: int) -> str:
         if requested != "auto":
@@ -99,6 +112,7 @@ SGLANG_0_5_23 = SglangRules(
         ("mla_dsa", 90): (64, {64}), ("mla_dsa", 100): (64, {64}),                 # DSA: 64-token pages
         ("mla_dsa+kda", 90): (256, {256}), ("mla_dsa+kda", 100): (256, {256}),     # GLM-5.3-Flash: 64 x kpool 4
     },
+    trtllm_mla_families=("mla+kda",),
 )
 
 ARTICLE = SglangRules(

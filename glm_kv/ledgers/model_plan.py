@@ -143,6 +143,7 @@ def resolve_cache_args(p, cfg: HfConfig, gpu: Gpu, rules: SglangRules) -> tuple[
         kv = resolve_kv_dtype(p, gpu)
         pre, dec = resolve_dsa_backends(p, gpu, kv)
     else:  # configure_kv_cache_dtype: the checkpoint's kv_cache_quant_algo FP8, else the model dtype
+        rules.check_kv_dtype(cfg.family, gpu.sm, p.kv_cache_dtype)
         kv = p.kv_cache_dtype if p.kv_cache_dtype != "auto" else (
             "fp8_e4m3" if (cfg.kv_cache_quant_algo or "").upper() == "FP8" else "bfloat16")
         pre, dec = p.dsa_prefill_backend or "", p.dsa_decode_backend or ""

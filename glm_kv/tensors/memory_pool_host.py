@@ -10,7 +10,8 @@ Entries per layout, for GLM-5.3-Flash's hybrid (DSA + KDA) path on CUDA:
   elements even when the device row is 528 (scaled FP8): the 16 scale bytes per row are not
   backed up. The indexer has no host entry (page_first has no index_k_buffer).
 * ``0.5.23`` (PyPI release): KV + INDEXER + MAMBA. The host KV row equals the device row; the
-  INDEXER entry (DSAIndexerPoolHost) is a sidecar of KV: its host pages follow the KV host indices.
+  INDEXER entry (DSAIndexerPoolHost) is a sidecar of KV: its host pages follow the KV host indices,
+  and its own free list (``size`` slots, as SGLang's) is never allocated from.
 
 Never on host, in either layout: the compress tail (``_compress_tail_k`` / ``_compress_tail_score``,
 per-request HBM buffers that are not on the tree) and ``req_to_token``.
@@ -106,6 +107,13 @@ class DSAIndexerPoolHost:
 
     page_first: (indexer_page_num, layer_num, 1, page_bytes) uint8 with
     indexer_page_num = (size + page_size + 1) // page_size.
+
+    Free count: SGLang's DSAIndexerPoolHost is a HostKVCache, so ``clear()`` (pool_host/base.py) gives
+    it a free list of its own, ``size`` slots (= the KV host pool's size). Nothing ever allocates
+    from or frees into it: its decl says ``indices_from_pool=PoolName.KV`` (pool_host/dsa.py
+    make_dsa_indexer_pool_decl), and HostPoolGroup.resolve_host_transfers / release_transfers
+    (pool_host/group.py) and the controller's rollbacks skip such derived transfers, reusing the KV
+    host indices. So its ``available_size()`` stays at ``size`` while the KV pool's moves.
     """
 
     layout = "page_first"
@@ -119,6 +127,8 @@ class DSAIndexerPoolHost:
         self.layer_num = len(self.live_layers)
         self.indexer_page_stride_size = device_pool.index_key_cache.row_bytes
         self.indexer_page_num = index_page_count(self.size, self.page_size)
+        # its own free list, never allocated from (the KV host indices are reused; see the docstring)
+        self.allocator = _PagedHostFreeList(self.size, self.page_size)
         self.index_k_with_scale_buffer = _host_alloc(
             (self.indexer_page_num, self.layer_num, 1, self.indexer_page_stride_size), torch.uint8, pin_memory,
             fill)
@@ -251,8 +261,11 @@ class HostPoolGroup:
         self.mamba.allocator.free(torch.tensor([host_slot]))
 
     def free_counts(self) -> dict[str, int]:
-        return {"host_kv_slots": self.kv.allocator.available_size(),
-                "host_mamba_slots": self.mamba.allocator.available_size()}
+        out = {"host_kv_slots": self.kv.allocator.available_size(),
+               "host_mamba_slots": self.mamba.allocator.available_size()}
+        if self.indexer is not None:
+            out["host_indexer_slots"] = self.indexer.allocator.available_size()
+        return out
 
     # ---- transfers (device -> host is "backup", host -> device is "load back") ----
     def backup_kv(self, host_indices: torch.Tensor, device_indices: torch.Tensor) -> None:

@@ -172,28 +172,31 @@ def test_radix_key_sets_compared_both_ways():
     assert what == "key set of evicted" and "mamba" in theirs
     what, ours, theirs = key_set_difference(obs, {**obs, "nodes": [{**node, "lock_mamba": 0}]})
     assert what == "key set of node (0, 256)" and "lock_mamba" in ours
-    # host_free_indexer: set aside by name only
+    # host_free_indexer is no longer set aside: a glm_kv side without it fails naming it
     hs = {**obs, "host_free_kv": 4, "host_free_indexer": 5}
-    assert key_set_difference(hs, {**obs, "host_free_kv": 4}) is None
+    what, ours, theirs = key_set_difference(hs, {**obs, "host_free_kv": 4})
+    assert what == "key set of the observation" and "host_free_indexer" in theirs
 
 
-@pytest.mark.xfail(strict=True, reason="glm_kv finding (issue 19, radix key sets both ways): SGLang's "
-                   "DSAIndexerPoolHost keeps a free count of its own that differs from the KV host pool's "
-                   "(8,448 vs 7,680 after one prefill); glm_kv.tensors models the indexer host pool as a "
-                   "sidecar with no free count, so the differential cannot compare it")
 def test_glm_kv_observes_the_indexer_host_free_count(sglang_ready, reduced_config, one_thread):
+    """Issue 19 finding, fixed: SGLang's DSAIndexerPoolHost keeps a free list of its own (HostKVCache
+    .clear) that nothing allocates from (its indices come from KV), so after a prefill its free count
+    (8,448) differs from the KV host pool's (7,680). glm_kv observes the same count."""
     from test_radix_differential import HICACHE_RATIO, GlmKvSide, _apply, _driver, generate_ops
 
     side = _driver(reduced_config, hicache=True, hicache_ratio=HICACHE_RATIO)
+    handles = {"sglang": ([], []), "glm_kv": ([], [])}
     try:
         ours = GlmKvSide(reduced_config, hicache=True)
-        op = generate_ops(20251134, 3000, hicache=True)[6]
-        for s in (side, ours):
-            _apply(s, op, [], [])
-            s.tick()
-        theirs = side.observe()["host_free_indexer"]
-        mine = ours.observe().get("host_free_indexer")
-        assert mine == theirs, (mine, theirs)
+        moved = 0
+        for op in generate_ops(20251134, 3000, hicache=True)[:40]:
+            for name, s in (("sglang", side), ("glm_kv", ours)):
+                _apply(s, op, *handles[name])
+                s.tick()
+            theirs, mine = side.observe(), ours.observe()
+            assert mine.get("host_free_indexer") == theirs["host_free_indexer"], (op, mine, theirs)
+            moved += theirs["host_free_kv"] != theirs["host_free_indexer"]
+        assert moved, "no op moved the KV host free count away from the indexer's: the case tests nothing"
     finally:
-        side.drain([])
+        side.drain(handles["sglang"][1])
         side.d.close()

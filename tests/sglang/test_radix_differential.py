@@ -191,6 +191,8 @@ class GlmKvSide:
                 stack.append((child, end, path))
         nodes.sort(key=lambda n: (n["span"], n["path_hash"]))
         host = ({"host_free_kv": self.host.kv.allocator.available_size(),
+                 **({"host_free_indexer": self.host.indexer.allocator.available_size()}
+                    if self.host.indexer is not None else {}),
                  "host_free_mamba": self.host.mamba.allocator.available_size()} if self.host else {})
         return {"nodes": nodes, **host,
                 "free_tokens": self.pools.token_to_kv_pool_allocator.available_size(),
@@ -365,13 +367,10 @@ DRIVER_ONLY_COUNTERS = {
 }
 
 
-# Observation keys only SGLang's side has, each with why. glm_kv lacks a counterpart: reported as a
-# finding (test_corruption.py::test_glm_kv_observes_the_indexer_host_free_count, xfail strict).
-SGLANG_ONLY_OBSERVED = {
-    "host_free_indexer": "SGLang's DSAIndexerPoolHost keeps its own free count, which differs from "
-                         "host_free_kv (8,448 vs 7,680 after one prefill, seed 20251134); glm_kv's indexer "
-                         "host pool is a sidecar of the KV host pool with no free count of its own",
-}
+# Observation keys only SGLang's side has, each with why glm_kv lacks a counterpart. Empty: the
+# DSA indexer host pool's own free count (host_free_indexer, issue 19) is observed on both sides since
+# glm_kv.tensors' DSAIndexerPoolHost keeps SGLang's never-allocated free list.
+SGLANG_ONLY_OBSERVED: dict[str, str] = {}
 
 
 def key_set_difference(sglang_obs: dict, ours_obs: dict):

@@ -50,6 +50,22 @@ def test_entries_per_layout_match_the_plan(profile, entries, classes, reduced_co
         assert host.entry_map[PoolName.INDEXER].indices_from_pool is PoolName.KV  # a sidecar of KV
 
 
+def test_indexer_host_free_list_is_its_own_and_never_allocated_from(reduced_config):
+    """SGLang 0.5.23 pool_host/base.py HostKVCache.clear gives DSAIndexerPoolHost a free list of
+    ``size`` slots; its decl takes indices from KV (dsa.py make_dsa_indexer_pool_decl) and
+    group.py resolve_host_transfers / release_transfers skip such pools, so its free count stays at
+    ``size`` while KV's moves (measured there: 8,448 vs 7,680 after one prefill; issue 19)."""
+    _, _, host = _setup("h200-0.5.23", reduced_config)
+    idx, kv = host.indexer, host.kv
+    assert idx.size == kv.size and idx.allocator is not kv.allocator
+    got = host.alloc_kv(kv.page_size)
+    assert kv.allocator.available_size() == kv.size - kv.page_size
+    assert idx.allocator.available_size() == idx.size
+    assert host.free_counts()["host_indexer_slots"] == idx.size
+    host.free_kv(got)
+    assert idx.allocator.available_size() == idx.size == kv.allocator.available_size()
+
+
 @pytest.mark.parametrize("profile,row_bytes", [
     ("article", 512),             # article #28: row 512 even when the device row is 528
     ("article-bf16", 1024),       # article #2: 512 x 2 B (512 elements, as article #28)

@@ -242,10 +242,11 @@ def _pool_sizes_array(rest_gib, *, slot, slots_per_request, cell_size, page_size
             "binding": binding, "source": source, "error": err}
 
 
-def capacity_ledger(p, *, rest_gib: float, available_bytes: int, available_source: str, attn_dp: int,
-                    slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
-                    requests_per_worker: int | None, context_len: int) -> CapacityLedger:
-    """The kernel at one point; ``rest_gib`` is SGLang's float rest (available_bytes / GiB when given)."""
+def pool_point(p, *, rest_gib: float, slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
+               attn_dp: int, requests_per_worker: int | None, context_len: int) -> dict[str, int]:
+    """``pool_sizes`` at one point with the profile's limits, as ints; SGLang's refusal raised.
+
+    Shared by GLM-5.3-Flash's capacity ledger and the other models' (``model_plan``)."""
     nan = float("nan")
     out = pool_sizes(
         rest_gib, slot=slot, slots_per_request=ratio, cell_size=cell_size, page_size=page_size,
@@ -257,6 +258,16 @@ def capacity_ledger(p, *, rest_gib: float, available_bytes: int, available_sourc
     v = {k: int(x) for k, x in out.items()}
     if v["error"]:
         raise refusal(v["error"])
+    return v
+
+
+def capacity_ledger(p, *, rest_gib: float, available_bytes: int, available_source: str, attn_dp: int,
+                    slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
+                    requests_per_worker: int | None, context_len: int) -> CapacityLedger:
+    """The kernel at one point; ``rest_gib`` is SGLang's float rest (available_bytes / GiB when given)."""
+    v = pool_point(p, rest_gib=rest_gib, slot=slot, ratio=ratio, cell_size=cell_size, page_size=page_size,
+                   draft_tokens=draft_tokens, attn_dp=attn_dp, requests_per_worker=requests_per_worker,
+                   context_len=context_len)
     K, n, binding = v["max_mamba_cache_size"], v["max_running_requests"], BINDING_LABELS[v["binding"]]
     message = None
     if binding == "mamba":

@@ -22,7 +22,7 @@ from ..inputs.hf_config import HfConfig, load_hf_config
 from ..inputs.resolve import resolve_dsa_backends, resolve_kv_dtype
 from ..inputs.rules import RULES, SglangRules, rules_for
 from ..units import GiB, index_page_count
-from .capacity import AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, BINDING_LABELS, pool_sizes, refusal
+from .capacity import AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, BINDING_LABELS, pool_point, refusal
 from .host import host_size
 from .model_layers import CacheArgs, ModelLayers, build_layers, is_dsa
 from .request import slots_per_request
@@ -189,18 +189,9 @@ def _capacity(p, tok: ModelTokenLedger, req: ModelRequestLedger, attn_dp: int, p
         return None
     avail = p.available_bytes
     if req.state_slot_bytes:   # hybrid: SGLang 0.5.23's mamba-first order (capacity.pool_sizes)
-        nan = float("nan")
-        out = pool_sizes(
-            avail / GiB, slot=req.state_slot_bytes, slots_per_request=req.slots_per_request,
-            cell_size=tok.cell_size_bytes, page_size=tok.page_size, draft_tokens=0, attn_dp=attn_dp,
-            mamba_full_memory_ratio=p.mamba_full_memory_ratio,
-            max_mamba_cache_size=nan if p.max_mamba_cache_size is None else float(p.max_mamba_cache_size),
-            max_total_tokens=nan if p.max_total_tokens is None else float(p.max_total_tokens),
-            radix_off=bool(p.disable_radix_cache), requests_per_worker=per_worker or 1,
-            has_requests=per_worker is not None, context_length=context, scalar=True)
-        v = {k: int(x) for k, x in out.items()}
-        if v["error"]:
-            raise refusal(v["error"])
+        v = pool_point(p, rest_gib=avail / GiB, slot=req.state_slot_bytes, ratio=req.slots_per_request,
+                       cell_size=tok.cell_size_bytes, page_size=tok.page_size, draft_tokens=0, attn_dp=attn_dp,
+                       requests_per_worker=per_worker, context_len=context)
         K = v["max_mamba_cache_size"]
         return ModelCapacityLedger(
             available_bytes=avail, max_mamba_cache_size=K, mamba_pool_bytes=(K + 1) * req.state_slot_bytes,

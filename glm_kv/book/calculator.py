@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import itertools
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,15 +125,56 @@ def _b36(i: int, width: int) -> str:
 def build_data() -> dict:
     """Every categorical combination's constants, deduplicated per group and indexed in base 36.
 
-    The data does not depend on the book's profile (it starts from ``BASE_PROFILE``), and resolving
-    every combination costs seconds, so a kernel that builds several profiles' books computes it
-    once (``_build_data_once``); each caller gets its own copy.
+    The data does not depend on the book's profile (it starts from ``BASE_PROFILE``) and resolving
+    all 24,024 combinations costs about 10 CPU s, so a kernel that builds several profiles' books
+    computes it once (``_build_data_once``), and where ``GLM_KV_CACHE_DIR`` names a folder (``glm-kv
+    book`` sets it to the book's ``_build/.cache``) the result is kept there under the digest of
+    glm_kv's own files: any change to the package's code or data is a new digest, so a kept result is
+    what ``compute_data`` returns for exactly this code. Each caller gets its own copy.
     """
     return copy.deepcopy(_build_data_once())
 
 
+CACHE_ENV = "GLM_KV_CACHE_DIR"
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def package_digest(package: Path = _PACKAGE) -> str:
+    """sha256 over every file of the glm_kv package (relative path and bytes; caches left out)."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(package)).encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cache_path(folder: str | Path) -> Path:
+    return Path(folder) / f"calculator-{package_digest()[:32]}.json"
+
+
 @functools.lru_cache(maxsize=1)
 def _build_data_once() -> dict:
+    folder = os.environ.get(CACHE_ENV)
+    if not folder:
+        return compute_data()
+    path = cache_path(folder)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    data = compute_data()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only cache folder: computed again next time
+    return data
+
+
+def compute_data() -> dict:
+    """``build_data``'s content, computed (every combination resolved now)."""
     gpus = tuple(GPU_NAMES)
     axes = {"gpu": list(gpus), "layout": [list(x) for x in LAYOUTS], "kv_cache_dtype": list(KV_DTYPES),
             "mamba_ssm_dtype": list(SSM_DTYPES), "mamba_scheduler_strategy": list(STRATEGIES),

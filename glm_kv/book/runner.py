@@ -209,6 +209,9 @@ def _kernel_env(root: Path) -> None:
     if pkg_root not in parts:
         os.environ["PYTHONPATH"] = os.pathsep.join([pkg_root, *parts])
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    # profile-independent results kept between runs, keyed by glm_kv's own digest (calculator.build_data)
+    from .calculator import CACHE_ENV
+    os.environ.setdefault(CACHE_ENV, str(root / "_build" / ".cache"))
 
 
 SETUP_TAG = "glm-kv-kernel-setup"
@@ -365,8 +368,11 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
     Raises BookError on the first failure (in profile, then notebook order), naming profile,
     notebook and cell; results already in place stay as they were.
     """
+    from .import_guard import skip
     from .parallel import (ProfileJob, SphinxBuilder, bundle_cache_dir, load_seconds, longest_first,
                            run_jobs, save_seconds)
+
+    skip()  # before papermill imports jsonschema (import_guard says why)
 
     root = find_root(root)
     out_dir = Path(out_dir).resolve()

@@ -121,6 +121,8 @@ def serve(cache: str | None) -> int:
     """Read requests until EOF; fork one child per request; answer each when its child exits."""
     proto = os.fdopen(os.dup(1), "w", buffering=1)  # answers; fd 1 itself goes to stderr
     os.dup2(2, 1)
+    from .import_guard import skip
+    skip()  # before jsonschema's first import (import_guard says why)
     for mod in PRELOAD:
         try:
             importlib.import_module(mod)

@@ -283,7 +283,7 @@ def _check_field(spec: Field, value: Any) -> Any:
             raise _FieldRule("string_too_short", f"String should have at least {spec.min_length} character{s}", value)
         if spec.max_length is not None and len(value) > spec.max_length:
             raise _FieldRule("string_too_long", f"String should have at most {spec.max_length} characters", value)
-        if spec.printable and any(not c.isprintable() for c in value):
+        if spec.printable and not value.isprintable():  # str.isprintable: every character is
             raise _FieldRule("value_error", "must be printable text on one line (no control characters)", value)
         return value
     else:  # choice

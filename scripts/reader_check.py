@@ -235,7 +235,8 @@ def calculator_overrides(s: dict) -> dict:
          "mamba_scheduler_strategy": s["mamba_scheduler_strategy"], "context_length": s["context_length"],
          "max_running_requests": s["max_running_requests"]}
     if alg is not None:
-        o.update(speculative_algorithm=alg, speculative_num_steps=draft - 1, speculative_num_draft_tokens=draft)
+        o.update(speculative_algorithm=alg, speculative_num_steps=draft - 1, speculative_eagle_topk=1,
+                 speculative_num_draft_tokens=draft)
     if s["mem_fraction_static"] is not None:
         o["mem_fraction_static"] = s["mem_fraction_static"]
     if s["hicache_ratio"] is not None:

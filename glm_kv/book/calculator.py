@@ -67,10 +67,13 @@ def layout_overrides(layout: tuple[int, int, bool]) -> dict:
 
 def combo_overrides(gpu: str, layout, kv: str, ssm: str, strategy: str, spec) -> dict:
     """Profile overrides of one categorical combination (on top of BASE_OVERRIDES)."""
-    alg, draft = spec   # topk 1: draft tokens = steps + 1 (SGLang asserts steps is given with them)
+    # topk 1: draft tokens = steps + 1 (SGLang asserts steps is given with them, and with steps it
+    # needs topk given too: it fills topk only when steps is unset)
+    alg, draft = spec
     return {**BASE_OVERRIDES, "gpu": gpu, **layout_overrides(layout), "kv_cache_dtype": kv,
             "mamba_ssm_dtype": ssm, "mamba_scheduler_strategy": strategy, "speculative_algorithm": alg,
-            "speculative_num_steps": None if draft is None else draft - 1, "speculative_num_draft_tokens": draft}
+            "speculative_num_steps": None if draft is None else draft - 1,
+            "speculative_eagle_topk": None if draft is None else 1, "speculative_num_draft_tokens": draft}
 
 
 def _refusal(overrides: dict) -> tuple:

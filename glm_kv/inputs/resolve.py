@@ -263,6 +263,14 @@ def validate_combination(p: Profile, model: ModelConfig) -> None:
                            else "speculative_eagle_topk",
                            "needs speculative_num_steps: without it SGLang 0.5.23 picks steps, topk and "
                            "draft tokens itself and asserts that none of them was given")
+    if (p.speculative_num_steps is not None and p.speculative_eagle_topk is None
+            and rules_for(p).eagle_steps_need_topk):
+        # EAGLE/NEXTN here (the draft-model algorithms returned above; they fill topk themselves)
+        raise ProfileError("speculative_eagle_topk",
+                           "is needed with speculative_num_steps: SGLang 0.5.23 fills topk only when steps is "
+                           "unset and otherwise fails at start-up on \"'>' not supported between instances of "
+                           "'NoneType' and 'int'\" (_handle_eagle_family); give --speculative-eagle-topk 1 "
+                           "(or leave steps, topk and draft tokens all out)")
 
 
 def validate_dflash(p: Profile) -> None:

@@ -35,6 +35,11 @@ class SglangRules:
     strict_launch_flags: bool = True
     # the start-up refusals this version gives (mamba strategy vs page size, hicache_mem_layout)
     startup_refusals: bool = True
+    # EAGLE/NEXTN with --speculative-num-steps and no --speculative-eagle-topk: 0.5.23's
+    # _handle_eagle_family (arg_groups/speculative_hook.py) fills topk only when steps is unset,
+    # then compares it (`speculative_eagle_topk > 1`, the page-tree check) and the server dies on a
+    # TypeError (None > int); the article's layout takes topk as 1
+    eagle_steps_need_topk: bool = True
     # HiCache: the host pool group has a DSAIndexerPoolHost entry, the host KV row is the device
     # row (override_kv_cache_dim) and the MTP draft layers are packed into the host pools;
     # the article: KV + MAMBA only, 512-wide host rows, no draft layers on the host
@@ -121,6 +126,7 @@ ARTICLE = SglangRules(
     indexer_pooled_rows=False,
     strict_launch_flags=False,
     startup_refusals=False,
+    eagle_steps_need_topk=False,
     host_indexer_pool=False,
     host_row_is_device_row=False,
     host_packs_draft=False,

@@ -10,7 +10,9 @@ size, kv dtype, DSA backends, mamba strategy) come from ``glm_kv.inputs.rules``.
 
 Modelled flags only: a profile field that would change these pools but is not modelled for
 these models (speculative decoding, context parallel, the article layout, ``hicache_size``)
-is refused by name.
+is refused by name. The CUDA-graph switches (the three disables, the per-phase backends) are taken:
+they move only the default fraction and the profiled rest, i.e. ``available_bytes``, given here
+(tests/sglang/test_models.py: SGLang's pools do not move with them).
 """
 from __future__ import annotations
 

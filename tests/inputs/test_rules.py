@@ -96,9 +96,23 @@ def test_rules_for_a_profile_and_a_name():
 def test_the_two_versions_differ_where_the_article_says_they_do():
     """The article (upstream f4de6abee6): 64-token pages, unpooled 132 B indexer rows, a host group
     of KV + MAMBA only with 512-wide rows, no start-up refusals for this model; 0.5.23 the opposite."""
-    facts = ("page_times_kpool", "indexer_pooled_rows", "strict_launch_flags", "startup_refusals",
+    facts = ("page_times_kpool", "indexer_pooled_rows", "strict_launch_flags", "startup_refusals", "eagle_steps_need_topk",
              "host_indexer_pool", "host_row_is_device_row", "host_packs_draft", "split_hicache_size",
              "auto_hicache_ratio", "other_models")
     assert all(getattr(SGLANG_0_5_23, f) for f in facts)
     assert not any(getattr(ARTICLE, f) for f in facts)
     assert ARTICLE.capacity_note and SGLANG_0_5_23.capacity_note is None
+
+
+@pytest.mark.parametrize("algo", ["EAGLE", "NEXTN"])
+def test_steps_without_topk_is_a_0523_refusal_only(algo):
+    """0.5.23 dies at start-up on EAGLE/NEXTN steps without topk (tests/sglang/test_flags_refusals.py shows it
+    through SGLang's own resolution); the article layout takes topk as 1. topk 1 plans on both."""
+    from glm_kv import compute_plan, load_profile
+
+    spec = {"speculative_algorithm": algo, "speculative_num_steps": 3}
+    with pytest.raises(ProfileError) as e:
+        compute_plan(load_profile("h200-0.5.23", spec))
+    assert e.value.field == "speculative_eagle_topk" and "SGLang 0.5.23" in e.value.rule
+    assert compute_plan(load_profile("h200-0.5.23", {**spec, "speculative_eagle_topk": 1})).draft_tokens == 4
+    assert compute_plan(load_profile("article", spec)).draft_tokens == 4

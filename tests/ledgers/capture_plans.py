@@ -35,5 +35,5 @@ def capture() -> dict:
 if __name__ == "__main__":
     new = capture()
     changed = sorted(k for k in new if BEFORE.get(k) != new[k])
-    OUT.write_text(json.dumps(new, indent=1) + "\n")
+    OUT.write_text(json.dumps(new, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{len(changed)} of {len(new)} entries changed" + (":\n  " + "\n  ".join(changed) if changed else ""))

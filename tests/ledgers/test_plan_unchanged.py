@@ -51,6 +51,7 @@ VARIANTS = {
     "mtt": {"available_bytes": 60_000_000_000, "max_total_tokens": 100000},
     "radix-off": {"available_bytes": 60_000_000_000, "disable_radix_cache": True},
     "mtp": {"available_bytes": 60_000_000_000, "speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
+            "speculative_eagle_topk": 1,
             "max_running_requests": None},
     "tp4": {"tp_size": 4, "weights_bytes": 80_000_000_000},
     "tiny": {"available_bytes": 2_000_000_000},

@@ -30,7 +30,8 @@ STEMS = {"kimi-k3": "moonshotai--Kimi-K3", "qwen3.5-35b-a3b": "Qwen--Qwen3.5-35B
 _PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "dsa_prefill_backend", "dsa_decode_backend", "page_size",
          "mamba_ssm_dtype", "disable_radix_cache", "disable_overlap_schedule", "max_running_requests",
          "max_total_tokens", "max_mamba_cache_size", "mamba_full_memory_ratio", "context_length",
-         "disable_cuda_graph", "disable_decode_cuda_graph", "disable_prefill_cuda_graph")
+         "disable_cuda_graph", "disable_decode_cuda_graph", "disable_prefill_cuda_graph",
+         "cuda_graph_backend_decode", "cuda_graph_backend_prefill")
 
 
 def model_dir(name: str) -> str:

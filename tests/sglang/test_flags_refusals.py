@@ -139,3 +139,76 @@ def test_replayssm_spec_validators(sglang_ready, over, field):
             compute_plan(make_profile({**prof, **over, "pre_model_load_bytes": pre, "weights_bytes": w}))
         assert ours.value.field == field
         assert theirs.split(" Got")[0] in ours.value.rule, (pid, theirs, ours.value.rule)
+
+
+# EAGLE / NEXTN with --speculative-num-steps and no --speculative-eagle-topk: SGLang 0.5.23's
+# _handle_eagle_family fills topk only when steps is unset, then compares it (`topk > 1`) and dies on a
+# TypeError. glm-kv refuses it naming speculative_eagle_topk (rules.eagle_steps_need_topk); topk 1 starts.
+STEPS_NO_TOPK = [
+    {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3},
+    {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3},
+    {"speculative_algorithm": "EAGLE", "speculative_num_steps": 2, "speculative_num_draft_tokens": 3},
+]
+
+
+def steps_without_topk_disagreements() -> list:
+    """Every (profile, overrides) where SGLang and glm-kv do not both refuse steps without topk (glm-kv
+    naming speculative_eagle_topk and quoting SGLang's message), or do not both accept it with topk 1."""
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.ledgers.plan import compute_plan
+
+    out = []
+    for pid, prof, pre, w in PROFILES:
+        for over in STEPS_NO_TOPK:
+            for topk in (None, 1):
+                extra = over if topk is None else {**over, "speculative_eagle_topk": topk}
+                theirs = sglang_error({}, {**prof, **extra}, pre, w)
+                try:
+                    compute_plan(make_profile({**prof, **extra, "pre_model_load_bytes": pre, "weights_bytes": w}))
+                    ours = None
+                except ProfileError as e:
+                    ours = e
+                if topk is None:
+                    ok = (theirs is not None and ours is not None and ours.field == "speculative_eagle_topk"
+                          and theirs in ours.rule)
+                else:
+                    ok = theirs is None and ours is None
+                if not ok:
+                    out.append((pid, extra, theirs, ours and str(ours)))
+    return out
+
+
+def test_eagle_steps_without_topk_is_refused_as_sglang_refuses_it(sglang_ready):
+    assert steps_without_topk_disagreements() == []
+
+
+def test_eagle_steps_without_topk_exits_2_on_the_cli(sglang_ready, capsys):
+    from glm_kv import cli
+
+    for fragment in ("--speculative-algorithm EAGLE --speculative-num-steps 3",
+                     "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-num-draft-tokens 4"):
+        try:
+            code = cli.main(["plan", "--json", "--sglang-args", CMD + fragment])
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        assert code == 2, (fragment, code, out, err)
+        assert "speculative_eagle_topk" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert out.strip() == "", out
+        code = cli.main(["plan", "--json", "--sglang-args", CMD + fragment + " --speculative-eagle-topk 1"])
+        out, err = capsys.readouterr()
+        assert code in (0, None) and out.strip().startswith("{"), (fragment, code, err)
+
+
+def test_a_planted_missing_topk_refusal_is_caught(sglang_ready, monkeypatch):
+    """With the 0.5.23 rule switched off (glm-kv takes topk as 1, as before), SGLang still refuses: the
+    comparison reports every steps-without-topk launch and nothing else."""
+    import dataclasses
+
+    from glm_kv.inputs import rules
+
+    monkeypatch.setitem(rules.RULES, "0.5.23", dataclasses.replace(rules.SGLANG_0_5_23, eagle_steps_need_topk=False))
+    found = steps_without_topk_disagreements()
+    assert len(found) == len(PROFILES) * len(STEPS_NO_TOPK), found
+    assert all("speculative_eagle_topk" not in extra and theirs and ours is None
+               for _, extra, theirs, ours in found), found

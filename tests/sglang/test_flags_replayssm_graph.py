@@ -182,7 +182,8 @@ def test_mambapool_refusals_are_refused_the_same_way(sglang_ready, length, draft
     assert message in str(theirs.value)
     with pytest.raises(ProfileError) as ours:
         compute_plan(make_profile({"gpu": "H200", "tp_size": 8, "speculative_algorithm": "EAGLE",
-                                   "speculative_num_steps": draft - 1, "enable_linear_replayssm_spec": True,
+                                   "speculative_num_steps": draft - 1, "speculative_eagle_topk": 1,
+                                   "enable_linear_replayssm_spec": True,
                                    "linear_replayssm_cache_len": length, "available_bytes": 60 * GiB}))
     assert ours.value.field == "linear_replayssm_cache_len"
     assert str(theirs.value).split("(")[0].strip() in ours.value.rule, (str(theirs.value), ours.value.rule)

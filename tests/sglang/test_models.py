@@ -106,20 +106,55 @@ def test_model_pools_agree_with_sglang(sglang_answers, name, launch):
     assert compare(ours(name, launch), theirs) == []
 
 
-GRAPH_FLAGS = ("disable_cuda_graph", "disable_decode_cuda_graph", "disable_prefill_cuda_graph")
+# (flag, value): the three disable switches and the per-phase graph backends (every value SGLang takes)
+GRAPH_FLAGS = [("disable_cuda_graph", True), ("disable_decode_cuda_graph", True), ("disable_prefill_cuda_graph", True)] \
+    + [(f"cuda_graph_backend_{phase}", v) for phase in ("decode", "prefill") for v in ("full", "breakable", "disabled")]
 
 
-@pytest.mark.parametrize("flag", GRAPH_FLAGS)
-@pytest.mark.parametrize("name", MODELS[:-1])
-def test_cuda_graph_flags_move_no_pool_for_other_models(sglang_answers, name, flag):
-    """The CUDA-graph switches are not refused for the other models: SGLang's own classes give the
-    same pools with and without them (they move only the default mem_fraction_static and the
-    profiled rest, i.e. available_bytes, which these models take as given), and glm-kv agrees."""
+def graph_flag_problems(cache, name: str, flag: str, value) -> tuple[list, list]:
+    """(SGLang with the flag vs SGLang without it, glm-kv with it vs SGLang with it), key by key."""
     launch = {"gpu": "H200", "available_bytes": 60 * GiB}
-    flagged = {**launch, flag: True}
-    theirs = {k: v for k, v in _sglang(sglang_answers, name, flagged).items() if k != "host"}
-    assert compare(theirs, {k: v for k, v in _sglang(sglang_answers, name, launch).items() if k != "host"}) == []
-    assert compare(ours(name, flagged), theirs) == []
+    flagged = {**launch, flag: value}
+    theirs = {k: v for k, v in _sglang(cache, name, flagged).items() if k != "host"}
+    moved = compare(theirs, {k: v for k, v in _sglang(cache, name, launch).items() if k != "host"})
+    return moved, compare(ours(name, flagged), theirs)
+
+
+@pytest.mark.parametrize("flag, value", GRAPH_FLAGS, ids=[f"{f}={v}" for f, v in GRAPH_FLAGS])
+@pytest.mark.parametrize("name", MODELS[:-1])
+def test_cuda_graph_flags_move_no_pool_for_other_models(sglang_answers, name, flag, value):
+    """The CUDA-graph switches and per-phase backends are not refused for the other models: SGLang's own
+    classes give the same pools with and without them (they move only the default mem_fraction_static and
+    the profiled rest, i.e. available_bytes, which these models take as given), and glm-kv agrees."""
+    assert graph_flag_problems(sglang_answers, name, flag, value) == ([], [])
+
+
+@pytest.mark.parametrize("flag", ["cuda_graph_backend_decode", "cuda_graph_backend_prefill"])
+def test_graph_backends_reach_sglang(sglang_ready, flag):
+    """The oracle hands the backends to ServerArgs (not dropped on the way): a value outside its choices
+    is refused there, so the equal pools above come from SGLang having read the flag."""
+    ans = sglang_model_plan("deepseek-v3.2", {"gpu": "H200", "available_bytes": 60 * GiB, flag: "eager"})
+    assert "errors" in ans and "eager" in ans["errors"]["message"], ans
+
+
+def test_a_planted_graph_reservation_is_caught(sglang_answers, monkeypatch):
+    """Planted error: glm-kv takes a 1 GiB decode-graph reservation out of available_bytes when a decode
+    backend is given (SGLang does not: available_bytes is the rest after it). The inert check fails, naming
+    the pool sizes, for a hybrid and an attention-only model."""
+    import glm_kv.ledgers.model_plan as mp
+
+    real = mp._capacity
+
+    def reserving(p, *a, **k):
+        if p.cuda_graph_backend_decode in ("full", "breakable"):
+            p = p.model_copy(update={"available_bytes": p.available_bytes - GiB})
+        return real(p, *a, **k)
+
+    monkeypatch.setattr(mp, "_capacity", reserving)
+    for name, value in (("kimi-k3", "full"), ("deepseek-v3.2", "breakable")):
+        moved, problems = graph_flag_problems(sglang_answers, name, "cuda_graph_backend_decode", value)
+        assert moved == [] and any(p.startswith("max_total_num_tokens:") for p in problems), (name, problems)
+    assert graph_flag_problems(sglang_answers, "kimi-k3", "cuda_graph_backend_decode", "disabled") == ([], [])
 
 
 def ours_host(name: str, launch: dict, device_tokens: int, device_slots: int) -> dict:

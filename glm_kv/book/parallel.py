@@ -323,6 +323,10 @@ def run_jobs(jobs: Sequence[ProfileJob], *, workers: int, html: bool, strict: bo
         finally:
             if km is not None:
                 try:
+                    km.close_client()
+                except Exception:  # noqa: BLE001 - its sockets go with the context below
+                    pass
+                try:
                     if run_sync(km.is_alive)():
                         run_sync(km.shutdown_kernel)(now=True)
                 except Exception:  # noqa: BLE001 - the kernel may already be gone

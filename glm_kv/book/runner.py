@@ -263,20 +263,11 @@ def execute_notebook(nb: Path, parameters: dict, *, kernel_name: str = KERNEL_NA
         source.cells = [_setup_cell(nb.parent.resolve()), *source.cells]
     kwargs = dict(parameters=params or None, kernel_name=kernel_name, progress_bar=False,
                   log_output=False, request_save_on_cell_execute=False, execution_timeout=timeout)
-    clients: list = []
     if km is not None:
-        kwargs["km"] = km
         # papermill's client does not own a kernel manager it is given, so it never stops the
-        # channels of the kernel client it makes from it: their ZMQ sockets (shell, control, stdin,
-        # iopub) would stay open, one set per notebook. Keep the clients and stop them below.
-        make_client = km.client
-
-        def client(**kw):
-            kc = make_client(**kw)
-            clients.append(kc)
-            return kc
-
-        km.client = client
+        # channels of the kernel client it makes from it: the manager (kernels.quiet_kernel_manager)
+        # hands every notebook the same client, whose owner closes it with the kernel.
+        kwargs["km"] = km
     else:
         kwargs.update(cwd=str(nb.parent), kernel_manager_class=_quiet_kernel_manager())
     try:
@@ -292,9 +283,6 @@ def execute_notebook(nb: Path, parameters: dict, *, kernel_name: str = KERNEL_NA
                         f"{type(e).__name__}: {e}") from None
     finally:
         if km is not None:
-            del km.client  # back to the class's method
-            for kc in clients:
-                kc.stop_channels()
             _strip_setup_cell(nb)
 
 

@@ -166,6 +166,13 @@ def _build_data_once() -> dict:
     except (OSError, ValueError):
         pass
     data = compute_data()
+    keep(folder, data)
+    return data
+
+
+def keep(folder: str | Path, data: dict) -> None:
+    """Write ``data`` (this code's ``compute_data()``) where ``build_data`` reads it back."""
+    path = cache_path(folder)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}")
@@ -173,7 +180,6 @@ def _build_data_once() -> dict:
         tmp.replace(path)
     except OSError:
         pass  # a read-only cache folder: computed again next time
-    return data
 
 
 def compute_data() -> dict:

@@ -72,16 +72,22 @@ def test_launch_refusals_quote_sglang(sglang_ready, fragment, kwargs):
         assert head in ours.value.rule, (pid, fragment, head, ours.value.rule)
 
 
-def test_launch_refusals_exit_2_on_the_cli(sglang_ready, capsys):
-    """``glm-kv plan --sglang-args``: exit 2, one line naming the flag, no traceback, no plan printed."""
+def _plan_cli(capsys, fragment: str) -> tuple:
+    """``glm-kv plan --json --sglang-args CMD+fragment``: (exit code, stdout, stderr)."""
     from glm_kv import cli
 
+    try:
+        code = cli.main(["plan", "--json", "--sglang-args", CMD + fragment])
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_launch_refusals_exit_2_on_the_cli(sglang_ready, capsys):
+    """``glm-kv plan --sglang-args``: exit 2, one line naming the flag, no traceback, no plan printed."""
     for fragment, _ in LAUNCH_REFUSALS:
-        try:
-            code = cli.main(["plan", "--json", "--sglang-args", CMD + fragment])
-        except SystemExit as e:
-            code = e.code
-        out, err = capsys.readouterr()
+        code, out, err = _plan_cli(capsys, fragment)
         assert code == 2, (fragment, code, out, err)
         assert fragment.split()[0] in err and "Traceback" not in err, err
         assert out.strip() == "", out
@@ -183,20 +189,13 @@ def test_eagle_steps_without_topk_is_refused_as_sglang_refuses_it(sglang_ready):
 
 
 def test_eagle_steps_without_topk_exits_2_on_the_cli(sglang_ready, capsys):
-    from glm_kv import cli
-
     for fragment in ("--speculative-algorithm EAGLE --speculative-num-steps 3",
                      "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-num-draft-tokens 4"):
-        try:
-            code = cli.main(["plan", "--json", "--sglang-args", CMD + fragment])
-        except SystemExit as e:
-            code = e.code
-        out, err = capsys.readouterr()
+        code, out, err = _plan_cli(capsys, fragment)
         assert code == 2, (fragment, code, out, err)
         assert "speculative_eagle_topk" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         assert out.strip() == "", out
-        code = cli.main(["plan", "--json", "--sglang-args", CMD + fragment + " --speculative-eagle-topk 1"])
-        out, err = capsys.readouterr()
+        code, out, err = _plan_cli(capsys, fragment + " --speculative-eagle-topk 1")
         assert code in (0, None) and out.strip().startswith("{"), (fragment, code, err)
 
 

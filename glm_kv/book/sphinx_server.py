@@ -29,7 +29,14 @@ PRELOAD = ("jupyter_book.cli.main", "jupyter_book.sphinx", "jupyter_book.config"
            "sphinx.builders.html", "myst_nb", "myst_parser", "sphinx_book_theme", "pydata_sphinx_theme",
            "sphinx_togglebutton", "sphinx_copybutton", "sphinx_thebe", "sphinx_comments",
            "sphinx_external_toc", "sphinx_multitoc_numbering", "sphinx_design", "sphinx_jupyterbook_latex",
-           "glm_kv.book.charts", "glm_kv.book.sources")
+           "glm_kv.book.charts", "glm_kv.book.sources",
+           # what a build's Sphinx(...) imports on top (about 660 modules, 1.5-2 s per book when each
+           # forked child imported them itself): myst-nb's Sphinx side and its jupyter-cache /
+           # SQLAlchemy, the charts' altair and vl-convert, nbclient and IPython, the lexers and
+           # Babel that the write phase loads, and Sphinx's built-in extensions (added in serve)
+           "myst_nb.sphinx_ext", "myst_nb.sphinx_", "jupyter_cache.cache.db", "altair", "vl_convert",
+           "nbclient", "IPython", "ipython_pygments_lexers", "babel.numbers", "linkify_it",
+           "mdit_py_plugins", "fastjsonschema", "alabaster")
 STATIC = "glm_kv_static"  # charts.setup: Path(app.doctreedir).parent / "glm_kv_static"
 
 
@@ -123,7 +130,9 @@ def serve(cache: str | None) -> int:
     os.dup2(2, 1)
     from .import_guard import skip
     skip()  # before jsonschema's first import (import_guard says why)
-    for mod in PRELOAD:
+    from sphinx.application import builtin_extensions
+
+    for mod in (*PRELOAD, *builtin_extensions):
         try:
             importlib.import_module(mod)
         except Exception:  # noqa: BLE001 - an extension that is missing is reported by the build

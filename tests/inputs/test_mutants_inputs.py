@@ -227,3 +227,36 @@ def test_float_field_upper_bound_enforced():
     with pytest.raises(ProfileError) as e:
         load_profile("article", {"hicache_ratio": 1000.5})
     assert e.value.field == "hicache_ratio" and "less than or equal to 1000" in e.value.rule
+
+
+# --- inputs.profile: the strict YAML reader ---------------------------------------------------
+
+@pytest.mark.parametrize("value", ["0x40", "1_000", "0o17"])
+def test_explicit_int_tag_refusal_quotes_the_value(value):
+    """YAML 1.1 reads ``0x40``, ``1_000`` and ``0o17`` as integers (PyYAML's SafeLoader does); the
+    profile reader takes YAML 1.2 core decimal integers only. Written plainly these are strings,
+    but an explicit ``!!int`` tag sends them to the integer constructor, which must refuse them
+    quoting the text, in one line that names the field (exit 2 through the CLI)."""
+    from glm_kv.inputs.profile import load_yaml_text
+
+    with pytest.raises(ProfileError) as e:
+        load_yaml_text(f"max_running_requests: !!int {value}\n", "the profile")
+    assert e.value.field == "profile"
+    assert e.value.rule == f"the profile is not valid YAML at line 1 (not a decimal integer: {value!r})"
+
+
+def test_recursion_while_reading_is_refused_by_name(monkeypatch):
+    """Where libyaml is missing PyYAML composes in pure Python, one Python frame per nesting level,
+    so ``[[[[...]]]]`` a few thousand levels deep raises RecursionError before any depth check
+    (libyaml stops it itself at 1,000 levels with "exceeded maximum nesting depth"). Run that
+    composer here on such a document: the reader must answer with one line naming the field."""
+    import yaml
+
+    from glm_kv.inputs import profile
+
+    deep = "[" * 20000 + "]" * 20000
+    monkeypatch.setattr(profile.StrictLoader, "get_single_node",
+                        lambda self: yaml.compose(deep, Loader=yaml.SafeLoader))
+    with pytest.raises(ProfileError) as e:
+        profile.load_yaml_text(deep, "the profile", field="profile")
+    assert (e.value.field, e.value.rule) == ("profile", "the profile is nested too deeply")

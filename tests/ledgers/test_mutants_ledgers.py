@@ -335,3 +335,79 @@ def test_host_advice_names_the_pool_that_runs_out_first():
         {"tokens_per_request": 1000, "concurrent_requests": 8, "host_memory_bytes": 2 * 10**12})).host
     assert h.prefixes_by_mamba == h.mamba_slots and h.prefixes_by_kv < h.prefixes_by_mamba
     assert h.binding == "kv"
+
+
+def test_host_advice_mamba_binds_beside_a_large_prefix_cache():
+    """The other side of ``HostAdvice.binding``: "mamba" when the host mamba pool holds fewer
+    checkpoints than the host KV pool holds prefixes of the workload's length.
+
+    By hand: 8 requests of 1,024 tokens (a whole number of 64-token pages) beside a
+    2,000,000-token prefix cache. Whatever split advise picks, the device KV pool keeps at least
+    2,000,000 + 8 x 1,024 tokens, about 1,961 prefixes of 1,024 tokens, while the best split gives
+    the 8 requests only a few hundred state slots (147,619,840 B each). HiCache's host pools are
+    the device pools times one ratio, so the host KV holds about 1,961 prefixes per device-pool
+    size against a few hundred checkpoints: the mamba pool runs out first.
+    """
+    from glm_kv import load_profile
+    from glm_kv.inputs.workload_spec import make_workload
+    from glm_kv.ledgers.advise import advise
+
+    a = advise(load_profile("article"), make_workload(
+        {"tokens_per_request": 1024, "concurrent_requests": 8, "prefix_cache_tokens": 2_000_000,
+         "host_memory_bytes": 2 * 10**12}))
+    h = a.host
+    assert a.fits and h is not None and h.hicache_ratio is not None
+    assert a.plan.capacity.max_total_num_tokens >= 2_000_000 + 8 * 1024
+    assert a.plan.capacity.max_mamba_cache_size < 1000
+    assert h.prefixes_by_kv == h.kv_tokens // 1024 and h.prefixes_by_mamba == h.mamba_slots
+    assert h.prefixes_by_mamba < h.prefixes_by_kv
+    assert h.binding == "mamba"
+
+
+def test_radix_off_too_many_requests_walks_down_to_the_largest_count():
+    """Radix cache off: SGLang's mamba pool holds exactly --max-running-requests states, so a
+    count whose states and tokens do not fit is refused outright; advise must still answer with
+    the largest count that fits.
+
+    By hand on worked-example-0.5.23 (100 GiB = 107,374,182,400 B for the pools, scaled fp8 cell
+    6,171 B per token, fp32 state slot 147,619,840 B, one slot per request with the radix cache
+    off, plus SGLang's one padding slot): a 32,768-token request costs 147,619,840 + 32,768 x 6,171
+    = 349,831,168 B, and (107,374,182,400 - 147,619,840) / 349,831,168 = 306.5 -> 306 requests.
+    1,000 such requests need 147,619,840,000 B of states and 202,211,328,000 B of tokens: neither
+    fits alone and the tokens are the larger share, so the binding resource is "tokens".
+    """
+    from glm_kv import load_profile
+    from glm_kv.inputs.workload_spec import make_workload
+    from glm_kv.ledgers.advise import advise
+
+    a = advise(load_profile("worked-example-0.5.23", {"disable_radix_cache": True}),
+               make_workload({"concurrent_requests": 1000, "tokens_per_request": 32768}))
+    assert not a.fits and a.knob == "none"
+    assert a.flags == ("--max-running-requests 306",)
+    assert (a.largest_fitting.concurrent_requests, a.largest_fitting.binding_resource) == (306, "tokens")
+    assert a.served_per_worker == 306
+
+
+def test_pinned_candidates_stop_at_the_flag_maximum():
+    """A pinned --max-mamba-cache-size has glm-kv's bound 1 << 24 = 16,777,216 (the profile's field
+    table), global over the DP-attention workers: with 64 workers at most 262,144 slots each.
+
+    By hand: 1 PiB for the pools holds 2**50 / 147,619,840 = 7.6 M fp32 state slots per worker,
+    so the flag's bound binds, not the memory. The best pinned count is the middle of the counts
+    that serve the most requests: at ``slots_per_request`` s, per-worker counts k with
+    k // s == 262,144 // s; for s = 5 (this profile: MTP + overlap) those are 262,140..262,144,
+    middle 262,142, flag 262,142 x 64 = 16,777,088. A candidate one past the bound (262,145, which
+    serves 52,429 > 52,428) would be picked and give a flag the profile refuses.
+    """
+    from glm_kv import load_profile
+    from glm_kv.inputs.workload_spec import make_workload
+    from glm_kv.ledgers.advise import advise
+
+    p = load_profile("h200-0.5.23", {"available_bytes": 2**50, "max_mamba_cache_size": 800,
+                                     "tp_size": 64, "dp_size": 64})
+    a = advise(p, make_workload({"tokens_per_request": 4096, "concurrent_requests": 64}))
+    spr = a.plan.request.slots_per_request
+    assert a.plan.parallel.attn_dp_size == 64 and spr == 5
+    assert a.fits and a.knob == "max_mamba_cache_size"
+    assert "--max-mamba-cache-size 16777088" in a.flags
+    assert a.served_per_worker == 262_144 // spr == 52_428

@@ -260,3 +260,32 @@ def test_recursion_while_reading_is_refused_by_name(monkeypatch):
     with pytest.raises(ProfileError) as e:
         profile.load_yaml_text(deep, "the profile", field="profile")
     assert (e.value.field, e.value.rule) == ("profile", "the profile is nested too deeply")
+
+
+# --- inputs.launch: SGLang's human_readable_int --------------------------------------------
+
+@pytest.mark.parametrize("raw,expected", [
+    # the docstring's examples of SGLang 0.5.23's srt/utils/common.py human_readable_int
+    ("1k", 1000), ("1M", 1000000), ("25.6k", 25600), ("1Ki", 1024), ("1Mi", 1048576),
+    ("3G", 3 * 10**9), ("2T", 2 * 10**12), ("2Gi", 2 * 2**30), ("1Ti", 2**40), (" 8 ", 8),
+])
+def test_human_readable_int_as_sglang_reads_it(raw, expected):
+    from glm_kv.inputs.launch import human_readable_int
+
+    assert human_readable_int("--max-total-tokens", raw) == expected
+
+
+def test_human_readable_int_refuses_decimals_with_iec_and_overlong_text():
+    """SGLang refuses ``1.5Gi`` (decimals with an IEC suffix). glm-kv also refuses any value over
+    40 characters, suffixed or not, before converting it (issue 19: every input is answered
+    quickly, a huge number is refused by name): ``0...012k`` of 40 characters is 12,000, the same
+    with one more leading zero (41) is refused naming the flag."""
+    from glm_kv.inputs.launch import human_readable_int
+
+    with pytest.raises(ProfileError) as e:
+        human_readable_int("--max-total-tokens", "1.5Gi")
+    assert e.value.field == "--max-total-tokens" and "decimals are not allowed" in e.value.rule
+    assert human_readable_int("--max-total-tokens", "0" * 37 + "12k") == 12000
+    with pytest.raises(ProfileError) as e:
+        human_readable_int("--max-total-tokens", "0" * 38 + "12k")
+    assert e.value.field == "--max-total-tokens" and e.value.rule.startswith("expects an integer")

@@ -411,3 +411,21 @@ def test_pinned_candidates_stop_at_the_flag_maximum():
     assert a.fits and a.knob == "max_mamba_cache_size"
     assert "--max-mamba-cache-size 16777088" in a.flags
     assert a.served_per_worker == 262_144 // spr == 52_428
+
+
+# GPU memory (MiB), tp_size -> (chunked_prefill_size, decode CUDA-graph max_bs), copied from
+# SGLang 0.5.23's ``_handle_gpu_memory_settings`` (srt/arg_groups/memory_hook.py:90-170): T4/4080
+# (< 20 GiB) 2k and 8; A10/4090/5090 (< 35 GiB) 4k and 48 if tp < 4 else 160; A100-40GB/L40
+# (< 60 GiB) 4k and 32 if tp < 4 else 160; H100/A100-80GB (< 90 GiB) and H20/H200 (< 160 GiB) 8k
+# and 256 if tp < 4 else 512; B200/MI300 16k and 512.
+@pytest.mark.parametrize("gib,tp,expected", [
+    (16, 1, (2048, 8)), (16, 8, (2048, 8)),
+    (20, 1, (4096, 48)), (24, 3, (4096, 48)), (24, 4, (4096, 160)),
+    (35, 1, (4096, 32)), (48, 3, (4096, 32)), (48, 4, (4096, 160)), (59.9, 8, (4096, 160)),
+    (60, 1, (8192, 256)), (80, 4, (8192, 512)), (141, 2, (8192, 256)), (141, 8, (8192, 512)),
+    (159.9, 8, (8192, 512)), (160, 1, (16384, 512)), (180, 8, (16384, 512)),
+])
+def test_gpu_defaults_follow_sglang_tiers(gib, tp, expected):
+    from glm_kv.ledgers.memory import gpu_defaults
+
+    assert gpu_defaults(gib * 1024, tp) == expected

@@ -289,3 +289,84 @@ def test_human_readable_int_refuses_decimals_with_iec_and_overlong_text():
     with pytest.raises(ProfileError) as e:
         human_readable_int("--max-total-tokens", "0" * 38 + "12k")
     assert e.value.field == "--max-total-tokens" and e.value.rule.startswith("expects an integer")
+
+
+# --- inputs.draft / inputs.resolve: DSPARK ------------------------------------------------------
+
+def _dspark(tmp_path, cfg):
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    from glm_kv.inputs.draft import dspark_fields
+
+    return dspark_fields(str(tmp_path))
+
+
+def test_dspark_fields_read_as_sglang_reads_them(tmp_path):
+    """SGLang 0.5.23 ``parse_dspark_draft_config`` (speculative/dspark_components/dspark_config.py:
+    214-320): gamma is the top-level ``dspark_block_size``, else the DFLASH ``block_size``;
+    ``dspark_markov_rank`` / ``dspark_markov_head_type`` / ``dspark_noise_token_id`` win over
+    ``dspark_config``'s ``markov_rank`` / ``markov_head_type`` / ``mask_token_id``; the rank
+    defaults to 0 and the head type is lower-cased ("vanilla", "gated", "rnn")."""
+    d = _dspark(tmp_path, {**DRAFT, "dspark_block_size": 5, "dspark_markov_rank": 2,
+                           "dspark_markov_head_type": "Gated", "dspark_noise_token_id": 7})
+    assert (d.gamma, d.markov_rank, d.markov_head_type, d.mask_token_id) == (5, 2, "gated", 7)
+    d = _dspark(tmp_path, DRAFT)   # dflash_config.block_size 16, nothing DSpark-specific
+    assert (d.gamma, d.markov_rank, d.markov_head_type, d.mask_token_id) == (16, 0, None, None)
+    d = _dspark(tmp_path, {**DRAFT, "dspark_config": {"markov_rank": 1, "markov_head_type": "RNN",
+                                                      "mask_token_id": 3}})
+    assert (d.gamma, d.markov_rank, d.markov_head_type, d.mask_token_id) == (16, 1, "rnn", 3)
+
+
+@pytest.mark.parametrize("extra,rule", [
+    ({"dspark_markov_rank": -1}, "DSpark markov_rank must be an integer >= 0, got -1"),
+    ({"dspark_noise_token_id": -2}, "DSpark mask_token_id must be an integer >= 0, got -2"),
+    ({"dspark_block_size": 0}, "DSpark block_size must be an integer >= 1, got 0"),
+])
+def test_dspark_bad_values_refused_by_name(tmp_path, extra, rule):
+    """SGLang refuses a negative markov_rank ("DSpark markov_rank must be >= 0") and mask token id
+    ("DSpark mask_token_id must be non-negative"); glm-kv names the draft's config.json and the
+    key, under speculative_draft_model_path."""
+    with pytest.raises(ProfileError) as e:
+        _dspark(tmp_path, {**DRAFT, **extra})
+    assert (e.value.field, e.value.rule) == ("speculative_draft_model_path", f"{tmp_path}/config.json: {rule}")
+
+
+def test_dflash_block_size_refused_by_name(tmp_path):
+    """A DFLASH ``block_size`` that is not an integer >= 1 (SGLang's ``parse_dflash_draft_config``
+    needs a positive block) is refused naming the file and the value."""
+    with pytest.raises(ProfileError) as e:
+        _draft(tmp_path, {**DRAFT, "dflash_config": {"block_size": 0}})
+    assert (e.value.field, e.value.rule) == (
+        "speculative_draft_model_path", f"{tmp_path}/config.json: DFLASH block_size must be an integer >= 1, got 0")
+
+
+@pytest.mark.parametrize("block,tokens,expected", [
+    (1, None, 2),       # gamma 1: the smallest verify window SGLang accepts (>= 2)
+    (None, None, 8),    # "DSpark gamma is not set; defaulting to 7": 7 + 1
+    (3, 4, 4),          # given and equal to gamma + 1
+    (None, 5, 5),       # no gamma anywhere: the given count
+])
+def test_dspark_verify_window(block, tokens, expected):
+    """SGLang 0.5.23 ``_handle_dspark`` (arg_groups/speculative_hook.py:800-850): the verify
+    window is gamma + 1, and it must be >= 2."""
+    from types import SimpleNamespace
+
+    from glm_kv.inputs.resolve import dspark_draft_token_count
+
+    p = SimpleNamespace(speculative_dspark_block_size=block, speculative_num_draft_tokens=tokens)
+    assert dspark_draft_token_count(p, None) == expected
+
+
+@pytest.mark.parametrize("block,tokens,words", [
+    (None, 1, "must be >= 2 (= gamma + 1), got 1"),
+    (3, 5, "must equal gamma + 1 (= 4 for gamma=3), but got speculative_num_draft_tokens=5"),
+])
+def test_dspark_verify_window_refusals(block, tokens, words):
+    from types import SimpleNamespace
+
+    from glm_kv.inputs.resolve import dspark_draft_token_count
+
+    p = SimpleNamespace(speculative_dspark_block_size=block, speculative_num_draft_tokens=tokens)
+    with pytest.raises(ProfileError) as e:
+        dspark_draft_token_count(p, None)
+    assert e.value.field == "speculative_num_draft_tokens" and words in e.value.rule
+

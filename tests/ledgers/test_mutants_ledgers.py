@@ -429,3 +429,19 @@ def test_gpu_defaults_follow_sglang_tiers(gib, tp, expected):
     from glm_kv.ledgers.memory import gpu_defaults
 
     assert gpu_defaults(gib * 1024, tp) == expected
+
+
+# --- ledgers.request: the replay-SSM ring ------------------------------------------------------
+
+def test_replayssm_ring_bytes_by_hand():
+    """SGLang 0.5.23 ``BaseLinearStateParams.replayssm_ring_bytes_per_req`` for KDA
+    (configs/mamba_utils.py:127-157), per layer and ring step: raw v, raw k, d and k in the conv
+    dtype (bf16, 2 B), beta (fp32, one per head) and the per-K gate (fp32, K per head).
+    By hand for GLM-5.3-Flash's KDA at TP 1 (64 heads of 128, 34 linear layers), a 16-step ring:
+    64 x 16 x (128 x 2 x 4 + 4 + 128 x 4) = 1,024 x 1,540 = 1,576,960 B per layer,
+    x 34 = 53,616,640 B; at TP 2 (32 heads) half of it."""
+    from glm_kv.ledgers.request import replayssm_ring_bytes
+
+    assert replayssm_ring_bytes((64, 128, 128), 34, 16) == 53_616_640
+    assert replayssm_ring_bytes((32, 128, 128), 34, 16) == 26_808_320
+    assert replayssm_ring_bytes((64, 128, 64), 1, 1) == 64 * (128 * 2 * 2 + 64 * 2 * 2 + 4 + 64 * 4)

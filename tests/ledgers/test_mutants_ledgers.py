@@ -242,6 +242,18 @@ def test_mathml_brackets_and_min_by_hand():
     assert _text(BinOp("+", a, b * c).mathml(False)) == "a + b \u00d7 c"
 
 
+
+def test_expression_values_by_hand():
+    """Each operator evaluates as written (a derivation's value is what the page shows next to
+    its formula): 12 + 3 = 15, 12 - 3 = 9, 12 x 3 = 36, 12 / 3 = 4, 7 / 2 = 3.5; 12 - 3 x 2 = 6,
+    (12 - 3) / 3 = 3."""
+    from glm_kv.ledgers.derivations import BinOp, Var
+
+    a, b = Var("a", 12), Var("b", 3)
+    assert [BinOp(op, a, b).value() for op in "+-*/"] == [15, 9, 36, 4]
+    assert BinOp("/", Var("x", 7), Var("y", 2)).value() == 3.5
+    assert (a - b * Var("t", 2)).value() == 6 and ((a - b) / b).value() == 3
+
 def test_derivations_named_after_plan_keys_with_units():
     """Each derivation's name is its plan key's last part where the plan has one
     (``request.state_bytes_per_request``), every variable has a name (it is what the book prints),

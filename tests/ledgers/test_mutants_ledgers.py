@@ -472,3 +472,45 @@ def test_draft_bf16_parts_by_hand(glm):
     assert estimate_draft_bytes(glm, 1, 1, bytes_per_param=0) == (2 * v * h * 2 + 4 * h * h) * n
     assert estimate_draft_bytes(glm, 8, 1, bytes_per_param=0, dp_attention=True) == \
         (v * h * 2 + v * h * 2 // 8 + 4 * h * h) * n
+
+
+def test_cp_tp_group_sharing_conditions():
+    """SGLang 0.5.23 ``resolve_cp_tp_group_sharing`` (arg_groups/cp_tp_group_sharing_hook.py:27-47):
+    nothing unless --enable-prefill-cp, attn_cp_size > 1 and a supported architecture
+    (Glm5NextForConditionalGeneration); then attn_cp_size must equal tp_size and the strategy be
+    interleave, each refused by name."""
+    from types import SimpleNamespace
+
+    from glm_kv import ProfileError
+    from glm_kv.ledgers.parallel import cp_tp_group_sharing
+
+    glm5 = SimpleNamespace(architectures=("Glm5NextForConditionalGeneration",))
+    other = SimpleNamespace(architectures=("Qwen3NextForCausalLM",))
+
+    def sharing(model, **over):
+        p = SimpleNamespace(**{"enable_prefill_cp": True, "attn_cp_size": 8, "tp_size": 8,
+                               "cp_strategy": "interleave", **over})
+        return cp_tp_group_sharing(SimpleNamespace(profile=p, model=model))
+
+    assert sharing(glm5) is True
+    assert sharing(glm5, enable_prefill_cp=False) is False
+    assert sharing(glm5, enable_prefill_cp=False, attn_cp_size=4, cp_strategy="zigzag") is False
+    assert sharing(glm5, attn_cp_size=1, cp_strategy="zigzag") is False
+    assert sharing(other, attn_cp_size=4, cp_strategy="zigzag") is False
+    for over, field in (({"attn_cp_size": 4}, "attn_cp_size"), ({"cp_strategy": "zigzag"}, "cp_strategy")):
+        with pytest.raises(ProfileError) as e:
+            sharing(glm5, **over)
+        assert e.value.field == field
+
+
+def test_chunked_prefill_must_be_whole_pages():
+    """SGLang 0.5.23 validation_hook.py:240-245: "chunked_prefill_size must be divisible by
+    page_size", skipped when chunked prefill is off (<= 0) or on a decode server. The article runs
+    64-token pages: 100 is refused naming chunked_prefill_size, 128 and -1 are accepted."""
+    from glm_kv import ProfileError
+
+    assert _article_plan(chunked_prefill_size=128).token.page_size == 64
+    _article_plan(chunked_prefill_size=-1)
+    with pytest.raises(ProfileError) as e:
+        _article_plan(chunked_prefill_size=100)
+    assert e.value.field == "chunked_prefill_size" and "not a multiple of the page size (64)" in e.value.rule

@@ -514,3 +514,19 @@ def test_chunked_prefill_must_be_whole_pages():
     with pytest.raises(ProfileError) as e:
         _article_plan(chunked_prefill_size=100)
     assert e.value.field == "chunked_prefill_size" and "not a multiple of the page size (64)" in e.value.rule
+
+
+def test_host_auto_size_sums_the_device_pools_without_a_draft():
+    """SGLang 0.5.23's HiCache auto-sizing (mem_cache/hicache_auto_size.py) divides the host
+    budget by the bytes of the device pools the host pools mirror: the KV pool
+    (``get_kv_size_bytes``), the mamba pool (+ speculative scratch) and, only when a draft is
+    packed with them, the draft's KV. Without a draft that last term is 0, so the sum is exactly
+    the two device pools. (Numbers from the article profile's plan; the pools themselves are
+    checked against SGLang in tests/sglang.)"""
+    from glm_kv.ledgers.host import device_kv_bytes
+
+    pl = _article_plan(enable_hierarchical_cache=True, host_memory_bytes=10**12)
+    c, h = pl.capacity, pl.host
+    assert pl.token.draft_layers == 0 and c.spec_scratch_bytes == 0
+    kv = device_kv_bytes(c.max_total_num_tokens, pl.token, pl.token.num_full_layers)
+    assert h.device_bytes == kv + c.mamba_pool_bytes

@@ -74,13 +74,21 @@ test-unit: setup
 ## Mutation score of glm_kv/inputs and glm_kv/ledgers under the fast tests (mutmut, in its own
 ## .venv-mutants; not part of `make test`). MODULES="token request" scopes it (default: the
 ## arithmetic ledgers, then resolve and profile; "all": every module); SEED=N reproduces a run.
+## SAMPLE=N: a random sample of about N mutants stratified by module (MODULES default "all"),
+## FLOOR=K at least K per module (default 4), SAMPLE_SEED=S the sample's seed (default the one
+## benchmarks/mutants.md records), RECHECK=1 re-tries its survivors with the tests added against
+## them; exit 1 when the (stratified) score is under 90 %. JOBS=N mutmut workers (default: cores).
 ## Results add up under mutants/; `scripts/mutants.py --report` reprints the table.
+FLOOR ?= 4
+SAMPLE_SEED ?= 20261201
+MUTANTS_ARGS = $(or $(MODULES),$(if $(SAMPLE),all)) $(if $(SAMPLE),--sample $(SAMPLE) --floor $(FLOOR) --seed $(SAMPLE_SEED)) \
+  $(if $(RECHECK),--recheck) $(if $(JOBS),--max-children $(JOBS))
 mutants:
 	@test -f .venv-mutants/.glm-kv-mutants || { $(PYTHON) -m venv .venv-mutants && \
 	  .venv-mutants/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH) && \
 	  .venv-mutants/bin/python -m pip install --quiet --disable-pip-version-check ".[mutants,test]" && \
 	  .venv-mutants/bin/python -m pip uninstall --quiet -y glm-kv && touch .venv-mutants/.glm-kv-mutants; }
-	GLM_KV_SEED="$(SEED)" nice .venv-mutants/bin/python scripts/mutants.py $(MODULES)
+	GLM_KV_SEED="$(SEED)" nice .venv-mutants/bin/python scripts/mutants.py $(MUTANTS_ARGS)
 
 bench: setup
 	$(BIN)/python -m benchmarks

@@ -300,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
             rc = run_mutmut(todo, a.max_children)
             if rc != 0:
                 return rc
+        if a.recheck:   # the sample's survivors, each re-tried alone with the added tests
+            os.environ.setdefault("GLM_KV_SEED", str(random.SystemRandom().randrange(1, 2**31)))
+            recheck(modules)
         text, s, survivors = estimate(sample)
         print(text)
         if survivors:

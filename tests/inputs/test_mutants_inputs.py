@@ -227,3 +227,146 @@ def test_float_field_upper_bound_enforced():
     with pytest.raises(ProfileError) as e:
         load_profile("article", {"hicache_ratio": 1000.5})
     assert e.value.field == "hicache_ratio" and "less than or equal to 1000" in e.value.rule
+
+
+# --- inputs.profile: the strict YAML reader ---------------------------------------------------
+
+@pytest.mark.parametrize("value", ["0x40", "1_000", "0o17"])
+def test_explicit_int_tag_refusal_quotes_the_value(value):
+    """YAML 1.1 reads ``0x40``, ``1_000`` and ``0o17`` as integers (PyYAML's SafeLoader does); the
+    profile reader takes YAML 1.2 core decimal integers only. Written plainly these are strings,
+    but an explicit ``!!int`` tag sends them to the integer constructor, which must refuse them
+    quoting the text, in one line that names the field (exit 2 through the CLI)."""
+    from glm_kv.inputs.profile import load_yaml_text
+
+    with pytest.raises(ProfileError) as e:
+        load_yaml_text(f"max_running_requests: !!int {value}\n", "the profile")
+    assert e.value.field == "profile"
+    assert e.value.rule == f"the profile is not valid YAML at line 1 (not a decimal integer: {value!r})"
+
+
+def test_recursion_while_reading_is_refused_by_name(monkeypatch):
+    """Where libyaml is missing PyYAML composes in pure Python, one Python frame per nesting level,
+    so ``[[[[...]]]]`` a few thousand levels deep raises RecursionError before any depth check
+    (libyaml stops it itself at 1,000 levels with "exceeded maximum nesting depth"). Run that
+    composer here on such a document: the reader must answer with one line naming the field."""
+    import yaml
+
+    from glm_kv.inputs import profile
+
+    deep = "[" * 20000 + "]" * 20000
+    monkeypatch.setattr(profile.StrictLoader, "get_single_node",
+                        lambda self: yaml.compose(deep, Loader=yaml.SafeLoader))
+    with pytest.raises(ProfileError) as e:
+        profile.load_yaml_text(deep, "the profile", field="profile")
+    assert (e.value.field, e.value.rule) == ("profile", "the profile is nested too deeply")
+
+
+# --- inputs.launch: SGLang's human_readable_int --------------------------------------------
+
+@pytest.mark.parametrize("raw,expected", [
+    # the docstring's examples of SGLang 0.5.23's srt/utils/common.py human_readable_int
+    ("1k", 1000), ("1M", 1000000), ("25.6k", 25600), ("1Ki", 1024), ("1Mi", 1048576),
+    ("3G", 3 * 10**9), ("2T", 2 * 10**12), ("2Gi", 2 * 2**30), ("1Ti", 2**40), (" 8 ", 8),
+])
+def test_human_readable_int_as_sglang_reads_it(raw, expected):
+    from glm_kv.inputs.launch import human_readable_int
+
+    assert human_readable_int("--max-total-tokens", raw) == expected
+
+
+def test_human_readable_int_refuses_decimals_with_iec_and_overlong_text():
+    """SGLang refuses ``1.5Gi`` (decimals with an IEC suffix). glm-kv also refuses any value over
+    40 characters, suffixed or not, before converting it (issue 19: every input is answered
+    quickly, a huge number is refused by name): ``0...012k`` of 40 characters is 12,000, the same
+    with one more leading zero (41) is refused naming the flag."""
+    from glm_kv.inputs.launch import human_readable_int
+
+    with pytest.raises(ProfileError) as e:
+        human_readable_int("--max-total-tokens", "1.5Gi")
+    assert e.value.field == "--max-total-tokens" and "decimals are not allowed" in e.value.rule
+    assert human_readable_int("--max-total-tokens", "0" * 37 + "12k") == 12000
+    with pytest.raises(ProfileError) as e:
+        human_readable_int("--max-total-tokens", "0" * 38 + "12k")
+    assert e.value.field == "--max-total-tokens" and e.value.rule.startswith("expects an integer")
+
+
+# --- inputs.draft / inputs.resolve: DSPARK ------------------------------------------------------
+
+def _dspark(tmp_path, cfg):
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    from glm_kv.inputs.draft import dspark_fields
+
+    return dspark_fields(str(tmp_path))
+
+
+def test_dspark_fields_read_as_sglang_reads_them(tmp_path):
+    """SGLang 0.5.23 ``parse_dspark_draft_config`` (speculative/dspark_components/dspark_config.py:
+    214-320): gamma is the top-level ``dspark_block_size``, else the DFLASH ``block_size``;
+    ``dspark_markov_rank`` / ``dspark_markov_head_type`` / ``dspark_noise_token_id`` win over
+    ``dspark_config``'s ``markov_rank`` / ``markov_head_type`` / ``mask_token_id``; the rank
+    defaults to 0 and the head type is lower-cased ("vanilla", "gated", "rnn")."""
+    d = _dspark(tmp_path, {**DRAFT, "dspark_block_size": 5, "dspark_markov_rank": 2,
+                           "dspark_markov_head_type": "Gated", "dspark_noise_token_id": 7})
+    assert (d.gamma, d.markov_rank, d.markov_head_type, d.mask_token_id) == (5, 2, "gated", 7)
+    d = _dspark(tmp_path, DRAFT)   # dflash_config.block_size 16, nothing DSpark-specific
+    assert (d.gamma, d.markov_rank, d.markov_head_type, d.mask_token_id) == (16, 0, None, None)
+    d = _dspark(tmp_path, {**DRAFT, "dspark_config": {"markov_rank": 1, "markov_head_type": "RNN",
+                                                      "mask_token_id": 3}})
+    assert (d.gamma, d.markov_rank, d.markov_head_type, d.mask_token_id) == (16, 1, "rnn", 3)
+
+
+@pytest.mark.parametrize("extra,rule", [
+    ({"dspark_markov_rank": -1}, "DSpark markov_rank must be an integer >= 0, got -1"),
+    ({"dspark_noise_token_id": -2}, "DSpark mask_token_id must be an integer >= 0, got -2"),
+    ({"dspark_block_size": 0}, "DSpark block_size must be an integer >= 1, got 0"),
+])
+def test_dspark_bad_values_refused_by_name(tmp_path, extra, rule):
+    """SGLang refuses a negative markov_rank ("DSpark markov_rank must be >= 0") and mask token id
+    ("DSpark mask_token_id must be non-negative"); glm-kv names the draft's config.json and the
+    key, under speculative_draft_model_path."""
+    with pytest.raises(ProfileError) as e:
+        _dspark(tmp_path, {**DRAFT, **extra})
+    assert (e.value.field, e.value.rule) == ("speculative_draft_model_path", f"{tmp_path}/config.json: {rule}")
+
+
+def test_dflash_block_size_refused_by_name(tmp_path):
+    """A DFLASH ``block_size`` that is not an integer >= 1 (SGLang's ``parse_dflash_draft_config``
+    needs a positive block) is refused naming the file and the value."""
+    with pytest.raises(ProfileError) as e:
+        _draft(tmp_path, {**DRAFT, "dflash_config": {"block_size": 0}})
+    assert (e.value.field, e.value.rule) == (
+        "speculative_draft_model_path", f"{tmp_path}/config.json: DFLASH block_size must be an integer >= 1, got 0")
+
+
+@pytest.mark.parametrize("block,tokens,expected", [
+    (1, None, 2),       # gamma 1: the smallest verify window SGLang accepts (>= 2)
+    (None, None, 8),    # "DSpark gamma is not set; defaulting to 7": 7 + 1
+    (3, 4, 4),          # given and equal to gamma + 1
+    (None, 5, 5),       # no gamma anywhere: the given count
+])
+def test_dspark_verify_window(block, tokens, expected):
+    """SGLang 0.5.23 ``_handle_dspark`` (arg_groups/speculative_hook.py:800-850): the verify
+    window is gamma + 1, and it must be >= 2."""
+    from types import SimpleNamespace
+
+    from glm_kv.inputs.resolve import dspark_draft_token_count
+
+    p = SimpleNamespace(speculative_dspark_block_size=block, speculative_num_draft_tokens=tokens)
+    assert dspark_draft_token_count(p, None) == expected
+
+
+@pytest.mark.parametrize("block,tokens,words", [
+    (None, 1, "must be >= 2 (= gamma + 1), got 1"),
+    (3, 5, "must equal gamma + 1 (= 4 for gamma=3), but got speculative_num_draft_tokens=5"),
+])
+def test_dspark_verify_window_refusals(block, tokens, words):
+    from types import SimpleNamespace
+
+    from glm_kv.inputs.resolve import dspark_draft_token_count
+
+    p = SimpleNamespace(speculative_dspark_block_size=block, speculative_num_draft_tokens=tokens)
+    with pytest.raises(ProfileError) as e:
+        dspark_draft_token_count(p, None)
+    assert e.value.field == "speculative_num_draft_tokens" and words in e.value.rule
+

@@ -242,6 +242,18 @@ def test_mathml_brackets_and_min_by_hand():
     assert _text(BinOp("+", a, b * c).mathml(False)) == "a + b \u00d7 c"
 
 
+
+def test_expression_values_by_hand():
+    """Each operator evaluates as written (a derivation's value is what the page shows next to
+    its formula): 12 + 3 = 15, 12 - 3 = 9, 12 x 3 = 36, 12 / 3 = 4, 7 / 2 = 3.5; 12 - 3 x 2 = 6,
+    (12 - 3) / 3 = 3."""
+    from glm_kv.ledgers.derivations import BinOp, Var
+
+    a, b = Var("a", 12), Var("b", 3)
+    assert [BinOp(op, a, b).value() for op in "+-*/"] == [15, 9, 36, 4]
+    assert BinOp("/", Var("x", 7), Var("y", 2)).value() == 3.5
+    assert (a - b * Var("t", 2)).value() == 6 and ((a - b) / b).value() == 3
+
 def test_derivations_named_after_plan_keys_with_units():
     """Each derivation's name is its plan key's last part where the plan has one
     (``request.state_bytes_per_request``), every variable has a name (it is what the book prints),
@@ -335,3 +347,186 @@ def test_host_advice_names_the_pool_that_runs_out_first():
         {"tokens_per_request": 1000, "concurrent_requests": 8, "host_memory_bytes": 2 * 10**12})).host
     assert h.prefixes_by_mamba == h.mamba_slots and h.prefixes_by_kv < h.prefixes_by_mamba
     assert h.binding == "kv"
+
+
+def test_host_advice_mamba_binds_beside_a_large_prefix_cache():
+    """The other side of ``HostAdvice.binding``: "mamba" when the host mamba pool holds fewer
+    checkpoints than the host KV pool holds prefixes of the workload's length.
+
+    By hand: 8 requests of 1,024 tokens (a whole number of 64-token pages) beside a
+    2,000,000-token prefix cache. Whatever split advise picks, the device KV pool keeps at least
+    2,000,000 + 8 x 1,024 tokens, about 1,961 prefixes of 1,024 tokens, while the best split gives
+    the 8 requests only a few hundred state slots (147,619,840 B each). HiCache's host pools are
+    the device pools times one ratio, so the host KV holds about 1,961 prefixes per device-pool
+    size against a few hundred checkpoints: the mamba pool runs out first.
+    """
+    from glm_kv import load_profile
+    from glm_kv.inputs.workload_spec import make_workload
+    from glm_kv.ledgers.advise import advise
+
+    a = advise(load_profile("article"), make_workload(
+        {"tokens_per_request": 1024, "concurrent_requests": 8, "prefix_cache_tokens": 2_000_000,
+         "host_memory_bytes": 2 * 10**12}))
+    h = a.host
+    assert a.fits and h is not None and h.hicache_ratio is not None
+    assert a.plan.capacity.max_total_num_tokens >= 2_000_000 + 8 * 1024
+    assert a.plan.capacity.max_mamba_cache_size < 1000
+    assert h.prefixes_by_kv == h.kv_tokens // 1024 and h.prefixes_by_mamba == h.mamba_slots
+    assert h.prefixes_by_mamba < h.prefixes_by_kv
+    assert h.binding == "mamba"
+
+
+def test_radix_off_too_many_requests_walks_down_to_the_largest_count():
+    """Radix cache off: SGLang's mamba pool holds exactly --max-running-requests states, so a
+    count whose states and tokens do not fit is refused outright; advise must still answer with
+    the largest count that fits.
+
+    By hand on worked-example-0.5.23 (100 GiB = 107,374,182,400 B for the pools, scaled fp8 cell
+    6,171 B per token, fp32 state slot 147,619,840 B, one slot per request with the radix cache
+    off, plus SGLang's one padding slot): a 32,768-token request costs 147,619,840 + 32,768 x 6,171
+    = 349,831,168 B, and (107,374,182,400 - 147,619,840) / 349,831,168 = 306.5 -> 306 requests.
+    1,000 such requests need 147,619,840,000 B of states and 202,211,328,000 B of tokens: neither
+    fits alone and the tokens are the larger share, so the binding resource is "tokens".
+    """
+    from glm_kv import load_profile
+    from glm_kv.inputs.workload_spec import make_workload
+    from glm_kv.ledgers.advise import advise
+
+    a = advise(load_profile("worked-example-0.5.23", {"disable_radix_cache": True}),
+               make_workload({"concurrent_requests": 1000, "tokens_per_request": 32768}))
+    assert not a.fits and a.knob == "none"
+    assert a.flags == ("--max-running-requests 306",)
+    assert (a.largest_fitting.concurrent_requests, a.largest_fitting.binding_resource) == (306, "tokens")
+    assert a.served_per_worker == 306
+
+
+def test_pinned_candidates_stop_at_the_flag_maximum():
+    """A pinned --max-mamba-cache-size has glm-kv's bound 1 << 24 = 16,777,216 (the profile's field
+    table), global over the DP-attention workers: with 64 workers at most 262,144 slots each.
+
+    By hand: 1 PiB for the pools holds 2**50 / 147,619,840 = 7.6 M fp32 state slots per worker,
+    so the flag's bound binds, not the memory. The best pinned count is the middle of the counts
+    that serve the most requests: at ``slots_per_request`` s, per-worker counts k with
+    k // s == 262,144 // s; for s = 5 (this profile: MTP + overlap) those are 262,140..262,144,
+    middle 262,142, flag 262,142 x 64 = 16,777,088. A candidate one past the bound (262,145, which
+    serves 52,429 > 52,428) would be picked and give a flag the profile refuses.
+    """
+    from glm_kv import load_profile
+    from glm_kv.inputs.workload_spec import make_workload
+    from glm_kv.ledgers.advise import advise
+
+    p = load_profile("h200-0.5.23", {"available_bytes": 2**50, "max_mamba_cache_size": 800,
+                                     "tp_size": 64, "dp_size": 64})
+    a = advise(p, make_workload({"tokens_per_request": 4096, "concurrent_requests": 64}))
+    spr = a.plan.request.slots_per_request
+    assert a.plan.parallel.attn_dp_size == 64 and spr == 5
+    assert a.fits and a.knob == "max_mamba_cache_size"
+    assert "--max-mamba-cache-size 16777088" in a.flags
+    assert a.served_per_worker == 262_144 // spr == 52_428
+
+
+# GPU memory (MiB), tp_size -> (chunked_prefill_size, decode CUDA-graph max_bs), copied from
+# SGLang 0.5.23's ``_handle_gpu_memory_settings`` (srt/arg_groups/memory_hook.py:90-170): T4/4080
+# (< 20 GiB) 2k and 8; A10/4090/5090 (< 35 GiB) 4k and 48 if tp < 4 else 160; A100-40GB/L40
+# (< 60 GiB) 4k and 32 if tp < 4 else 160; H100/A100-80GB (< 90 GiB) and H20/H200 (< 160 GiB) 8k
+# and 256 if tp < 4 else 512; B200/MI300 16k and 512.
+@pytest.mark.parametrize("gib,tp,expected", [
+    (16, 1, (2048, 8)), (16, 8, (2048, 8)),
+    (20, 1, (4096, 48)), (24, 3, (4096, 48)), (24, 4, (4096, 160)),
+    (35, 1, (4096, 32)), (48, 3, (4096, 32)), (48, 4, (4096, 160)), (59.9, 8, (4096, 160)),
+    (60, 1, (8192, 256)), (80, 4, (8192, 512)), (141, 2, (8192, 256)), (141, 8, (8192, 512)),
+    (159.9, 8, (8192, 512)), (160, 1, (16384, 512)), (180, 8, (16384, 512)),
+])
+def test_gpu_defaults_follow_sglang_tiers(gib, tp, expected):
+    from glm_kv.ledgers.memory import gpu_defaults
+
+    assert gpu_defaults(gib * 1024, tp) == expected
+
+
+# --- ledgers.request: the replay-SSM ring ------------------------------------------------------
+
+def test_replayssm_ring_bytes_by_hand():
+    """SGLang 0.5.23 ``BaseLinearStateParams.replayssm_ring_bytes_per_req`` for KDA
+    (configs/mamba_utils.py:127-157), per layer and ring step: raw v, raw k, d and k in the conv
+    dtype (bf16, 2 B), beta (fp32, one per head) and the per-K gate (fp32, K per head).
+    By hand for GLM-5.3-Flash's KDA at TP 1 (64 heads of 128, 34 linear layers), a 16-step ring:
+    64 x 16 x (128 x 2 x 4 + 4 + 128 x 4) = 1,024 x 1,540 = 1,576,960 B per layer,
+    x 34 = 53,616,640 B; at TP 2 (32 heads) half of it."""
+    from glm_kv.ledgers.request import replayssm_ring_bytes
+
+    assert replayssm_ring_bytes((64, 128, 128), 34, 16) == 53_616_640
+    assert replayssm_ring_bytes((32, 128, 128), 34, 16) == 26_808_320
+    assert replayssm_ring_bytes((64, 128, 64), 1, 1) == 64 * (128 * 2 * 2 + 64 * 2 * 2 + 4 + 64 * 4)
+
+
+def test_draft_bf16_parts_by_hand(glm):
+    """The MTP draft estimate's bf16 parts, with the decoder layer's own weights left out
+    (``bytes_per_param=0``): the draft's embed_tokens and lm_head shards, vocab x hidden x 2 B each
+    (embed over the attention TP under DP attention, else over TP; lm_head over TP), and
+    ``eh_proj``, DeepSeek-V3's ``nn.Linear(2 * hidden, hidden)`` in bf16, replicated:
+    2 x hidden x hidden x 2 B; times the MTP layers (at least one). By hand from the config's
+    hidden_size and vocab_size."""
+    from glm_kv.ledgers.memory import estimate_draft_bytes
+
+    h, v, n = glm.hidden_size, glm.vocab_size, max(glm.num_nextn_predict_layers, 1)
+    assert estimate_draft_bytes(glm, 1, 1, bytes_per_param=0) == (2 * v * h * 2 + 4 * h * h) * n
+    assert estimate_draft_bytes(glm, 8, 1, bytes_per_param=0, dp_attention=True) == \
+        (v * h * 2 + v * h * 2 // 8 + 4 * h * h) * n
+
+
+def test_cp_tp_group_sharing_conditions():
+    """SGLang 0.5.23 ``resolve_cp_tp_group_sharing`` (arg_groups/cp_tp_group_sharing_hook.py:27-47):
+    nothing unless --enable-prefill-cp, attn_cp_size > 1 and a supported architecture
+    (Glm5NextForConditionalGeneration); then attn_cp_size must equal tp_size and the strategy be
+    interleave, each refused by name."""
+    from types import SimpleNamespace
+
+    from glm_kv import ProfileError
+    from glm_kv.ledgers.parallel import cp_tp_group_sharing
+
+    glm5 = SimpleNamespace(architectures=("Glm5NextForConditionalGeneration",))
+    other = SimpleNamespace(architectures=("Qwen3NextForCausalLM",))
+
+    def sharing(model, **over):
+        p = SimpleNamespace(**{"enable_prefill_cp": True, "attn_cp_size": 8, "tp_size": 8,
+                               "cp_strategy": "interleave", **over})
+        return cp_tp_group_sharing(SimpleNamespace(profile=p, model=model))
+
+    assert sharing(glm5) is True
+    assert sharing(glm5, enable_prefill_cp=False) is False
+    assert sharing(glm5, enable_prefill_cp=False, attn_cp_size=4, cp_strategy="zigzag") is False
+    assert sharing(glm5, attn_cp_size=1, cp_strategy="zigzag") is False
+    assert sharing(other, attn_cp_size=4, cp_strategy="zigzag") is False
+    for over, field in (({"attn_cp_size": 4}, "attn_cp_size"), ({"cp_strategy": "zigzag"}, "cp_strategy")):
+        with pytest.raises(ProfileError) as e:
+            sharing(glm5, **over)
+        assert e.value.field == field
+
+
+def test_chunked_prefill_must_be_whole_pages():
+    """SGLang 0.5.23 validation_hook.py:240-245: "chunked_prefill_size must be divisible by
+    page_size", skipped when chunked prefill is off (<= 0) or on a decode server. The article runs
+    64-token pages: 100 is refused naming chunked_prefill_size, 128 and -1 are accepted."""
+    from glm_kv import ProfileError
+
+    assert _article_plan(chunked_prefill_size=128).token.page_size == 64
+    _article_plan(chunked_prefill_size=-1)
+    with pytest.raises(ProfileError) as e:
+        _article_plan(chunked_prefill_size=100)
+    assert e.value.field == "chunked_prefill_size" and "not a multiple of the page size (64)" in e.value.rule
+
+
+def test_host_auto_size_sums_the_device_pools_without_a_draft():
+    """SGLang 0.5.23's HiCache auto-sizing (mem_cache/hicache_auto_size.py) divides the host
+    budget by the bytes of the device pools the host pools mirror: the KV pool
+    (``get_kv_size_bytes``), the mamba pool (+ speculative scratch) and, only when a draft is
+    packed with them, the draft's KV. Without a draft that last term is 0, so the sum is exactly
+    the two device pools. (Numbers from the article profile's plan; the pools themselves are
+    checked against SGLang in tests/sglang.)"""
+    from glm_kv.ledgers.host import device_kv_bytes
+
+    pl = _article_plan(enable_hierarchical_cache=True, host_memory_bytes=10**12)
+    c, h = pl.capacity, pl.host
+    assert pl.token.draft_layers == 0 and c.spec_scratch_bytes == 0
+    kv = device_kv_bytes(c.max_total_num_tokens, pl.token, pl.token.num_full_layers)
+    assert h.device_bytes == kv + c.mamba_pool_bytes

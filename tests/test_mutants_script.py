@@ -73,3 +73,13 @@ def test_sample_is_stratified_and_a_larger_one_extends_it(mutants, monkeypatch):
     for m in names:
         assert big[m][:len(small[m])] == small[m] and len(set(big[m])) == len(big[m])
     assert mutants.draw_sample(list(names), 100, seed=8, floor=4) != small
+
+
+def test_all_modules_covers_every_module_of_inputs_and_ledgers(mutants):
+    """`make mutants SAMPLE=...` samples "all": every .py of glm_kv/inputs and glm_kv/ledgers but the
+    package __init__s, listed from the file system (not from the script), each once."""
+    files = {f"{pkg}.{p.stem}" for pkg in ("inputs", "ledgers")
+             for p in (ROOT / "glm_kv" / pkg).glob("*.py") if p.stem != "__init__"}
+    assert len(mutants.ALL_MODULES) == len(set(mutants.ALL_MODULES))
+    assert set(mutants.ALL_MODULES) == files
+    assert {mutants._module(m.split(".")[1]) for m in files} == files

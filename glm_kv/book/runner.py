@@ -211,7 +211,8 @@ def _kernel_env(root: Path) -> None:
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     # profile-independent results kept between runs, keyed by glm_kv's own digest (calculator.build_data)
     from .calculator import CACHE_ENV
-    os.environ.setdefault(CACHE_ENV, str(root / "_build" / ".cache"))
+    from .parallel import bundle_cache_dir
+    os.environ.setdefault(CACHE_ENV, str(bundle_cache_dir(root).parent))
 
 
 SETUP_TAG = "glm-kv-kernel-setup"

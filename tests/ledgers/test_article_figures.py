@@ -145,3 +145,34 @@ def test_28_hicache_host():
     assert h.kv_row_bytes == 512 and plan().token.kv_row_bytes == 528
     assert h.indexer_bytes_per_token == 0
     assert h.mamba_slot_bytes == 147_619_840
+
+
+# The article's deployment as its text states it (tests/reference/article-figures.md, header and
+# rows 18, 23-25): one rank, 64 requests of 128K, fp32 KDA state, triton + overlap, so "auto" picks extra_buffer.
+ARTICLE_STATED = {"tp_size": 1, "max_running_requests": 64, "context_length": 131_072,
+                  "mamba_ssm_dtype": "float32", "mamba_scheduler_strategy": "auto",
+                  "linear_attn_backend": "triton", "disable_overlap_schedule": False}
+
+
+# The shipped profiles of the article's example itself (its other article-layout profiles vary
+# one setting on purpose: tp8, no-overlap, ssm-bf16, ...).
+ARTICLE_EXAMPLES = ("article", "article-bf16", "article-trtllm-raw")
+
+
+def _article_profiles():
+    import yaml
+    from glm_kv.inputs.profile import PACKAGE_DIR
+    return {name: yaml.safe_load((PACKAGE_DIR / "profiles" / f"{name}.yaml").read_text(encoding="utf-8"))
+            for name in ARTICLE_EXAMPLES}
+
+
+def test_article_profiles_state_the_article_values():
+    """Issue 19.3: an omitted field takes SGLang 0.5.23's value, so a profile of the article's
+    example must not lean on omission. Read from the YAML text, not the resolved profile: a
+    field left out would resolve to 0.5.23's (e.g. context_length 1,048,576 from the config)."""
+    for name, raw in _article_profiles().items():
+        assert raw["sglang_layout"] == "article", name
+        missing = sorted(set(ARTICLE_STATED) - set(raw))
+        assert not missing, f"{name}.yaml leaves {missing} to SGLang 0.5.23's defaults"
+        wrong = {k: raw[k] for k in ARTICLE_STATED if raw[k] != ARTICLE_STATED[k]}
+        assert not wrong, f"{name}.yaml states {wrong}, the article says otherwise"

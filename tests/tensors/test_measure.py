@@ -361,6 +361,9 @@ PLANTED = {
         ("glm_kv.ledgers.host", "host_ledger", "indexer = token.indexer_bytes_per_token",
          "indexer = token.indexer_bytes_per_token * 4"),
         ["--profile", "h200-0.5.23", "--host"], "DSAIndexerPoolHost[indexer].index_k_with_scale_buffer"),
+    "host state slot: + 4 B": (
+        ("glm_kv.ledgers.host", "host_ledger", "mamba_slot_bytes=slot_bytes,", "mamba_slot_bytes=slot_bytes + 4,"),
+        ["--profile", "h200-0.5.23", "--host"], "MambaPoolHost: 3 slots x host.mamba_slot_bytes"),
 }
 
 

@@ -6,10 +6,10 @@ absent (``tests/sglang/test_defaults.py`` reads them off the wheel); the source 
 values live in the shipped ``article`` profiles, stated explicitly.
 
 This is the validation boundary for profiles: YAML files and ``--set`` values are read with
-YAML 1.2's core types (no ``010`` -> 8, ``1:30`` -> 90, ``on`` -> true), duplicate keys and
-aliases are refused, and every field is typed strictly (no bool or float taken as an integer),
-finite and bounded before any arithmetic sees it. Choice lists are SGLang 0.5.23's own argparse
-choices.
+YAML 1.2's core types (no ``010`` -> 8, ``1:30`` -> 90, ``on`` -> true), duplicate keys,
+aliases and anchors are refused, and every field is typed strictly (no bool or float taken as an
+integer), finite and bounded before any arithmetic sees it. Choice lists are SGLang 0.5.23's own
+argparse choices.
 
 Why no pydantic: ``glm-kv plan`` is called in loops, and building a pydantic model cost 161 ms of
 a 353 ms start. The fields are one declarative table (``FIELDS``: type, default, bounds, choices),
@@ -486,9 +486,11 @@ StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yam
 StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_yaml_float)
 
 
-def _check_nodes(root: Any, what: str, field: str) -> None:
+def _check_nodes(root: Any, what: str, field: str, text: str = "") -> None:
     """Walk the composed YAML nodes once (no Python objects built yet): refuse aliases, which
-    let a few lines expand into billions of values, and bound the nesting and the node count."""
+    let a few lines expand into billions of values, and bound the nesting and the node count;
+    then refuse an anchor (``&name``) left without an alias (the nodes do not keep anchors, so
+    ``text``'s events are read, only when it holds a ``&``)."""
     seen: set[int] = set()
     stack = [(root, 0)]
     too_deep = False
@@ -510,6 +512,11 @@ def _check_nodes(root: Any, what: str, field: str) -> None:
             stack += ((v, level + 1) for v in node.value)
     if too_deep:
         raise ProfileError(field, f"{what} is nested more than {PROFILE_MAX_DEPTH} levels deep")
+    if "&" in text:
+        for event in yaml.parse(text, Loader=_BaseLoader):
+            if getattr(event, "anchor", None) is not None:
+                raise ProfileError(field, f"{what}: YAML anchors (&name) are not accepted (line "
+                                          f"{event.start_mark.line + 1}); aliases are refused, so remove it")
 
 
 def load_yaml_text(text: str, what: str, field: str = "profile") -> Any:
@@ -521,7 +528,7 @@ def load_yaml_text(text: str, what: str, field: str = "profile") -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_nodes(node, what, field)
+        _check_nodes(node, what, field, text)
         return loader.construct_document(node)
     except DuplicateKey as e:
         raise ProfileError(field, f"{what}: key {shown(e.key)} is given twice (line {e.line})") from None
@@ -628,14 +635,29 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def check_int_range(key: str, value: Any) -> None:
+    """Refuse an integer too long for any field (``OutOfRange`` digits from YAML, or past int64's
+    room for products) naming ``key``; any other value passes (its field checks its type)."""
+    if isinstance(value, OutOfRange) or (isinstance(value, int) and not isinstance(value, bool)
+                                         and value.bit_length() > INT_MAX_BITS):
+        digits = len(value.lstrip("+-")) if isinstance(value, OutOfRange) else len(str(abs(value)))
+        raise ProfileError(key, f"integer out of range ({digits} digits)")
+
+
+def check_field(key: str, value: Any) -> Any:
+    """``value`` checked against profile field ``key``'s rule (the workload's ``name`` and
+    ``description`` take the same): the value, or the one-line ProfileError (with the YAML tip)."""
+    try:
+        return _check_field(FIELDS[key], value)
+    except _FieldRule as e:
+        raise _format_validation_error(key, e) from None
+
+
 def make_profile(data: dict, default_name: Optional[str] = None) -> Profile:
     """Validate a dict of profile fields; raise ProfileError naming the field on bad input."""
     data = {k: _plain(v) for k, v in canonical_fields(data).items()}
     for k, v in data.items():
-        if isinstance(v, OutOfRange) or (isinstance(v, int) and not isinstance(v, bool)
-                                         and v.bit_length() > INT_MAX_BITS):
-            digits = len(v.lstrip("+-")) if isinstance(v, OutOfRange) else len(str(abs(v)))
-            raise ProfileError(k, f"integer out of range ({digits} digits)")
+        check_int_range(k, v)
     if default_name and not data.get("name"):
         data["name"] = default_name
     return Profile(**data)

@@ -6,16 +6,22 @@ percentiles), how much prefix the radix cache should keep beyond the running req
 DRAM HiCache may use. YAML file or shipped name (``glm_kv/inputs/workloads``), plus ``--set``
 overrides (``tokens_per_request.p99=65536`` reaches into the percentiles). Unknown fields, wrong
 types and impossible values are refused with one line naming the field.
+
+Files and ``--set`` values are read by the profile's guarded YAML loader (``profile.load_yaml_text``:
+YAML 1.2 core scalars, no aliases or anchors, bounded nodes and depth, duplicate keys refused), and
+``name`` / ``description`` follow the profile's text rule (one printable line; a date or number YAML
+read is refused with the tip to quote it).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import ProfileError
+from ..errors import ProfileError, shown
+from .model import read_input_file
+from .profile import PROFILE_MAX_BYTES, check_field, check_int_range, load_yaml_text
 
 WORKLOAD_DIR = Path(__file__).resolve().parent / "workloads"
 
@@ -98,6 +104,13 @@ def _format(err: ValidationError, data: dict) -> ProfileError:
 def make_workload(data: dict, default_name: Optional[str] = None) -> WorkloadSpec:
     """Validate a dict of workload fields; ProfileError naming the field on bad input."""
     data = {str(k).replace("-", "_"): v for k, v in data.items()}
+    for key in ("name", "description"):   # the profile's text rule, before pydantic takes any str
+        if data.get(key) is not None:
+            check_field(key, data[key])
+    for key, value in data.items():   # 41+ digits (kept as text by the loader) or past int64: by name
+        check_int_range(key, value)
+        for k, v in value.items() if isinstance(value, dict) else ():
+            check_int_range(f"{key}.{k}", v)
     if default_name and not data.get("name"):
         data["name"] = default_name
     tpr = data.get("tokens_per_request")
@@ -121,20 +134,15 @@ def _read(source: str) -> tuple[dict, str]:
     else:
         path = Path(source)
         if not path.is_file():
-            raise ProfileError("workload", f"{source!r} is neither a shipped workload "
+            raise ProfileError("workload", f"{shown(source)} is neither a shipped workload "
                                            f"({', '.join(shipped_workloads())}) nor a readable YAML file")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ProfileError("workload", f"{source!r} is not valid YAML{where}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ProfileError("workload", f"{source!r} is unreadable ({e.__class__.__name__})") from None
+    text, _ = read_input_file(str(path), "workload", PROFILE_MAX_BYTES, kind="YAML workload",
+                              hint="not a readable YAML file")
+    data = load_yaml_text(text, shown(source), field="workload")
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ProfileError("workload", f"{source!r} must be a YAML mapping of field: value")
+        raise ProfileError("workload", f"{shown(source)} must be a YAML mapping of field: value")
     return data, path.stem
 
 
@@ -163,16 +171,19 @@ def load_workload(source: Optional[str], overrides: Optional[dict[str, Any]] = N
 WORKLOAD_FIELDS = tuple(WorkloadSpec.model_fields)
 
 
+SET_VALUE_MAX_CHARS = 4096   # as the profile's --set values
+
+
 def parse_workload_override(item: str) -> tuple[str, Any]:
-    """``key=value`` from ``--set`` for a workload field; the value is read as YAML (numbers type)."""
+    """``key=value`` from ``--set`` for a workload field; the value is read as YAML (numbers type)
+    by the profile's guarded loader (an alias or an anchor is refused naming the key)."""
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ProfileError("--set", f"{item!r} must look like key=value")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        value = raw
+        raise ProfileError("--set", f"{shown(item)} must look like key=value")
+    if len(raw) > SET_VALUE_MAX_CHARS:
+        raise ProfileError(key, f"value is {len(raw)} characters long (at most {SET_VALUE_MAX_CHARS})")
+    value = load_yaml_text(raw, "the --set value", field=key) if raw.strip() else None
     return key, value
 
 

@@ -99,6 +99,11 @@ def _int(text: dict, key: str, where: str, default: int | None = None, lo: int =
     return v
 
 
+def config_where(cfg: HfConfig) -> str:
+    """How messages name the config part the dimensions live in (``model.head_dim``)."""
+    return "model(text_config)" if cfg.is_multimodal else "model"
+
+
 def is_dsa(cfg: HfConfig) -> bool:
     return bool(set(cfg.architectures) & set(DSA_ARCHITECTURES)) and cfg.text.get("index_topk") is not None
 
@@ -153,7 +158,7 @@ def _kda_layers(cfg: HfConfig, n: int, where: str) -> set[int]:
 
 def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLayers:
     """The model's layers as SGLang 0.5.23 allocates for them (see the module docstring)."""
-    where = "model(text_config)" if cfg.is_multimodal else "model"
+    where = config_where(cfg)
     t = cfg.text
     fam = cfg.family
     layers: list[tuple[int, tuple]] = []
@@ -191,9 +196,11 @@ def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLay
         n = len(pattern)
         heads, hdim = _int(t, "mamba_num_heads", where), _int(t, "mamba_head_dim", where)
         m2 = Mamba2State(intermediate_size=heads * hdim,
-                         n_groups=_int(t, "n_groups", where, default=t.get("mamba_n_groups", 8)),
+                         n_groups=_int(t, "n_groups", where) if "n_groups" in t else
+                         _int(t, "mamba_n_groups", where, default=8),
                          num_heads=heads, head_dim=hdim, state_size=_int(t, "ssm_state_size", where),
-                         conv_kernel=_int(t, "conv_kernel", where, default=t.get("mamba_d_conv", 4), lo=2),
+                         conv_kernel=_int(t, "conv_kernel", where, lo=2) if "conv_kernel" in t else
+                         _int(t, "mamba_d_conv", where, default=4, lo=2),
                          attn_tp=args.attn_tp, conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype],
                          ssm_item_bytes=_ssm_item(cfg, args, True))
         gqa = _gqa(cfg, args, where)
@@ -220,8 +227,18 @@ def _gqa(cfg: HfConfig, args: CacheArgs, where: str) -> GqaKv:
     t = cfg.text
     heads = _int(t, "num_attention_heads", where)
     kv = _int(t, "num_key_value_heads", where, default=heads)
-    head_dim = t.get("head_dim") or _int(t, "hidden_size", where) // heads
-    return GqaKv(num_kv_heads=kv, head_dim=head_dim, v_head_dim=t.get("v_head_dim") or head_dim,
+    # ModelConfig._derive_model_shapes (SGLang 0.5.23): head_dim None -> hidden_size // heads;
+    # v_head_dim None or 0 -> head_dim. Any value given is checked as every other dimension.
+    if t.get("head_dim") is None:
+        head_dim = _int(t, "hidden_size", where) // heads
+        if head_dim < 1:
+            raise ProfileError(f"{where}.hidden_size", f"hidden_size // num_attention_heads gives head_dim 0 "
+                                                       f"({t['hidden_size']} // {heads}); give head_dim")
+    else:
+        head_dim = _int(t, "head_dim", where)
+    vd = t.get("v_head_dim")
+    v_head_dim = head_dim if vd is None or (type(vd) is int and vd == 0) else _int(t, "v_head_dim", where)
+    return GqaKv(num_kv_heads=kv, head_dim=head_dim, v_head_dim=v_head_dim,
                  item_bytes=DTYPE_BYTES[args.kv_cache_dtype], attn_tp=args.attn_tp)
 
 

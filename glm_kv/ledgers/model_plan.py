@@ -26,7 +26,7 @@ from ..inputs.rules import RULES, SglangRules, rules_for
 from ..units import GiB, index_page_count
 from .capacity import AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, BINDING_LABELS, pool_point, refusal
 from .host import host_size
-from .model_layers import CacheArgs, ModelLayers, build_layers, is_dsa
+from .model_layers import CacheArgs, ModelLayers, _int, build_layers, config_where, is_dsa
 from .request import slots_per_request
 
 # Profile fields refused for these models: they change the pools and are not modelled here.
@@ -274,9 +274,12 @@ def model_plan(p, rules: SglangRules | None = None) -> ModelPlan:
     if hybrid and strategy == "no_buffer" and page != 1:
         raise ProfileError("mamba_scheduler_strategy", f"no_buffer only supports page_size=1 (this model runs with {page})")
     per_worker = None if p.max_running_requests is None else max(1, p.max_running_requests // attn_dp)
-    context = p.context_length or int(cfg.text.get("max_position_embeddings") or 0)
-    if context <= 0:
+    if p.context_length:
+        context = p.context_length
+    elif cfg.text.get("max_position_embeddings") is None:
         raise ProfileError("context_length", "give it: the config has no max_position_embeddings")
+    else:   # a bad value is refused naming the config key (it was int()-ed: 1.5 -> 1, "x" a traceback)
+        context = _int(cfg.text, "max_position_embeddings", config_where(cfg))
     tok = _token(layers, args, page)
     req = _request(layers, p, strategy)
     cap = _capacity(p, tok, req, attn_dp, per_worker, context)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from ..inputs.hf_config import HfConfig
+from ..ledgers.model_layers import _int, config_where  # the plan's integer check: a bad dimension is refused by name
 
 TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}
 
@@ -85,10 +86,14 @@ def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
         pools.kv_buffer = [torch.empty((rows, 1, dim), dtype=kv_dtype, device=device) for _ in full]
     else:
         heads = max(1, t.get("num_key_value_heads", t["num_attention_heads"]) // tp)
-        hd = t.get("head_dim") or t["hidden_size"] // t["num_attention_heads"]
+        # ModelConfig._derive_model_shapes: head_dim None -> hidden // heads; v_head_dim None or 0 -> head_dim
+        where = config_where(cfg)
+        hd = (_int(t, "head_dim", where) if t.get("head_dim") is not None
+              else t["hidden_size"] // t["num_attention_heads"])
+        vd = t.get("v_head_dim")
+        vhd = hd if vd is None or (type(vd) is int and vd == 0) else _int(t, "v_head_dim", where)
         pools.k_buffer = [torch.empty((rows, heads, hd), dtype=kv_dtype, device=device) for _ in full]
-        pools.v_buffer = [torch.empty((rows, heads, t.get("v_head_dim") or hd), dtype=kv_dtype, device=device)
-                          for _ in full]
+        pools.v_buffer = [torch.empty((rows, heads, vhd), dtype=kv_dtype, device=device) for _ in full]
     if dsa:
         d, kpool = t["index_head_dim"], t.get("index_kpool", 1)
         pages = (tokens + page + 1) // page

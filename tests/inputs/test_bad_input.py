@@ -18,6 +18,12 @@ every route (each message names the field, escaped), YAML aliases and alias bomb
 expanded), and values SGLang 0.5.23's argparse refuses (``fp8``, ``fp32``). Every input must be
 answered in under a second of CPU time (CPU, not wall: the box is shared; the 35 s alias bomb was
 CPU-bound).
+
+The same leftovers in the routes the first round did not cover (``gen_workloads``,
+``gen_other_model_dims``): the workload file of ``glm-kv advise`` and its ``--set`` values (alias
+bombs, small aliases, anchors, dates and numbers as text, control characters), and the dimensions
+of the other vendored configs (Qwen3.5, Nemotron-3, Kimi-K3: head_dim, v_head_dim and the rest at
+0, negative, 1.5, "x", true), each refused naming the field within the same second.
 """
 from __future__ import annotations
 
@@ -697,7 +703,8 @@ def gen_leftovers(rng, tmp: Path) -> list[Case]:
         f = tmp / f"bomb-{levels}x{width}-{rng.randint(0, 10**9)}.yaml"
         f.write_text(_alias_bomb(levels, width) + "tp_size: 1\n")
         cases.append(Case("leftover-alias", ["plan", "--profile", str(f)], "profile", says="alias"))
-    for i, text in enumerate(("tp_size: &n 8\ndp_size: *n\n", "x: &d {tp_size: 8}\ndescription: *d\n",
+    for i, text in enumerate(("tp_size: &n 8\n", "description: &d text\n", "tp_size: &n 8\ndp_size: *n\n",
+                              "x: &d {tp_size: 8}\ndescription: *d\n",
                               "description: &t text\nname: *t\n", "a: &l [1, 2]\nb: *l\nc: *l\n",
                               _alias_bomb(20, 3).replace("a20:", "description:"))):
         f = tmp / f"alias{i}.yaml"
@@ -718,8 +725,125 @@ def gen_leftovers(rng, tmp: Path) -> list[Case]:
     return cases
 
 
+# --- workloads (``glm-kv advise --workload FILE`` and its ``--set`` values) and other models' configs
+ADVISE = ["advise", "--profile", "worked-example-0.5.23"]
+WORKLOAD_OK = "concurrent_requests: 4\ntokens_per_request: 100\n"
+WORKLOAD_INTS = ("concurrent_requests", "prefix_cache_tokens", "host_memory_bytes")
+
+
+def gen_workloads(rng, tmp: Path) -> list[Case]:
+    """The profile's YAML leftovers in the workload route: the workload file is read by the same guarded
+    loader (aliases, anchors refused before anything is expanded), ``name``/``description`` take the
+    profile's text rule (a date or number refused with the tip to quote it, control characters refused)."""
+    cases = []
+
+    def file_case(category, text, fld, says=None, extra=()):
+        f = tmp / f"w{len(cases)}.yaml"
+        f.write_text(text, encoding="utf-8")
+        cases.append(Case(category, [*ADVISE, "--workload", str(f), *extra], fld, says=says))
+
+    # alias bombs, at the top and under each field (the 10^8-leaf one used to take > 20 s)
+    for levels, width in ((8, 10), (9, 9), (30, 2), *((rng.randint(2, 30), rng.randint(2, 12)) for _ in range(3))):
+        for key in ("", "description", "name", "tokens_per_request", "concurrent_requests"):
+            text = _alias_bomb(levels, width)
+            if key:
+                text = text.replace(f"a{levels}:", f"{key}:", 1)
+            file_case("workload-bomb", text + "\n".join(line for line in WORKLOAD_OK.splitlines()
+                                                         if not line.startswith(key or "#")) + "\n",
+                      "workload", says="alias")
+    # small aliases and anchors: refused, not silently expanded
+    for text, says in (("concurrent_requests: &n 4\ntokens_per_request: *n\n", "alias"),
+                       ("x: &p {p50: 1, p99: 2}\nconcurrent_requests: 4\ntokens_per_request: *p\n", "alias"),
+                       ("description: &t text\nname: *t\n" + WORKLOAD_OK, "alias"),
+                       ("concurrent_requests: &n 4\ntokens_per_request: 100\n", "anchor"),
+                       ("concurrent_requests: 4\ntokens_per_request: &t {p50: 1, p99: 2}\n", "anchor"),
+                       ("description: &d text\n" + WORKLOAD_OK, "anchor"),
+                       ("? &k concurrent_requests\n: 4\ntokens_per_request: 100\n", "anchor"),
+                       ("concurrent_requests: !!int &n 4\ntokens_per_request: 100\n", "anchor")):
+        file_case("workload-alias", text, "workload", says=says)
+        file_case("workload-alias", text, "workload", says=says, extra=("--set", "prefix_cache_tokens=1"))
+    # dates, numbers, booleans where text belongs: the profile's tip
+    y, mo, da = rng.randint(1970, 2099), rng.randint(1, 12), rng.randint(1, 28)
+    for name in ("description", "name"):
+        for raw in (f"{y}-{mo:02d}-{da:02d}", f"{y}-{mo}-{da}", f"{y}-{mo:02d}-{da:02d}T10:20:30Z",
+                    f"{y}-{mo:02d}-{da:02d} 10:20:30.5 +02:00", str(rng.randint(0, 10**9)), "1.5", "-7e3", "true"):
+            file_case("workload-text", f"{name}: {raw}\n" + WORKLOAD_OK, name, says="quote it (")
+    # control characters: in the text fields, in number fields, in keys (the line is escaped)
+    for ch in CONTROL:
+        value = json.dumps(f"ab{ch}cd")   # JSON escapes are YAML's double-quoted escapes
+        for name in ("description", "name", rng.choice(WORKLOAD_INTS)):
+            file_case("workload-control", f"{name}: {value}\n" + WORKLOAD_OK, name)
+        file_case("workload-control", f"{value}: 1\n" + WORKLOAD_OK, None, says="unknown field")
+        if ch != "\x00":
+            key = rng.choice(WORKLOAD_INTS)
+            cases.append(Case("workload-control", [*ADVISE, "--workload", "chat", "--set", f"{key}=ab{ch}cd"], key))
+    # --set values: the same loader, naming the key
+    flow_bomb = "[&a [" + ", ".join(["1"] * 9) + "], " + ", ".join(["*a"] * 9) + "]"
+    for item, fld, says in (("concurrent_requests=&n 4", "concurrent_requests", "anchor"),
+                            ("tokens_per_request=[&a [1, 2], *a]", "tokens_per_request", "alias"),
+                            (f"tokens_per_request={flow_bomb}", "tokens_per_request", "alias"),
+                            (f"tokens_per_request.p99={flow_bomb}", "tokens_per_request.p99", "alias"),
+                            ("tokens_per_request={p50: &x 1, p99: *x}", "tokens_per_request", "alias"),
+                            ("host_memory_bytes=&h 1", "host_memory_bytes", "anchor"),
+                            ("concurrent_requests=[1", "concurrent_requests", "not valid YAML"),
+                            ("concurrent_requests=" + "7" * 5000, "concurrent_requests", "at most 4096"),
+                            ("concurrent_requests=" + "7" * 45, "concurrent_requests", "out of range"),
+                            ("prefix_cache_tokens={a: 1, a: 2}", "prefix_cache_tokens", "given twice")):
+        cases.append(Case("workload-set", [*ADVISE, "--workload", "chat", "--set", item], fld, says=says))
+    return cases
+
+
+# Other models' dimensions (issue 22's configs, vendored): file, where messages name the text part,
+# the keys glm-kv's cache model reads, and the smallest legal value of each (SGLang's shapes need >= 1;
+# a conv kernel >= 2: kernel - 1 conv rows; MLA's rope part may be 0)
+OTHER_MODELS = {
+    "qwen3.5": ("Qwen--Qwen3.5-35B-A3B_config.json", "model(text_config)",
+                {"head_dim": 1, "v_head_dim": 1, "num_attention_heads": 1, "num_key_value_heads": 1,
+                 "num_hidden_layers": 1, "full_attention_interval": 1, "linear_num_value_heads": 1,
+                 "linear_value_head_dim": 1, "linear_key_head_dim": 1, "linear_num_key_heads": 1,
+                 "linear_conv_kernel_dim": 2, "max_position_embeddings": 1}),
+    "nemotron-3": ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8_config.json", "model",
+                   {"head_dim": 1, "v_head_dim": 1, "num_attention_heads": 1, "num_key_value_heads": 1,
+                    "mamba_num_heads": 1, "mamba_head_dim": 1, "ssm_state_size": 1, "n_groups": 1,
+                    "conv_kernel": 2, "max_position_embeddings": 1}),
+    "kimi-k3": ("moonshotai--Kimi-K3_config.json", "model(text_config)",
+                {"kv_lora_rank": 1, "qk_rope_head_dim": 0, "num_hidden_layers": 1, "max_position_embeddings": 1,
+                 "linear_attn_config.num_heads": 1, "linear_attn_config.head_dim": 1,
+                 "linear_attn_config.short_conv_kernel_size": 2}),
+}
+
+
+def gen_other_model_dims(rng, tmp: Path) -> list[Case]:
+    """Each dimension glm-kv reads from Qwen3.5 / Nemotron-3 / Kimi-K3 set to 0, negative, fractional,
+    text or true: refused naming the config key (v_head_dim 0 is SGLang's "same as head_dim": legal)."""
+    cases = []
+    models = ROOT / "glm_kv" / "inputs" / "models"
+    for model, (fname, where, dims) in OTHER_MODELS.items():
+        base = json.loads((models / fname).read_text())
+        for key, lo in dims.items():
+            values = {repr(v): v for v in (0, -5, -rng.randint(6, 10**6), lo - 1, 1.5, "x", True, [64])}
+            if lo == 0 or key == "v_head_dim":   # legal: MLA without rope; v_head_dim 0 is head_dim (SGLang)
+                values.pop("0")
+            for v in values.values():
+                c = copy.deepcopy(base)
+                owner = c.get("text_config", c)
+                *path, last = key.split(".")
+                for part in path:
+                    owner = owner[part]
+                owner[last] = v
+                d = tmp / f"{model}-{key}-{len(cases)}"
+                d.mkdir()
+                (d / "config.json").write_text(json.dumps(c))
+                prof = d / "profile.yaml"
+                prof.write_text(f"model: {d / 'config.json'}\ngpu: H200\n")
+                cases.append(Case("other-model-dims", ["plan", "--profile", str(prof), "--json"], f"{where}.{key}",
+                                  says="must be an integer"))
+    return cases
+
+
 GENERATORS = (gen_unknown_fields, gen_wrong_types, gen_absurd_values, gen_combinations, gen_malformed_yaml,
-              gen_files, gen_model_configs, gen_bad_set, gen_long_keys, gen_launch, gen_cli_options, gen_leftovers)
+              gen_files, gen_model_configs, gen_bad_set, gen_long_keys, gen_launch, gen_cli_options, gen_leftovers,
+              gen_workloads, gen_other_model_dims)
 
 
 def all_cases(tmp: Path, seed: int = SEED) -> list[Case]:
@@ -750,6 +874,8 @@ def test_generated_bad_inputs(tmp_path):
         import torch  # noqa: F401
     except ImportError:
         pass
+    import glm_kv.inputs.workload_spec  # noqa: F401 - advise's pydantic and numpy: loading, not answering
+    import glm_kv.ledgers.advise  # noqa: F401
     cases = all_cases(tmp_path)
     per = Counter(c.category for c in cases)
     assert len(cases) >= 1000, per
@@ -1015,3 +1141,49 @@ def test_quoted_dates_and_numbers_stay_text(tmp_path):
     f.write_text('description: "2026-01-01"\nname: "42"\n')
     p = load_profile(str(f))
     assert (p.description, p.name) == ("2026-01-01", "42")
+
+
+def test_the_harness_catches_an_unguarded_workload_reader(tmp_path, monkeypatch):
+    """Put plain yaml.safe_load back under workload files and --set values (the bombs left out: that
+    old reader takes minutes on them): every small alias and anchor is accepted or misnamed."""
+    from glm_kv.inputs import workload_spec
+
+    monkeypatch.setattr(workload_spec, "load_yaml_text", lambda text, what, field="profile": yaml.safe_load(text))
+    cases = [c for c in gen_workloads(random.Random(SEED), tmp_path)
+             if c.category in ("workload-alias", "workload-set") and c.says in ("alias", "anchor")]
+    failures = run_cases(cases)
+    assert len(cases) >= 20 and len(failures) == len(cases), (SEED, [c.argv for c in cases
+                                                                      if c not in {f[0] for f in failures}])
+
+
+def test_the_harness_catches_a_workload_description_without_the_text_rule(tmp_path, monkeypatch):
+    """Drop the profile's text rule from the workload: a date, number or true description is taken."""
+    from glm_kv.inputs import workload_spec
+
+    monkeypatch.setattr(workload_spec, "check_field", lambda key, value: value)
+    cases = [c for c in gen_workloads(random.Random(SEED), tmp_path) if c.category == "workload-text"]
+    failures = run_cases(cases)
+    assert len(cases) >= 10 and len(failures) == len(cases), SEED
+
+
+def test_the_harness_catches_an_unchecked_head_dim(tmp_path, monkeypatch):
+    """Put _gqa's old reads back (``t.get("head_dim") or ...``): every head_dim / v_head_dim case of
+    Qwen3.5 and Nemotron-3 is a silent acceptance or a traceback."""
+    from glm_kv.ledgers import model_layers
+    from glm_kv.ledgers.layers import GqaKv
+    from glm_kv.units import DTYPE_BYTES
+
+    def old_gqa(cfg, args, where):
+        t = cfg.text
+        heads = model_layers._int(t, "num_attention_heads", where)
+        kv = model_layers._int(t, "num_key_value_heads", where, default=heads)
+        head_dim = t.get("head_dim") or model_layers._int(t, "hidden_size", where) // heads
+        return GqaKv(num_kv_heads=kv, head_dim=head_dim, v_head_dim=t.get("v_head_dim") or head_dim,
+                     item_bytes=DTYPE_BYTES[args.kv_cache_dtype], attn_tp=args.attn_tp)
+
+    monkeypatch.setattr(model_layers, "_gqa", old_gqa)
+    cases = [c for c in gen_other_model_dims(random.Random(SEED), tmp_path)
+             if c.field.endswith((".head_dim", ".v_head_dim")) and "linear_attn_config" not in c.field]
+    failures = run_cases(cases)
+    assert len(cases) >= 20 and len(failures) == len(cases), SEED
+    assert all("silent acceptance" in why or "traceback" in why for _, why in failures), (SEED, failures)

@@ -7,8 +7,10 @@ tests/sglang/test_models.py checks the same numbers against SGLang's own classes
 """
 from __future__ import annotations
 
+import json
 import os
 import random
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +131,63 @@ def test_planted_error_in_a_spec_is_caught(monkeypatch):
     monkeypatch.setattr(layers_module.DsaIndexerK, "bytes_per_token", property(lambda self: 133))
     with pytest.raises(AssertionError):
         test_deepseek_v32_anchor_sglang_11309()
+
+
+# --- GQA head dimensions (Qwen3.5, Nemotron-3): SGLang 0.5.23's ModelConfig._derive_model_shapes ------
+# head_dim None -> hidden_size // num_attention_heads; v_head_dim None or 0 -> head_dim. A value given
+# is a dimension like any other: zero, negative, fractional, text or true/false is refused by name.
+MODELS_DIR = Path(__file__).resolve().parents[2] / "glm_kv" / "inputs" / "models"
+GQA_CONFIGS = {"qwen3.5-35b-a3b": ("Qwen--Qwen3.5-35B-A3B_config.json", "model(text_config)"),
+               "nemotron-3-super-120b-a12b-fp8": ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8_config.json", "model")}
+
+
+def _edited_layers(tmp_path, name, args=BF16, **edits):
+    """The vendored config with ``edits`` in its text part (None: the key removed), as build_layers reads it."""
+    cfg = json.loads((MODELS_DIR / GQA_CONFIGS[name][0]).read_text())
+    text = cfg.get("text_config", cfg)
+    for k, v in edits.items():
+        text.pop(k, None) if v is None else text.__setitem__(k, v)
+    d = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"   # a fresh path: configs are cached by path
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    return build_layers(load_hf_config(str(d)), args, SGLANG_0_5_23)
+
+
+def test_gqa_head_dims_as_sglang_derives_them(tmp_path):
+    # Qwen3.5 (bf16): 10 GQA layers x 2 KV heads x (K + V) x 2 bytes; shipped head_dim 256, hidden 2048 / 16 heads = 128
+    q = "qwen3.5-35b-a3b"
+    assert _edited_layers(tmp_path, q).bytes_per_token == 10 * 2 * (256 + 256) * 2
+    assert _edited_layers(tmp_path, q, v_head_dim=0).bytes_per_token == 10 * 2 * (256 + 256) * 2
+    assert _edited_layers(tmp_path, q, v_head_dim=128).bytes_per_token == 10 * 2 * (256 + 128) * 2
+    assert _edited_layers(tmp_path, q, head_dim=None).bytes_per_token == 10 * 2 * (128 + 128) * 2
+    # Nemotron-3-Super (fp8, 1 byte): 8 "*" layers x 2 KV heads; hidden 4096 / 32 heads = 128 = its head_dim
+    n = "nemotron-3-super-120b-a12b-fp8"
+    assert _edited_layers(tmp_path, n, FP8_RAW, head_dim=64).bytes_per_token == 8 * 2 * (64 + 64)
+    assert _edited_layers(tmp_path, n, FP8_RAW, head_dim=None, v_head_dim=32).bytes_per_token == 8 * 2 * (128 + 32)
+
+
+@pytest.mark.parametrize("name", sorted(GQA_CONFIGS))
+@pytest.mark.parametrize("key, value", [(k, v) for k in ("head_dim", "v_head_dim") for v in (-5, 1.5, "x", True, [64])]
+                         + [("head_dim", 0), ("head_dim", False), ("v_head_dim", 0.0), ("v_head_dim", 10 ** 30)])
+def test_bad_gqa_head_dim_is_refused_naming_it(tmp_path, name, key, value):
+    with pytest.raises(ProfileError) as e:
+        _edited_layers(tmp_path, name, **{key: value})
+    assert e.value.field == f"{GQA_CONFIGS[name][1]}.{key}" and "must be an integer" in e.value.rule
+
+
+def test_derived_head_dim_of_zero_is_refused(tmp_path):
+    """hidden_size // num_attention_heads = 0 (8 // 16): SGLang would build a zero-width cache."""
+    with pytest.raises(ProfileError) as e:
+        _edited_layers(tmp_path, "qwen3.5-35b-a3b", head_dim=None, hidden_size=8)
+    assert e.value.field == "model(text_config).hidden_size" and "head_dim 0" in e.value.rule
+
+
+@pytest.mark.parametrize("edits, field", [
+    ({"n_groups": None, "mamba_n_groups": "x"}, "model.mamba_n_groups"),
+    ({"conv_kernel": None, "mamba_d_conv": 1}, "model.mamba_d_conv"),
+])
+def test_nemotron_fallback_keys_are_named_when_bad(tmp_path, edits, field):
+    """n_groups / conv_kernel absent: the older key is read, and a bad value there is blamed on it."""
+    with pytest.raises(ProfileError) as e:
+        _edited_layers(tmp_path, "nemotron-3-super-120b-a12b-fp8", FP8_RAW, **edits)
+    assert e.value.field == field

@@ -7,6 +7,7 @@ tests/sglang/models_oracle.py); tests/sglang/test_models.py asks SGLang again on
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +183,17 @@ def test_hicache_host_pools_by_ratio():
     assert h.total_bytes == h.kv_tokens * 20480 + h.mamba_slots * 64389120
     with pytest.raises(ProfileError):
         plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True, hicache_size=100)
+
+
+@pytest.mark.parametrize("value", [0, -5, 1.5, "x", True, [4096]])
+def test_bad_max_position_embeddings_is_refused_naming_it(tmp_path, value):
+    """The config's context length was int()-ed (1.5 -> 1, "x" a traceback, -5 blamed on context_length)."""
+    src = Path(__file__).resolve().parents[2] / "glm_kv" / "inputs" / "models" / "Qwen--Qwen3.5-35B-A3B_config.json"
+    cfg = json.loads(src.read_text())
+    cfg["text_config"]["max_position_embeddings"] = value
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ProfileError) as e:
+        plan_of(str(tmp_path), "H200")
+    assert e.value.field == "model(text_config).max_position_embeddings" and "must be an integer" in e.value.rule
+    # a context_length given wins over the config's (the config value is not read)
+    assert plan_of(str(tmp_path), "H200", context_length=4096).context_length == 4096

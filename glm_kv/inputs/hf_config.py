@@ -190,3 +190,20 @@ def names_other_model(model: str) -> bool:
     except (OSError, ValueError, RecursionError, TypeError):
         return False   # the GLM-5.3-Flash reader names the problem
     return isinstance(cfg, dict) and "model_type" in cfg and cfg["model_type"] != "glm5_next"
+
+
+def config_int(text: dict, key: str, where: str, default: int | None = None, lo: int = 1) -> int:
+    """``text[key]`` as a config dimension: an integer in [lo, 2**24], else a ProfileError naming
+    ``where.key``. Here, in the inputs, so that the ledgers and the tensors (which must not share
+    the ledgers' code) read a config with the same rule."""
+    v = text.get(key, default)
+    if v is None:
+        raise ProfileError(f"{where}.{key}", "missing from config")
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 1 << 24:
+        raise ProfileError(f"{where}.{key}", f"must be an integer between {lo} and {1 << 24:,}, got {shown(v)}")
+    return v
+
+
+def config_where(cfg: HfConfig) -> str:
+    """How messages name the config part the dimensions live in (``model.head_dim``)."""
+    return "model(text_config)" if cfg.is_multimodal else "model"

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ProfileError, shown
-from ..inputs.hf_config import HfConfig
+from ..inputs.hf_config import HfConfig, config_where
+from ..inputs.hf_config import config_int as _int
 from ..inputs.rules import SglangRules
 from ..units import DTYPE_BYTES
 from .layers import (STATE_KINDS, TOKEN_KINDS, DsaIndexerK, GatedDeltaNetState, GqaKv, KdaState, LayerSpec,
@@ -88,20 +89,6 @@ class ModelLayers:
             d["bytes_per_layer"] = b
             d["bytes"] += b
         return out
-
-
-def _int(text: dict, key: str, where: str, default: int | None = None, lo: int = 1) -> int:
-    v = text.get(key, default)
-    if v is None:
-        raise ProfileError(f"{where}.{key}", "missing from config")
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 1 << 24:
-        raise ProfileError(f"{where}.{key}", f"must be an integer between {lo} and {1 << 24:,}, got {shown(v)}")
-    return v
-
-
-def config_where(cfg: HfConfig) -> str:
-    """How messages name the config part the dimensions live in (``model.head_dim``)."""
-    return "model(text_config)" if cfg.is_multimodal else "model"
 
 
 def is_dsa(cfg: HfConfig) -> bool:

@@ -21,12 +21,13 @@ from dataclasses import asdict, dataclass, field
 from ..errors import ProfileError
 from ..inputs.gpus import Gpu, resolve_gpu
 from ..inputs.hf_config import HfConfig, load_hf_config
+from ..inputs.hf_config import config_int as _int, config_where
 from ..inputs.resolve import resolve_dsa_backends, resolve_kv_dtype
 from ..inputs.rules import RULES, SglangRules, rules_for
 from ..units import GiB, index_page_count
 from .capacity import AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, BINDING_LABELS, pool_point, refusal
 from .host import host_size
-from .model_layers import CacheArgs, ModelLayers, _int, build_layers, config_where, is_dsa
+from .model_layers import CacheArgs, ModelLayers, build_layers, is_dsa
 from .request import slots_per_request
 
 # Profile fields refused for these models: they change the pools and are not modelled here.

@@ -251,7 +251,9 @@ def _runtime_imports(path, module):
 
 BYTE_FORMULA_LEDGERS = {f"glm_kv.ledgers.{m}" for m in
                         ("token", "request", "tail", "host", "capacity", "memory", "plan", "sweep", "advise",
-                         "derivations", "structure", "workload", "verify")}
+                         "derivations", "structure", "workload", "verify",
+                         # the other models' layer specs and plan (issue 22) compute bytes too
+                         "layers", "model_layers", "model_plan")}
 
 
 def test_tensors_import_no_ledger_byte_formula():

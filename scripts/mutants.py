@@ -79,7 +79,8 @@ def score(t: dict[str, int]) -> float | None:
     return None if not tried else 100.0 * (t["killed"] + t["timeout"]) / tried
 
 
-ADDED_TESTS = ["tests/ledgers/test_mutants_ledgers.py", "tests/inputs/test_mutants_inputs.py"]
+ADDED_TESTS = ["tests/ledgers/test_mutants_ledgers.py", "tests/inputs/test_mutants_inputs.py",
+               "tests/models/test_mutants_models.py"]
 RECHECK = Path("mutants/recheck.json")
 
 

@@ -114,9 +114,6 @@ class SlidingWindowKv(GqaKv):
     window: int = 0
     kind = "sliding_window_kv"
 
-    def tokens_held(self, context: int) -> int:
-        return min(context, self.window)
-
 
 class _ConvSsmState:
     """Bytes of one state slot from a conv and a temporal (SSM) tensor shape, as SGLang's

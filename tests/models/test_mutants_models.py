@@ -1,0 +1,60 @@
+"""Tests against the survivors of the round-4 mutation sample (benchmarks/mutants.md): the other
+models' modules. Expected values from SGLang 0.5.23's wheel (quoted where used), the vendored
+configs, the plan contract, or hand arithmetic in the docstring."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from glm_kv.errors import ProfileError
+from glm_kv.inputs.profile import make_profile
+from glm_kv.ledgers.model_plan import model_plan, model_plan_to_dict
+
+GiB = 1 << 30
+MODELS = Path(__file__).resolve().parents[2] / "glm_kv" / "inputs" / "models"
+
+
+def plan_of(model, gpu, **kw):
+    return model_plan(make_profile({"model": model, "gpu": gpu, "available_bytes": 60 * GiB, **kw}))
+
+
+def test_deepseek_v32_host_indexer_pool_by_hand():
+    """DSAIndexerPoolHost (pool_host/dsa.py): ``indexer_page_num = (size + page_size + 1) // page_size``
+    pages of ``page_bytes(page_size)`` per layer, ``size`` the KV host pool's tokens. DeepSeek-V3.2's
+    config: 61 layers, each with an indexer of index_head_dim 128, stored fp8 with one 4 B scale per
+    128 (132 B per token), pages of 64 tokens: 61 x 64 x 132 = 515,328 B per host page."""
+    p = plan_of("deepseek-v3.2", "H200", enable_hierarchical_cache=True, hicache_ratio=2.0)
+    h = p.host
+    assert h.indexer_page_bytes == 61 * 64 * 132 == 515_328
+    assert h.indexer_bytes == (h.kv_tokens + 64 + 1) // 64 * 515_328
+    assert h.indexer_bytes > 0 and h.total_bytes == h.kv_bytes + h.indexer_bytes + h.mamba_bytes
+
+
+def test_plan_dict_names_the_profile():
+    """plan-contract.md: ``profile.name`` is the profile's label (what every consumer reads)."""
+    d = model_plan_to_dict(plan_of("qwen3.5-35b-a3b", "H200", name="my-qwen"))
+    assert d["profile"]["name"] == "my-qwen" and "NAME" not in d["profile"]
+
+
+@pytest.mark.parametrize("pattern", ["MX*", "", 7])
+def test_bad_hybrid_override_pattern_names_the_rule(tmp_path, pattern):
+    """NemotronHConfig's hybrid_override_pattern: M Mamba-2, * attention, E MoE, - MLP."""
+    cfg = json.loads((MODELS / "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8_config.json").read_text())
+    cfg["hybrid_override_pattern"] = pattern
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ProfileError) as e:
+        plan_of(str(tmp_path), "H200")
+    assert e.value.field.endswith(".hybrid_override_pattern")
+    assert e.value.rule.startswith("must be a string of M, *, E and - (Mamba-2, attention, MoE, MLP), got ")
+
+
+def test_kimi_k3_bf16_on_blackwell_quotes_sglangs_refusal():
+    """SGLang 0.5.23 (arg_groups/overrides.py) refuses it with: 'TensorRT-LLM MLA backend only
+    supports kv-cache-dtype of fp8_e4m3, bf16, or auto.' The message says which version refuses."""
+    with pytest.raises(ProfileError) as e:
+        plan_of("kimi-k3", "B200", kv_cache_dtype="bfloat16")
+    assert e.value.field == "kv_cache_dtype"
+    assert e.value.rule.startswith("SGLang 0.5.23 refuses bfloat16 here: its default attention backend on Blackwell")
+    assert "'TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.'" in e.value.rule

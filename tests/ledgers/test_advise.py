@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 
 import numpy as np
@@ -26,8 +25,9 @@ from glm_kv.inputs.launch import parse_launch_command
 from glm_kv.inputs.workload_spec import load_workload, make_workload, shipped_workloads
 from glm_kv.ledgers import advise as advise_module
 from glm_kv.ledgers.advise import advise
+from tests.pytest_glm_kv import run_seed
 
-SEED = int(os.environ.get("GLM_KV_SEED", "20261130"))
+SEED = run_seed()
 ENTRY = "python -m sglang.launch_server"
 
 

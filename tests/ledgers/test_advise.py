@@ -148,7 +148,7 @@ def dtype_fields(prof, fixed: dict) -> dict[str, dict]:
     return out
 
 
-def any_accepted(prof, fixed: dict, pinned: bool, slot_bound: int):
+def any_accepted(prof, fixed: dict, slot_bound: int):
     """One plan the pools accept (its rest and slot bytes hold for every split), else None:
     a few values of the flag, then every pinned slot count up to ``slot_bound`` (the same pools
     as the ratio's, K for K), so None means no split is accepted at all."""
@@ -192,7 +192,7 @@ def split_space(prof, fixed: dict, tokens_per_request: int, prefix: int) -> dict
             assert p.capacity.max_mamba_cache_size == k
             out[k] = served_by(p, tokens_per_request, prefix)
         return out
-    p0 = any_accepted(prof, fixed, False, rest_bound // slot)
+    p0 = any_accepted(prof, fixed, rest_bound // slot)
     if p0 is None:
         return out
     # SGLang: budget = rest x r / (1 + r); K = (budget - slot) // slot, or under MTP

@@ -90,7 +90,7 @@ def _rest_gib(plan: Plan) -> float:
 def _kernel(plan: Plan, n: int, *, ratio=np.nan, max_mamba_cache_size=np.nan) -> dict:
     p = plan.profile
     return pool_sizes(
-        _rest_gib(plan), slot=plan.request.state_slot_bytes, slots_per_request=plan.request.slots_per_request,
+        _rest_gib(plan), slot=plan.request.budget_slot_bytes, slots_per_request=plan.request.slots_per_request,
         cell_size=plan.token.cell_size_bytes, page_size=plan.token.page_size,
         draft_tokens=plan.args.verify_state_draft_tokens,
         attn_dp=plan.parallel.attn_dp_size, mamba_full_memory_ratio=ratio,
@@ -110,7 +110,9 @@ def served_requests(slots, tokens, *, slots_per_request: int, tokens_per_request
 def candidates(plan: Plan, n: int, t: int, prefix: int) -> Candidates:
     """The splits one flag reaches: a grid uniform in the mamba share r / (1 + r), fine enough to
     hit every slot count, or every pinned slot count; one point when the radix cache is off."""
-    p, slot, attn_dp = plan.profile, plan.request.state_slot_bytes, plan.parallel.attn_dp_size
+    # a slot's cost to the mamba budget (with its replay ring under --enable-linear-replayssm-spec),
+    # as the plan sizes it (the ring-less slot gave other pools than SGLang: test_advise, replayssm)
+    p, slot, attn_dp = plan.profile, plan.request.budget_slot_bytes, plan.parallel.attn_dp_size
     rest_bytes = _rest_gib(plan) * GiB
     if p.max_mamba_cache_size is None and p.disable_radix_cache:
         knob, values = "none", np.array([np.nan])   # the pool holds exactly the requests

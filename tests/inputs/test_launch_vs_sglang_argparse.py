@@ -22,10 +22,11 @@ import pytest
 
 from glm_kv.errors import ProfileError
 from glm_kv.inputs.launch import NotModelled, parse_launch_command
+from tests.pytest_glm_kv import run_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 SGLANG_PY = ROOT / ".venv-sglang" / "bin" / "python"
-SEED = int(os.environ.get("GLM_KV_SEED", "20261130"))
+SEED = run_seed()
 PREFIX = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash"
 
 pytestmark = pytest.mark.skipif(os.environ.get("GLM_KV_SGLANG") != "1" or not SGLANG_PY.exists(),

@@ -1,5 +1,4 @@
 """The vectorised sweep equals the scalar plan at every point of a large random sample."""
-import os
 
 import numpy as np
 import pandas as pd
@@ -8,6 +7,7 @@ import pytest
 from glm_kv import ProfileError, compute_plan, load_profile
 from glm_kv.inputs.profile import make_profile
 from glm_kv.ledgers.sweep import sweep
+from tests.pytest_glm_kv import run_seed
 
 COLUMNS = ("cell_size_bytes", "state_slot_bytes", "slots_per_request", "tail_bytes",
            "max_mamba_cache_size_resolved", "max_total_num_tokens", "max_running_requests_resolved",
@@ -52,7 +52,7 @@ def _scalar(base, point):
 
 
 def test_sweep_equals_scalar_plan_on_random_sample():
-    seed = int(os.environ.get("GLM_KV_SEED", "20261129"))
+    seed = run_seed()
     rng = np.random.default_rng(seed)
     n = 3000
     params = _random_points(rng, n)

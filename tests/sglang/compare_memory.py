@@ -10,9 +10,10 @@ the CP split of the KDA state, refusals — is computed independently by each si
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
+
+from tests.pytest_glm_kv import run_seed
 
 GiB = 1 << 30
 L = {"sglang_layout": "0.5.23"}
@@ -96,7 +97,7 @@ HAND_PICKED = [
 
 def random_profiles(n: int = 120) -> list[tuple[str, dict]]:
     """Random profiles over every input of the path (seed: GLM_KV_SEED)."""
-    seed = int(os.environ.get("GLM_KV_SEED", "20261130"))
+    seed = run_seed()
     rng = np.random.default_rng(seed)
     pick = lambda xs: xs[int(rng.integers(0, len(xs)))]  # noqa: E731
     out = []

@@ -13,7 +13,7 @@ device, lock counts, children), free token slots and free state slots, evictable
 sizes, and the running eviction totals. On a difference it shrinks the sequence and prints the
 shortest one it found that still shows it.
 
-Seed: env GLM_KV_SEED (default 20251130). `GLM_KV_RADIX_OPS` changes the op count (default 10,000).
+Seed: the run's (env GLM_KV_SEED, drawn fresh for each run unless given; ``run_seed``). `GLM_KV_RADIX_OPS` changes the op count (default 10,000).
 The `test_reverting_fix_*` tests put back, by monkeypatch, each of the three behaviours issue 12
 fixed, and check that the differential catches it.
 """
@@ -27,7 +27,9 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-SEED = int(os.environ.get("GLM_KV_SEED", "20251130"))
+from tests.pytest_glm_kv import run_seed
+
+SEED = run_seed()
 N_OPS = int(os.environ.get("GLM_KV_RADIX_OPS", "10000"))
 N_HICACHE_OPS = int(os.environ.get("GLM_KV_RADIX_HICACHE_OPS", "3000"))
 TOKEN_PAGES, MAMBA_SLOTS, MAX_RUNNING, MAX_LOCKS = 16, 10, 3, 3

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 from glm_kv.tensors.memory_pool_host import PoolName, build_host_pool_group  # noqa: E402
 from glm_kv.ledgers.plan import load_plan  # noqa: E402
 from glm_kv.tensors.memory_pool import DevicePools, pool_geometry  # noqa: E402
+from tests.pytest_glm_kv import run_seed  # noqa: E402
 
 
 def _setup(profile: str, model: str | None = None, pages: int = 4, mamba: int = 2, ratio: float = 1.0):
@@ -25,7 +26,7 @@ def _setup(profile: str, model: str | None = None, pages: int = 4, mamba: int = 
     return plan, pools, build_host_pool_group(pools, hicache_ratio=ratio)
 
 
-def _fill_random(pools, idx, seed=0):
+def _fill_random(pools, idx, seed: int):
     gen = torch.Generator().manual_seed(seed)
     g = pools.geometry
     rows = [torch.randint(0, 256, (len(idx), g.kv_row_bytes), dtype=torch.uint8, generator=gen)
@@ -106,7 +107,7 @@ def test_backup_and_loadback_copy_every_byte_when_the_host_row_is_the_device_row
     _, pools, host = _setup(profile, reduced_config)
     ps = pools.geometry.page_size
     dev = pools.token_to_kv_pool_allocator.alloc(2 * ps)
-    rows, pages = _fill_random(pools, dev)
+    rows, pages = _fill_random(pools, dev, seed=run_seed())
     hidx = host.alloc_kv(2 * ps)
     host.backup_kv(hidx, dev)
     assert all(torch.equal(a, b) for a, b in zip(host.kv.read_rows(hidx), rows))
@@ -123,7 +124,7 @@ def test_article_fp8_host_row_drops_the_scale_bytes(reduced_config):
     """Article layout, scaled FP8: the host holds bytes 0..511 of each 528-byte row, no indexer."""
     _, pools, host = _setup("article", reduced_config)
     dev = pools.token_to_kv_pool_allocator.alloc(64)
-    rows, pages = _fill_random(pools, dev, seed=1)
+    rows, pages = _fill_random(pools, dev, seed=run_seed() + 1)
     hidx = host.alloc_kv(64)
     host.backup_kv(hidx, dev)
     fresh = pools.token_to_kv_pool_allocator.alloc(64)

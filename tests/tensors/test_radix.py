@@ -1,14 +1,14 @@
 """RadixTree over the real pools: FULL/MAMBA components, LRU eviction, locks, branching, HiCache.
 
-The property test runs 10,000 random operations; its seed comes from ``GLM_KV_SEED`` (default
-20251129), so another seed is one environment variable away:
+The property test runs 10,000 random operations; its seed is the run's (``GLM_KV_SEED``, drawn
+fresh for each run unless given, ``tests/pytest_glm_kv.run_seed``), so a seed is one environment
+variable away:
 ``GLM_KV_SEED=7 pytest tests/tensors/test_radix.py -k property``. These tests check the tree
 against itself and against hand-derived cases; tests/sglang/test_radix_differential.py checks it
 against SGLang 0.5.23's own cache.
 """
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
@@ -23,8 +23,9 @@ from glm_kv.tensors.radix import (  # noqa: E402
     decode, finish_request, prefill, replay_requests, start_request,
 )
 from glm_kv.tensors.radix.invariants import check_bookkeeping  # noqa: E402
+from tests.pytest_glm_kv import run_seed  # noqa: E402
 
-SEED = int(os.environ.get("GLM_KV_SEED", "20251129"))
+SEED = run_seed()
 
 
 def _tree(profile, model, pages=16, mamba=8, ratio=1.5, host=True):
@@ -197,7 +198,7 @@ def test_branching_prefill_caches_only_up_to_the_branching_point(reduced_config)
     the insert stops there, so B's own tail is not cached."""
     pools, _, tree = _tree("article", reduced_config, host=False)
     ps = pools.geometry.page_size
-    content = SyntheticContent(pools, seed=3)
+    content = SyntheticContent(pools, seed=SEED + 3)
     a = tuple(range(3 * ps))
     node, _, stats = prefill(tree, content, a)
     assert tree.depth_of(node) == 3 * ps and stats["new_mamba"] == 1
@@ -247,7 +248,7 @@ def _tree_kw(model, **kw):
 
 def test_backup_then_evict_then_load_back_restores_bytes(reduced_config, one_thread):
     pools, host, tree = _tree("h200-0.5.23", reduced_config)
-    content = SyntheticContent(pools, seed=1)
+    content = SyntheticContent(pools, seed=SEED + 1)
     a = tuple(range(512))
     node, _, _ = prefill(tree, content, a)
     assert tree.backup(node) == 512
@@ -263,7 +264,7 @@ def test_backup_then_evict_then_load_back_restores_bytes(reduced_config, one_thr
 
 def test_article_load_back_states_what_was_not_restored(reduced_config, one_thread):
     pools, host, tree = _tree("article", reduced_config)
-    content = SyntheticContent(pools, seed=2)
+    content = SyntheticContent(pools, seed=SEED + 2)
     a = tuple(range(128))
     node, _, _ = prefill(tree, content, a)
     tree.backup(node)
@@ -469,7 +470,7 @@ def test_unbalanced_unlock_raises_a_named_error(reduced_config):
 
 def test_content_check_raises_content_mismatch(reduced_config):
     pools, tree = _tree_kw(reduced_config)
-    content = SyntheticContent(pools, seed=5)
+    content = SyntheticContent(pools, seed=SEED + 5)
     prefill(tree, content, tuple(range(2 * pools.geometry.page_size)))
     assert content.check_tree(tree) > 0
     pid = next(iter(content.written))

@@ -370,3 +370,46 @@ def test_dspark_verify_window_refusals(block, tokens, words):
         dspark_draft_token_count(p, None)
     assert e.value.field == "speculative_num_draft_tokens" and words in e.value.rule
 
+
+
+# --- inputs.resolve: the DFLASH verify window from the draft's config.json ------------------------
+
+@pytest.mark.parametrize("dflash_config,flags,expected", [
+    ({"block_size": 5}, {}, 5),                                    # the draft config's block_size
+    ({"block_size": 5}, {"speculative_dflash_block_size": 8}, 8),  # the flag wins
+    (None, {}, 16),                                                # neither: 16
+])
+def test_dflash_draft_tokens_from_the_draft_config(tmp_path, dflash_config, flags, expected):
+    """SGLang 0.5.23 arg_groups/speculative_hook.py:367-424 (``_handle_dflash``): a set
+    --speculative-dflash-block-size becomes ``speculative_num_draft_tokens``; when that is still
+    None it is ``parse_dflash_draft_config(draft_hf_config=...).resolve_block_size(default=None)``
+    read from the draft's config.json (speculative/dflash_utils.py:553-554, 608-615: ``dflash_config.block_size``,
+    else a top-level one), and only when that gives None, 16. A draft whose
+    ``dflash_config.block_size`` is 5 (the DFlash2 drafter of sglang #36889) verifies 5 tokens."""
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.inputs.resolve import resolve
+
+    cfg = {k: v for k, v in DRAFT.items() if k != "dflash_config"}
+    if dflash_config is not None:
+        cfg["dflash_config"] = dflash_config
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    p = make_profile({"speculative_algorithm": "DFLASH", "gpu": "H200", "tp_size": 8,
+                      "weights_bytes": 40 * 2**30, "speculative_draft_model_path": str(tmp_path), **flags})
+    assert resolve(p).draft_tokens == expected
+
+
+# --- inputs.profile: an empty YAML profile --------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["", "# no fields yet\n", "---\n"])
+def test_empty_yaml_profile_is_the_empty_mapping(tmp_path, text):
+    """A YAML stream with no document, or an empty one, loads as null (YAML 1.2 chapter 9; PyYAML's
+    ``safe_load("")`` is None). A profile file holding only that has no fields: it is the profile of
+    ``{}`` (every field its default, only the name, from the file's stem, given), not a refusal."""
+    from glm_kv import load_profile
+
+    (tmp_path / "empty.yaml").write_text(text)
+    (tmp_path / "braces.yaml").write_text("{}\n")
+    p, q = load_profile(str(tmp_path / "empty.yaml")), load_profile(str(tmp_path / "braces.yaml"))
+    assert p.name == "empty" and p.model_fields_set == frozenset({"name"})
+    assert p.model_dump(exclude={"name"}) == q.model_dump(exclude={"name"})
+    assert load_profile(str(tmp_path / "empty.yaml"), {"tp_size": 8}).tp_size == 8

@@ -530,3 +530,28 @@ def test_host_auto_size_sums_the_device_pools_without_a_draft():
     assert pl.token.draft_layers == 0 and c.spec_scratch_bytes == 0
     kv = device_kv_bytes(c.max_total_num_tokens, pl.token, pl.token.num_full_layers)
     assert h.device_bytes == kv + c.mamba_pool_bytes
+
+
+@pytest.mark.parametrize("scalar", [True, False])
+@pytest.mark.parametrize("mmc,error,field", [(1.0, 7, "max_mamba_cache_size"), (float("nan"), 8, "available_bytes")])
+def test_fewer_slots_than_one_request_names_the_cause(scalar, mmc, error, field):
+    """SGLang 0.5.23 mem_cache/kv_cache_configurator.py:3136-3160 (``resolve_max_num_reqs``):
+    ``mamba_cap = max_mamba_cache_size // ratio``, ``max_num_reqs = min(max_num_reqs, mamba_cap)``,
+    and ``if max_num_reqs <= 0: raise RuntimeError("Hybrid (mamba/linear-attention) state cache is
+    too small to serve any requests ...")``. The boundary is 0 requests, not fewer.
+
+    By hand, 2 state slots per request, 1 MiB slots, mamba_full_memory_ratio 1, 5/1024 GiB (5 MiB)
+    left: the mamba budget is 5 x 1/2 = 2.5 MiB, so (2.5 - 1) // 1 = 1 slot (or the flag's 1
+    slot); 5 - (1 + 1) x 1 = 3 MiB for tokens, 3 MiB // 1024 B // 64 x 64 = 3072 tokens, 1536
+    requests by tokens, but 1 // 2 = 0 by slots: exactly 0, refused. With the flag set it is the
+    flag that is too small (code 7, ``max_mamba_cache_size``); sized from the budget it is the
+    memory (code 8, ``available_bytes``)."""
+    from glm_kv.ledgers.capacity import REFUSALS, pool_sizes
+
+    out = pool_sizes(5 / 1024, slot=1 << 20, slots_per_request=2, cell_size=1024, page_size=64, draft_tokens=0,
+                     attn_dp=1, mamba_full_memory_ratio=1.0, max_mamba_cache_size=mmc,
+                     max_total_tokens=float("nan"), radix_off=False, requests_per_worker=1, has_requests=False,
+                     context_length=131072, scalar=scalar)
+    assert int(out["max_mamba_cache_size"]) == 1 and int(out["max_total_num_tokens"]) == 3072
+    assert int(out["max_running_requests"]) == 0
+    assert int(out["error"]) == error and REFUSALS[error][0] == field

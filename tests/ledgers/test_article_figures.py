@@ -176,3 +176,22 @@ def test_article_profiles_state_the_article_values():
         assert not missing, f"{name}.yaml leaves {missing} to SGLang 0.5.23's defaults"
         wrong = {k: raw[k] for k in ARTICLE_STATED if raw[k] != ARTICLE_STATED[k]}
         assert not wrong, f"{name}.yaml states {wrong}, the article says otherwise"
+
+
+def test_every_variant_of_the_article_example_keeps_its_128k_requests():
+    """A shipped profile described as "the article's example (with ...)" varies one setting of it, so it
+    keeps the article's 64 requests of 128K (header and row 24), stated, not left to the config's
+    1,048,576-token context (the book's "requests that fit" counts requests of that context)."""
+    from glm_kv import shipped_profiles
+    from glm_kv.inputs.profile import PACKAGE_DIR
+    import yaml
+
+    variants = {}
+    for name in shipped_profiles():
+        raw = yaml.safe_load((PACKAGE_DIR / "profiles" / f"{name}.yaml").read_text(encoding="utf-8"))
+        if "article's example" in str(raw.get("description", "")):
+            variants[name] = raw
+    assert set(ARTICLE_EXAMPLES) <= set(variants) and len(variants) > len(ARTICLE_EXAMPLES)
+    for name, raw in variants.items():
+        stated = {k: raw.get(k) for k in ("context_length", "max_running_requests")}
+        assert stated == {"context_length": 131_072, "max_running_requests": 64}, f"{name}.yaml: {stated}"

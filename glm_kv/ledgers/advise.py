@@ -388,7 +388,7 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
             ctx = max(most - prefix, 0) // n // plan_n.token.page_size * plan_n.token.page_size
         state_alone = bool(enough.any())
         tokens_alone = bool((ok & (c.tokens >= n * t + prefix)).any())
-        state_b = n * spr * plan_n.request.state_slot_bytes
+        state_b = n * spr * plan_n.request.budget_slot_bytes   # with the replay ring, as the budget counts it
         token_b = (n * t + prefix) * plan_n.token.cell_size_bytes
         if state_alone and tokens_alone:
             resource = "memory"      # each fits alone, not both: the total is short, not the split
@@ -475,7 +475,7 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
         slots_reserved=running * spr, slots_resident=running * resident,
         token_headroom=int(cap.max_total_num_tokens - running * t),
         slot_headroom=int(cap.max_mamba_cache_size - running * resident),
-        state_bytes_needed=n * spr * final.request.state_slot_bytes,
+        state_bytes_needed=n * spr * final.request.budget_slot_bytes,
         token_bytes_needed=(n * t + prefix) * final.token.cell_size_bytes,
         largest_fitting=largest, host=host, notes=tuple(notes),
     )

@@ -351,6 +351,8 @@ def test_replayssm_ring_is_part_of_every_slot_by_hand(capsys):
     adv = advise(prof, work)
     assert adv.fits and adv.served_per_worker == 82
     assert 410 <= adv.plan.capacity.max_mamba_cache_size <= 412
+    # what the report says the state needs: 24 requests x 5 slots x 201,236,480 B, ring included
+    assert adv.state_bytes_needed == 24 * 5 * 201_236_480 == 24_148_377_600
     # and the long workload no longer trips advise's own re-plan check (it raised before)
     long = advise(prof, make_workload(WORKLOADS["long"]))
     assert not long.fits and long.served_per_worker >= 1

@@ -542,8 +542,14 @@ def check_layout(browser: Browser, page: Path, out_dir: Path, width: int, name: 
     out_dir.mkdir(parents=True, exist_ok=True)
     h = _eval(browser, session, "Math.min(8000, document.documentElement.scrollHeight)")
     for k, top in enumerate(range(0, h, TILE)):  # tiles a person can read: <page>-<width>[-k].png
+        # Scrolled to, and taken from the viewport, as a person sees the page there (sticky header and
+        # sidebar included). Not captureBeyondViewport: Chromium then lays the page out again at its
+        # full height and draws a page whose table scrolls sideways shifted left, the sidebar cut
+        # (book/profiles and book/flags at 1,400 px), which no reader ever sees. The clip is in page
+        # coordinates; the viewport is TILE px tall, so each tile lies inside it once scrolled to.
+        _eval(browser, session, f"window.scrollTo(0, {top}), window.scrollY")
         png = base64.b64decode(browser.send("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
+            "format": "png", "captureBeyondViewport": False,
             "clip": {"x": 0, "y": top, "width": width, "height": min(TILE, h - top), "scale": 1}}, session)["data"])
         (out_dir / (f"{name}-{width}.png" if k == 0 else f"{name}-{width}-{k + 1}.png")).write_bytes(png)
     browser.send("Target.closeTarget", {"targetId": target})

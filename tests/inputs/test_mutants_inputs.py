@@ -413,3 +413,41 @@ def test_empty_yaml_profile_is_the_empty_mapping(tmp_path, text):
     assert p.name == "empty" and p.model_fields_set == frozenset({"name"})
     assert p.model_dump(exclude={"name"}) == q.model_dump(exclude={"name"})
     assert load_profile(str(tmp_path / "empty.yaml"), {"tp_size": 8}).tp_size == 8
+
+
+# -- survivors of the sample over the functions changed on 2026-12-01 (benchmarks/mutants.md) ----------
+
+def test_node_cap_is_inclusive():
+    """PROFILE_MAX_NODES (4,096) values are read; one more is refused. ``x: [1, ...]`` composes a
+    mapping, its key, a sequence and k scalars: k + 3 nodes."""
+    from glm_kv.errors import ProfileError as _PE
+    from glm_kv.inputs.profile import PROFILE_MAX_NODES, load_yaml_text
+
+    at = "x: [" + ", ".join(["1"] * (PROFILE_MAX_NODES - 3)) + "]"
+    assert len(load_yaml_text(at, "t")["x"]) == PROFILE_MAX_NODES - 3
+    with pytest.raises(_PE, match=f"holds more than {PROFILE_MAX_NODES:,} values"):
+        load_yaml_text("x: [" + ", ".join(["1"] * (PROFILE_MAX_NODES - 2)) + "]", "t")
+
+
+def test_workload_file_messages_name_the_file_and_the_field(tmp_path, monkeypatch):
+    """A workload file's refusals name the field ``workload`` and the file (the user's words; a short
+    relative path, which ``shown`` prints whole)."""
+    from glm_kv.errors import ProfileError as _PE
+    from glm_kv.inputs.profile import PROFILE_MAX_BYTES
+    from glm_kv.inputs.workload_spec import load_workload
+
+    monkeypatch.chdir(tmp_path)
+    Path("dup.yaml").write_text("concurrent_requests: 4\nconcurrent_requests: 5\n")
+    with pytest.raises(_PE) as e:
+        load_workload("dup.yaml")
+    assert e.value.field == "workload" and e.value.rule.startswith("'dup.yaml': ") and "given twice" in e.value.rule
+    seq = tmp_path / "seq.yaml"
+    seq.write_text("- 1\n- 2\n")
+    with pytest.raises(_PE) as e:
+        load_workload(str(seq))
+    assert e.value.field == "workload" and e.value.rule.endswith("must be a YAML mapping of field: value")
+    big = tmp_path / "big.yaml"
+    big.write_text("#" * (PROFILE_MAX_BYTES + 1))
+    with pytest.raises(_PE) as e:
+        load_workload(str(big))
+    assert e.value.field == "workload" and "(a YAML workload file is at most" in e.value.rule

@@ -58,3 +58,39 @@ def test_kimi_k3_bf16_on_blackwell_quotes_sglangs_refusal():
     assert e.value.field == "kv_cache_dtype"
     assert e.value.rule.startswith("SGLang 0.5.23 refuses bfloat16 here: its default attention backend on Blackwell")
     assert "'TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.'" in e.value.rule
+
+
+# -- survivors of the sample over the functions changed on 2026-12-01 (benchmarks/mutants.md) ----------
+
+def test_attention_only_model_has_no_mamba_strategy():
+    """The plan's documented value: ``mamba_strategy`` is "none" without state layers (DeepSeek-V3.2:
+    61 MLA + DSA layers, no linear attention) and with the radix cache off."""
+    assert plan_of("deepseek-v3.2", "H200").request.mamba_strategy == "none"
+    assert plan_of("qwen3.5-35b-a3b", "H200", disable_radix_cache=True).request.mamba_strategy == "none"
+
+
+def test_notes_say_what_to_give():
+    """No available_bytes for another model: capacity is not sized, and the note says which field to
+    give; HiCache without a ratio: SGLang 0.5.23 auto-sizes from free RAM, the note says glm-kv took 2.0."""
+    p = model_plan(make_profile({"model": "qwen3.5-35b-a3b", "gpu": "H200"}))
+    assert p.capacity is None
+    assert any(n.startswith("capacity not sized: give available_bytes (SGLang's rest after weights, per rank)")
+               for n in p.notes), p.notes
+    h = plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True)
+    assert any(n.startswith("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it") for n in h.notes), h.notes
+    given = plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True, hicache_ratio=2.0)
+    assert not any(n.startswith("HiCache ratio 2.0") for n in given.notes)
+
+
+def test_layout_and_page_refusals_say_why():
+    """SGLang 0.5.23: MambaPoolHost asserts a page_first layout; no_buffer needs page_size 1
+    (Nemotron runs with 64 on a B200, tests/models/test_model_plan.py's SGLang table)."""
+    with pytest.raises(ProfileError) as e:
+        plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True, hicache_ratio=2.0,
+                hicache_mem_layout="layer_first")
+    assert e.value.field == "hicache_mem_layout" and "fails MambaPoolHost's layout assert" in e.value.rule
+    with pytest.raises(ProfileError) as e:
+        plan_of("nemotron-3-super-120b-a12b-fp8", "B200", mamba_scheduler_strategy="no_buffer",
+                disable_overlap_schedule=True)
+    assert e.value.field == "mamba_scheduler_strategy"
+    assert e.value.rule == "no_buffer only supports page_size=1 (this model runs with 64)"

@@ -39,6 +39,7 @@ from .gpus import GPU_NAMES  # noqa: E402
 PROFILE_MAX_BYTES = 256 << 10     # a profile is a few hundred bytes; 256 KiB is generous
 PROFILE_MAX_DEPTH = 8            # nesting allowed while reading (no field takes more than a scalar)
 PROFILE_MAX_NODES = 4096         # YAML nodes in one profile (a profile has about 60 scalars)
+SET_VALUE_MAX_CHARS = 4096       # one --set value (profile and workload alike)
 INT_MAX_BITS = 62                # every integer field fits int64 with room for products
 
 # SGLang 0.5.23's argparse choices (sglang/srt/server_args.py, ServerArgs.add_cli_args), read off the wheel.
@@ -620,8 +621,8 @@ def parse_override(item: str) -> tuple[str, Any]:
         raise ProfileError("--set", f"{shown(item)} must look like key=value")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]{0,80}", key):
         raise ProfileError("--set", f"{shown(key)} is not a field name (letters, digits, _ and -)")
-    if len(raw) > 4096:
-        raise ProfileError(key, f"value is {len(raw)} characters long (at most 4096)")
+    if len(raw) > SET_VALUE_MAX_CHARS:
+        raise ProfileError(key, f"value is {len(raw)} characters long (at most {SET_VALUE_MAX_CHARS})")
     if "\x00" in raw:
         raise ProfileError(key, "value contains a NUL byte")
     value = raw if key in _TEXT_FIELDS else parse_scalar(raw)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import ProfileError, shown
 from .model import read_input_file
-from .profile import PROFILE_MAX_BYTES, check_field, check_int_range, load_yaml_text
+from .profile import PROFILE_MAX_BYTES, SET_VALUE_MAX_CHARS, check_field, check_int_range, load_yaml_text
 
 WORKLOAD_DIR = Path(__file__).resolve().parent / "workloads"
 
@@ -169,9 +169,6 @@ def load_workload(source: Optional[str], overrides: Optional[dict[str, Any]] = N
 
 
 WORKLOAD_FIELDS = tuple(WorkloadSpec.model_fields)
-
-
-SET_VALUE_MAX_CHARS = 4096   # as the profile's --set values
 
 
 def parse_workload_override(item: str) -> tuple[str, Any]:

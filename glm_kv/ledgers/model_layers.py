@@ -18,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ProfileError, shown
-from ..inputs.hf_config import HfConfig, config_where
-from ..inputs.hf_config import config_int as _int
+from ..inputs.hf_config import HfConfig, config_where, config_int as _int
 from ..inputs.rules import SglangRules
 from ..units import DTYPE_BYTES
 from .layers import (STATE_KINDS, TOKEN_KINDS, DsaIndexerK, GatedDeltaNetState, GqaKv, KdaState, LayerSpec,

@@ -20,8 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import ProfileError
 from ..inputs.gpus import Gpu, resolve_gpu
-from ..inputs.hf_config import HfConfig, load_hf_config
-from ..inputs.hf_config import config_int as _int, config_where
+from ..inputs.hf_config import HfConfig, config_int as _int, config_where, load_hf_config
 from ..inputs.resolve import resolve_dsa_backends, resolve_kv_dtype
 from ..inputs.rules import RULES, SglangRules, rules_for
 from ..units import GiB, index_page_count

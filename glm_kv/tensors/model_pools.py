@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..inputs.hf_config import HfConfig, config_where
-from ..inputs.hf_config import config_int as _int  # the config's integer rule: a bad dimension is refused by name
+from ..inputs.hf_config import HfConfig, config_where, config_int as _int  # the config's integer rule
 
 TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}
 

@@ -241,46 +241,74 @@ def cmd_profiles(args) -> int:
     return 0
 
 
+def _sizes_text(sizes: dict) -> str:
+    """An allocation's sizes as words (tokens 256, mamba slots 1, ...), never a Python dict."""
+    return ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sizes.items())
+
+
+def _gib(n: int | float | None) -> str:
+    """GiB (2^30) with the exact bytes beside it."""
+    if n is None:
+        return "-"
+    return f"{n / 2**30:,.3f} GiB ({n:,} B)"
+
+
 def render_measure(report) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    con = Console(width=None if sys.stdout.isatty() else 160)
+    con = Console(width=None if sys.stdout.isatty() else 180)
     a = report.allocations[-1]
     t = Table(title=escape(f"glm-kv measure: {report.profile} (layout {report.layout}, {report.device}, "
-                           f"{report.mode}; {a.sizes})"))
-    for c in ("buffer", "shape", "dtype", "measured B", "ledger B", "match"):
+                           f"{report.mode}; {_sizes_text(a.sizes)})"))
+    for c in ("buffer", "shape", "dtype", "measured B", "ledger B", "match", "CUDA block B", "overhead B"):
         t.add_column(c, justify="right" if c.endswith("B") else "left", no_wrap=c != "match")
     for r in a.rows:
         mark = "-" if r.match is None else ("yes" if r.match else "NO")
         if r.shares_storage_with:
             mark += f" (shares storage with {r.shares_storage_with})"
+        block = r.cuda_block_bytes
         t.add_row(escape(r.name), str(tuple(r.shape)), r.dtype, f"{r.measured_bytes:,}",
-                  "-" if r.ledger_bytes is None else f"{r.ledger_bytes:,}", escape(mark))
+                  "-" if r.ledger_bytes is None else f"{r.ledger_bytes:,}", escape(mark),
+                  "-" if block is None else f"{block:,}",
+                  "-" if block is None else f"{block - r.measured_bytes:,}")
     con.print(t)
-    out = []
+    s = Table(title="allocations and checks")
+    for c in ("sizes", "what", "measured", "expected", "match"):
+        s.add_column(c, justify="right" if c in ("measured", "expected") else "left")
     for al in report.allocations:
-        out.append(f"at {al.sizes}: device storage {al.device_storage_bytes:,} B, host storage "
-                   f"{al.host_storage_bytes:,} B, every buffer {'matches' if al.ok else 'does NOT match'}")
+        where = _sizes_text(al.sizes)
+        s.add_row(escape(where), "device storage", _gib(al.device_storage_bytes), "-", "-")
+        if al.host_storage_bytes:
+            s.add_row(escape(where), "host storage", _gib(al.host_storage_bytes), "-", "-")
+        if al.cuda_overhead_bytes is not None:
+            s.add_row(escape(where), escape(f"allocator overhead beside the ledger ({al.allocator})"),
+                      _gib(al.cuda_overhead_bytes), "-", "-")
+        s.add_row(escape(where), "every buffer == its ledger", "-", "-", "yes" if al.ok else "NO")
         for c in al.checks:
-            out.append(f"  {c['check']}: measured {c['measured']:,} vs {c['ledger']:,} -> "
-                       f"{'yes' if c['match'] else 'NO'}")
+            s.add_row(escape(where), escape(c["check"]), f"{c['measured']:,}", f"{c['ledger']:,}",
+                      "yes" if c["match"] else "NO")
     for c in report.linear:
         if c["group"] == "fixed":
-            out.append(f"fixed: {c['bytes'][0]:,} B at both sizes ({c['ledger_source']}) -> "
-                       f"{'yes' if c['match'] else 'NO'}")
+            s.add_row("both sizes", escape(f"fixed bytes ({c['ledger_source']})"), f"{c['bytes'][0]:,}",
+                      f"{c['bytes'][1]:,}", "yes" if c["match"] else "NO")
             continue
-        out.append(f"linear ({c['group']}): {c['bytes'][0]:,} -> {c['bytes'][1]:,} B at {c['unit']} "
-                   f"{c['sizes'][0]} -> {c['sizes'][1]}: {c['measured_per_unit']:,} B per unit "
-                   f"(ledger {c['ledger_per_unit']:,} = {c['ledger_source']}) + {c['fixed_bytes']:,} fixed "
-                   f"-> {'yes' if c['match'] else 'NO'}")
-    for r in report.full_profile:
-        extra = ""
-        if "difference" in r:
-            extra = f"; differs from the plan's pool figure by {r['difference']:,} B"
-        out.append(f"full profile ({r['group']}), {r['label']}: {r['formula']} = "
-                   f"{r['bytes']:,} B; count from {r['count_source']}{extra}")
+        s.add_row(escape(f"{c['unit'].replace('_', ' ')} {c['sizes'][0]} -> {c['sizes'][1]}"),
+                  escape(f"{c['group']}: bytes per unit (ledger: {c['ledger_source']}); "
+                         f"{c['fixed_bytes']:,} B fixed"),
+                  f"{c['measured_per_unit']:,}", f"{c['ledger_per_unit']:,}", "yes" if c["match"] else "NO")
+    con.print(s)
+    if report.full_profile:
+        f = Table(title="the full profile")
+        for c in ("group", "count", "bytes", "how", "vs the plan's pool figure"):
+            f.add_column(c, justify="right" if c in ("count", "bytes") else "left")
+        for r in report.full_profile:
+            diff = f"{r['difference']:+,} B" if "difference" in r else "-"
+            f.add_row(r["group"], f"{r['count']:,}", _gib(r["bytes"]), escape(f"{r['label']}: {r['formula']}"),
+                      escape(diff + (f" ({r['difference_note']})" if r.get("difference_note") else "")))
+        con.print(f)
+    out = []
     for r in report.not_allocated:
         out.append(f"not allocated: {r['what']}: {r['why']}")
     for r in report.not_on_host:

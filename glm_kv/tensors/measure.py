@@ -1,8 +1,12 @@
 """Allocate SGLang-shaped tensors and compare what was really allocated with the ledgers.
 
 What is counted: the bytes of each tensor's *storage* (``untyped_storage().nbytes()``), with
-tensors that share a storage counted once; on CUDA also ``torch.cuda.memory_allocated()`` before
-and after, which must equal the storages rounded up to the caching allocator's 512-byte blocks.
+tensors that share a storage counted once. Storage bytes must equal the ledger exactly, on every
+device. On CUDA, ``torch.cuda.memory_allocated()`` / ``memory_reserved()`` grow by the caching
+allocator's *blocks* and *segments*, not by the storages: each buffer's block is predicted by
+``cuda_allocator`` (a model of torch 2.13's rules, started from the allocator's own snapshot) and
+the prediction is checked against the real deltas; the difference from the storage is shown as the
+allocator's overhead beside the ledger (on the CPU too, as what a GPU would add).
 
 What it is compared with: the plan's scalar ledger figures (``kv_bytes_per_token``,
 ``indexer_page_bytes``, ``conv_state_bytes``, ``temporal_state_bytes``, ``tail.bytes``,
@@ -29,13 +33,13 @@ from typing import TYPE_CHECKING, Optional
 from ..errors import ProfileError
 from ..units import fmt_bytes, index_page_count
 from .budget import check_budget, free_memory_bytes, storage_bytes, storage_key
+from .cuda_allocator import AllocatorConfig, CachingAllocatorModel, NotModelled, live_model
 from .memory_pool import DevicePools, default_device, pool_geometry, torch_dtype
 from .memory_pool_host import build_host_pool_group, host_pool_size, not_on_host
 
 if TYPE_CHECKING:  # the plan is only read here, never built: no ledger formula is imported
     from ..ledgers.plan import Plan
 
-CUDA_BLOCK = 512  # the CUDA caching allocator rounds every block up to a multiple of 512 B
 
 
 # --------------------------------------------------------------------------- the ledger side
@@ -166,6 +170,7 @@ class BufferRow:
     where: str = "device"
     shares_storage_with: Optional[str] = None
     ledger_source: Optional[str] = None    # the ledger field(s) the expected bytes come from, or why none
+    cuda_block_bytes: Optional[int] = None  # the caching allocator's block for this storage (device rows)
 
 
 @dataclass
@@ -178,6 +183,17 @@ class Allocation:
     cuda_allocated_delta: Optional[int] = None
     cuda_expected_delta: Optional[int] = None
     checks: list[dict] = field(default_factory=list)
+    cuda_reserved_delta: Optional[int] = None
+    cuda_expected_reserved: Optional[int] = None
+    allocator: str = ""                    # which allocator model the block figures come from
+
+    @property
+    def cuda_overhead_bytes(self) -> Optional[int]:
+        """Allocator blocks minus device storages: what a GPU holds beyond the ledger's bytes."""
+        blocks = [r.cuda_block_bytes for r in self.rows if r.where == "device" and r.cuda_block_bytes is not None]
+        if not blocks:
+            return None
+        return sum(blocks) - self.device_storage_bytes
 
     @property
     def ok(self) -> bool:
@@ -214,11 +230,14 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
         if host_ratio is not None:
             check_budget(host_asked, "cpu", budget, what="the HiCache host pools")
     cuda = device.startswith("cuda")
+    model, allocator = _allocator_model(device)
     if cuda:
         torch.cuda.synchronize(device)
-        before = torch.cuda.memory_allocated(device)
+        before = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
     pools = DevicePools(geometry, device=device, fill=fill, budget=budget)  # the same budget, not the default
-    after = torch.cuda.memory_allocated(device) if cuda else None
+    if cuda:
+        torch.cuda.synchronize(device)
+        after = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
     host = None
     if host_ratio is not None:
         host = build_host_pool_group(pools, hicache_ratio=host_ratio, fill=fill)
@@ -226,6 +245,7 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
         rows: list[BufferRow] = []
         owner: dict[tuple[str, int], str] = {}
         named = [(n, b, "device") for n, b in pools.named_buffers()]
+        blocks = _predict_blocks(model, pools)
         if host is not None:
             named += [(n, b, "host") for n, b in host.named_buffers()]
         for name, t, where in named:
@@ -241,7 +261,8 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
                 # a buffer sharing another's storage holds no bytes of its own
                 ledger, match = _whole(want), (measured == want) if shared is None else True
             rows.append(BufferRow(name, list(t.shape), str(t.dtype).removeprefix("torch."), measured,
-                                  ledger, match, where, shared, source))
+                                  ledger, match, where, shared, source,
+                                  blocks.get(name) if where == "device" and blocks is not None else None))
         dev_bytes = storage_bytes(b for n, b in pools.named_buffers())
         host_bytes = storage_bytes(b for n, b in host.named_buffers()) if host is not None else 0
         checks = []
@@ -256,27 +277,67 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
             want = ledger_host_mamba_bytes(plan, host.mamba.size)
             checks.append(dict(check=f"MambaPoolHost: {host.mamba.size} slots x host.mamba_slot_bytes",
                                measured=m, ledger=_whole(want), match=m == want))
-        cuda_expected = None
-        if cuda:
-            seen = {}
-            for _, b in pools.named_buffers():
-                seen.setdefault(storage_key(b), -(-b.untyped_storage().nbytes() // CUDA_BLOCK) * CUDA_BLOCK)
-            cuda_expected = sum(seen.values())
-            checks.append(dict(check="torch.cuda.memory_allocated() delta = storages rounded to 512 B",
-                               measured=after - before, ledger=cuda_expected,
-                               match=after - before == cuda_expected))
+        cuda_expected = reserved_expected = None
+        if cuda and blocks is not None:
+            cuda_expected = sum(v for v in blocks.values())
+            reserved_expected = model.reserved_added
+            checks.append(dict(check="torch.cuda.memory_allocated() delta = the caching allocator's blocks "
+                                     "(cuda_allocator model)",
+                               measured=after[0] - before[0], ledger=cuda_expected,
+                               match=after[0] - before[0] == cuda_expected))
+            checks.append(dict(check="torch.cuda.memory_reserved() delta = the segments the model opens",
+                               measured=after[1] - before[1], ledger=reserved_expected,
+                               match=after[1] - before[1] == reserved_expected))
         sizes = dict(tokens=geometry.size, mamba_slots=geometry.mamba_size,
                      spec_state_size=geometry.spec_state_size,
                      max_running_requests=geometry.max_running_requests_per_worker, context_len=geometry.context_len)
         if host is not None:
             sizes.update(host_tokens=host.kv.size, host_mamba_slots=host.mamba.size)
         return Allocation(sizes, device, rows, dev_bytes, host_bytes,
-                          None if not cuda else after - before, cuda_expected, checks)
+                          None if not cuda else after[0] - before[0], cuda_expected, checks,
+                          None if not cuda else after[1] - before[1], reserved_expected, allocator)
     finally:
         del pools, host
         gc.collect()
         if cuda:
             torch.cuda.empty_cache()
+
+
+def allocation_order(pools) -> list[tuple[str, object]]:
+    """Device buffers in the order DevicePools creates them (req_to_token, the MambaPool, then the
+    token pools), which is the order the caching allocator sees them: its best fit depends on it."""
+    rank = lambda n: 0 if n.startswith("req_to_token") else 1 if n.startswith("mamba_pool.") else 2  # noqa: E731
+    named = list(pools.named_buffers())
+    return sorted(named, key=lambda nb: rank(nb[0]))  # sorted() is stable: order within a pool kept
+
+
+def _allocator_model(device: str) -> tuple[Optional[CachingAllocatorModel], str]:
+    """The model the block figures come from: the live allocator's state on CUDA, an empty cache
+    elsewhere (what a GPU would do); None when the configured allocator is not modelled."""
+    try:
+        if device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize(device)
+            return live_model(device), "torch CUDA caching allocator (live state, cuda_allocator model)"
+        config = AllocatorConfig.from_env()
+        return CachingAllocatorModel(config), f"predicted for CUDA, empty cache ({config.source})"
+    except NotModelled as e:
+        return None, f"not predicted: {e}"
+
+
+def _predict_blocks(model: Optional[CachingAllocatorModel], pools) -> Optional[dict[str, int]]:
+    """The block each device storage takes, replayed in allocation order (shared storages once:
+    a view gets 0)."""
+    if model is None:
+        return None
+    out: dict[str, int] = {}
+    seen: set = set()
+    for name, t in allocation_order(pools):
+        key = storage_key(t)
+        out[name] = 0 if key in seen else model.malloc(t.untyped_storage().nbytes()).allocated
+        seen.add(key)
+    return out
 
 
 def _host_shape_bytes(g, ratio: float) -> int:
@@ -404,7 +465,10 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     if full is None and device.startswith("cuda"):
         need, free = g_full.shape_bytes(), free_memory_bytes(device)
         full = need <= 0.95 * free  # leave room for the caching allocator's segment rounding
-        if not full:
+        if full:
+            notes.append(f"full profile allocated: {fmt_bytes(need, 'GiB')} fits the {fmt_bytes(free, 'GiB')} "
+                         f"free on {device} (pass full=False / --device cpu for the reduced sizes)")
+        else:
             notes.append(f"full profile not allocated: asked {fmt_bytes(need, 'GiB')}, "
                          f"free {fmt_bytes(free, 'GiB')}; measured two reduced sizes instead")
     if full:

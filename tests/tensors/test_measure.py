@@ -145,13 +145,13 @@ def test_allocation_beyond_free_memory_is_refused():
 
 
 def test_full_profile_on_cpu_is_refused_with_one_line(capsys):
-    rc = cli_main(["measure", "--profile", "article", "--full"])
+    rc = cli_main(["measure", "--profile", "article", "--full", "--device", "cpu"])
     err = capsys.readouterr().err.strip()
     assert rc == 3 and len(err.splitlines()) == 1 and "asked" in err and "free" in err
 
 
 def test_cli_json_lists_every_buffer(capsys):
-    assert cli_main(["measure", "--profile", "article", "--json"]) == 0
+    assert cli_main(["measure", "--profile", "article", "--json", "--device", "cpu"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["ok"] is True
     rows = d["allocations"][-1]["rows"]
@@ -186,12 +186,32 @@ def test_cuda_path_is_visibly_skipped_without_a_gpu():
 
 
 @requires_cuda
-def test_cuda_allocator_delta_equals_the_storages():
-    report = M.measure_profile(load_plan("article"), device="cuda", full=False)
-    assert report.ok
+@pytest.mark.parametrize("profile", shipped_profiles())
+def test_cuda_allocator_deltas_equal_the_model(profile):
+    """Reduced sizes on the GPU: storages == ledger exactly, and the allocator's allocated and
+    reserved deltas == the cuda_allocator model's blocks and segments."""
+    report = M.measure_profile(load_plan(profile), device="cuda", full=False)
+    assert report.ok, report.mismatches
     for a in report.allocations:
         assert a.cuda_allocated_delta == a.cuda_expected_delta
-        assert any(c["check"].startswith("torch.cuda.memory_allocated") and c["match"] for c in a.checks)
+        assert a.cuda_reserved_delta == a.cuda_expected_reserved
+        assert sum(r.measured_bytes for r in a.rows if r.where == "device") == a.device_storage_bytes
+
+
+def test_allocator_overhead_is_shown_beside_the_ledger_on_the_cpu(capsys):
+    """On the CPU the block figures are the model's prediction for CUDA (an empty cache); the
+    h200 IndexKeyCache buffer is the issue's example: 125,165,568 B in a 125,829,120 B block."""
+    report = M.measure_profile(load_plan("h200-0.5.23"), device="cpu")
+    a = report.allocations[-1]
+    assert "predicted for CUDA" in a.allocator and a.cuda_allocated_delta is None
+    dev = [r for r in a.rows if r.where == "device"]
+    assert all(r.cuda_block_bytes is not None and r.cuda_block_bytes >= r.measured_bytes for r in dev)
+    assert a.cuda_overhead_bytes == sum(r.cuda_block_bytes for r in dev) - a.device_storage_bytes > 0
+    from glm_kv.tensors.cuda_allocator import CachingAllocatorModel
+    assert CachingAllocatorModel().malloc(125_165_568).allocated == 125_829_120
+    assert cli_main(["measure", "--profile", "tp8", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "CUDA block B" in out and "overhead B" in out and "GiB (" in out and "{" not in out
 
 
 @requires_cuda

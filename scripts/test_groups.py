@@ -36,6 +36,7 @@ class Group:
     name: str
     what: str
     steps: tuple[tuple[str, ...], ...]  # commands run in order; the group stops at its first failing step
+    always: tuple[tuple[str, ...], ...] = ()  # run after the steps even when one failed (reports)
 
 
 def groups() -> list[Group]:
@@ -43,8 +44,13 @@ def groups() -> list[Group]:
     xdist = ("-n", JOBS) if JOBS != "1" else ()
     return [
         Group("sglang", "SGLang 0.5.23's own classes against glm-kv (its own venv)", (
+            # no result of an earlier run may reach this run's report (plain Python: before the venv)
+            (sys.executable, "tests/sglang/agreement_report.py", "--clean"),
             ("bash", "scripts/sglang-env.sh"),
             ("env", "GLM_KV_SGLANG=1", sg, "-m", "pytest", "-q", *xdist, "tests/sglang"),
+        ), always=(
+            # the book's agreement page: this run's per-profile results merged; fails on a missing one
+            (sg, "tests/sglang/agreement_report.py", "--merge"),
         )),
         Group("book", "the book builds with warnings as errors; every page in headless Chromium", (
             ("make", "--no-print-directory", "html", "chromium"),
@@ -97,7 +103,10 @@ def run_group(group: Group, env: dict[str, str]) -> tuple[bool, tuple[str, dict[
     start = time.monotonic()
     output: list[str] = []
     ok = True
-    for step in group.steps:
+    failed_at = None
+    for step in (*group.steps, *group.always):
+        if failed_at is not None and step not in group.always:
+            continue
         print(f"\n=== [{group.name}] $ {shlex.join(step)}", flush=True)
         with subprocess.Popen(step, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, bufsize=1, stdin=subprocess.DEVNULL) as proc:
@@ -109,7 +118,7 @@ def run_group(group: Group, env: dict[str, str]) -> tuple[bool, tuple[str, dict[
         if code != 0:
             ok = False
             output.append(f"(exit {code})\n")
-            break
+            failed_at = failed_at or step
     return ok, summarise("".join(output)), time.monotonic() - start
 
 

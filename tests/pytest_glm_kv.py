@@ -4,7 +4,8 @@ Why a plugin and not ``tests/conftest.py``: its hooks must also see the notebook
 nbval from ``notebooks/`` and ``book/``, which no conftest under ``tests/`` reaches.
 
 * **One seed per run.** Every randomised test reads ``GLM_KV_SEED``. Unless the caller gives one
-  (``make test SEED=N``, ``GLM_KV_SEED=N`` or ``-p randomly --randomly-seed=N``), a fresh seed is
+  (``make test SEED=N``, ``GLM_KV_SEED=N`` or ``-p randomly --randomly-seed=N``; both with different
+  values is a usage error naming both), a fresh seed is
   drawn for each run, handed to pytest-randomly (test order, ``random``/``numpy`` reseeding) and
   exported, so subprocesses and xdist workers see the same value. It is printed in the header
   and again at the end of the run, next to the failures: ``make test SEED=N`` reproduces it.
@@ -37,6 +38,13 @@ def pytest_configure(config: pytest.Config) -> None:
     """Fix the run's seed before pytest-randomly reads its own option."""
     given = os.environ.get(SEED_ENV, "").strip()
     randomly = getattr(config.option, "randomly_seed", None)
+    if given and not given.isdigit():
+        raise pytest.UsageError(f"{SEED_ENV}={given!r}: the seed must be a whole number")
+    if given and isinstance(randomly, int) and int(given) != randomly:
+        # one seed per run: the order would follow one and the data the other, and the printed
+        # seed would not reproduce the run
+        raise pytest.UsageError(f"{SEED_ENV}={given} and --randomly-seed={randomly} disagree: give one seed "
+                                f"(or the same value to both)")
     if given:
         seed = int(given)
     elif isinstance(randomly, int):

@@ -157,3 +157,176 @@ def test_no_test_module_keeps_a_literal_fallback_seed():
         for line in literal_seed_fallbacks(path.read_text()):
             found.append(f"{path.relative_to(ROOT)}:{line}")
     assert not found, f"literal fallback seeds (use run_seed() from tests.pytest_glm_kv): {found}"
+
+
+def test_a_conflicting_randomly_seed_and_glm_kv_seed_is_an_error_naming_both(tmp_path):
+    """Order from one seed and data from another would make the printed seed a lie."""
+    source = SEEDED.format(expected="11")
+    run = _inner(tmp_path, source, "-p", "randomly", "--randomly-seed=12", env={"GLM_KV_SEED": "11"})
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out[-2000:]
+    assert "GLM_KV_SEED=11" in out and "--randomly-seed=12" in out, out[-2000:]
+    # the same value given twice is one seed
+    same = _inner(tmp_path, source, "-p", "randomly", "--randomly-seed=11", env={"GLM_KV_SEED": "11"})
+    assert same.returncode == 0, (same.stdout + same.stderr)[-2000:]
+
+
+# -- every test can fail: an assertion in every test function, no parametrization over nothing ------
+#
+# The rule, checkable on the syntax alone: a test function (``test_*``, module level or in a
+# ``Test*`` class) asserts when its body holds an ``assert``, a ``raise``, ``pytest.raises`` /
+# ``pytest.warns`` / ``pytest.fail``, or a call to a function that asserts by the same rule:
+# any function of that name defined under tests/ (so a helper ``check(...)`` counts when the
+# ``check`` it names asserts), or a name starting ``assert`` (``assert_frame_equal``). A
+# parametrization must not be over an empty list/tuple literal, nor a module-level name bound to
+# one, nor a ``for`` loop in a test over such a name (a loop over nothing asserts nothing).
+
+ASSERTING_CALLS = {"raises", "warns", "fail", "deprecated_call", "approx"}
+# test functions that pass by not raising, each with why that is the check
+NO_ASSERT_ALLOWED: dict[str, str] = {
+    "tests/inputs/test_bad_input.py::test_every_sglang_choice_passes_validation":
+        "passes by not raising: make_profile raises ProfileError on a value it refuses, and the "
+        "test's point is that none of SGLang's choices is refused",
+}
+
+
+def _callee(node: ast.Call) -> str | None:
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+
+
+def _direct_asserts(fn: ast.AST, helpers: set[str]) -> bool:
+    for n in ast.walk(fn):
+        if isinstance(n, (ast.Assert, ast.Raise)):
+            return True
+        if isinstance(n, ast.Call):
+            name = _callee(n)
+            if name and (name in ASSERTING_CALLS or name.startswith("assert") or name in helpers):
+                return True
+    return False
+
+
+def asserting_helpers(trees: list[ast.AST]) -> set[str]:
+    """Names of functions (anywhere in ``trees``) that assert, directly or through one another."""
+    funcs = [n for t in trees for n in ast.walk(t) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    helpers: set[str] = set()
+    while True:
+        more = {f.name for f in funcs if f.name not in helpers and _direct_asserts(f, helpers)}
+        if not more:
+            return helpers
+        helpers |= more
+
+
+def _test_functions(tree: ast.Module):
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test"):
+            yield n
+        elif isinstance(n, ast.ClassDef) and n.name.startswith("Test"):
+            yield from (m for m in n.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and m.name.startswith("test"))
+
+
+def _empty_names(tree: ast.Module) -> set[str]:
+    """Module-level names bound to an empty list/tuple/set literal (``CASES = ()``)."""
+    out = set()
+    for n in tree.body:
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and _is_empty(n.value):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            out |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return out
+
+
+def _is_empty(node: ast.AST | None) -> bool:
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return not node.elts
+    if isinstance(node, ast.Dict):
+        return not node.keys
+    return (isinstance(node, ast.Call) and _callee(node) in ("list", "tuple", "set", "dict")
+            and not node.args and not node.keywords)
+
+
+def suite_defects(sources: dict[str, str], helper_trees: list[ast.AST] = ()) -> list[str]:
+    """``path:line name: why`` for each test function that cannot fail by the rule above."""
+    trees = {p: ast.parse(s) for p, s in sources.items()}
+    helpers = asserting_helpers([*trees.values(), *helper_trees])
+    bad = []
+    for path, tree in trees.items():
+        empty = _empty_names(tree)
+        for fn in _test_functions(tree):
+            where = f"{path}:{fn.lineno} {fn.name}"
+            if f"{path}::{fn.name}" not in NO_ASSERT_ALLOWED and not _direct_asserts(fn, helpers):
+                bad.append(f"{where}: no assertion")
+            for d in fn.decorator_list:
+                if isinstance(d, ast.Call) and _callee(d) == "parametrize" and len(d.args) >= 2:
+                    values = d.args[1]
+                    if _is_empty(values) or (isinstance(values, ast.Name) and values.id in empty):
+                        bad.append(f"{where}: parametrized over an empty collection")
+            for n in ast.walk(fn):
+                if isinstance(n, ast.For) and (_is_empty(n.iter) or (isinstance(n.iter, ast.Name) and n.iter.id in empty)):
+                    bad.append(f"{where}:{n.lineno}: loops over an empty collection")
+                elif (isinstance(n, ast.For) and isinstance(n.iter, ast.Call) and _callee(n.iter) == "get"
+                      and len(n.iter.args) == 2 and _is_empty(n.iter.args[1])):
+                    # for v in TABLE.get(key, ()): a case whose key is missing checks nothing
+                    bad.append(f"{where}:{n.lineno}: loops over an empty collection when the key is missing")
+    return bad
+
+
+PLANTED_DEFECTS = {
+    "def test_a():\n    x = 1 + 1\n": "no assertion",
+    "import pytest\n@pytest.mark.parametrize('x', [])\ndef test_b(x):\n    assert x\n": "empty collection",
+    "import pytest\nCASES = ()\n@pytest.mark.parametrize('x', CASES)\ndef test_c(x):\n    assert x\n": "empty collection",
+    "CASES = ()\ndef test_d():\n    for c in CASES:\n        assert c\n": "empty collection",
+    "T = {}\ndef test_j(k):\n    for c in T.get(k, ()):\n        assert c\n": "empty collection",
+    "class TestE:\n    def test_e(self):\n        print(1)\n": "no assertion",
+}
+SOUND = {
+    "def check(x):\n    assert x\ndef test_f():\n    check(1)\n": "a helper that asserts",
+    "import pytest\ndef test_g():\n    with pytest.raises(ValueError):\n        int('x')\n": "pytest.raises",
+    "import pytest\n@pytest.mark.parametrize('x', [1])\ndef test_h(x):\n    assert x\n": "one case",
+    "def outer(x):\n    inner(x)\ndef inner(x):\n    if not x:\n        raise AssertionError\ndef test_i():\n    outer(1)\n": "nested helper",
+}
+
+
+def test_the_suite_guard_catches_planted_defects():
+    for source, why in PLANTED_DEFECTS.items():
+        found = suite_defects({"planted.py": source})
+        assert found and all(why in f for f in found), (source, found)
+    for source, why in SOUND.items():
+        assert suite_defects({"sound.py": source}) == [], (source, why)
+
+
+def test_every_test_function_can_fail():
+    paths = sorted((ROOT / "tests").rglob("test_*.py"))
+    others = [ast.parse(p.read_text()) for p in sorted((ROOT / "tests").rglob("*.py")) if not p.name.startswith("test_")]
+    bad = suite_defects({str(p.relative_to(ROOT)): p.read_text() for p in paths}, others)
+    assert not bad, "tests that cannot fail:\n" + "\n".join(bad)
+
+
+# -- the SGLang group's report step always runs, and its failure fails the group ---------------------
+
+def _test_groups():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("test_groups", ROOT / "scripts" / "test_groups.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("test_groups", mod)  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_report_step_runs_after_a_failing_step_and_fails_the_group(capsys):
+    tg = _test_groups()
+    env = dict(os.environ)
+    wrote = (sys.executable, "-c", "print('report step ran')")
+    ok, _, _ = tg.run_group(tg.Group("x", "", steps=((sys.executable, "-c", "raise SystemExit(1)"),
+                                                      (sys.executable, "-c", "print('NOT REACHED')")),
+                                     always=(wrote,)), env)
+    out = capsys.readouterr().out
+    assert not ok and "report step ran" in out and "NOT REACHED" not in out
+    # a report step that fails (a profile without a result) fails a group whose tests passed
+    ok, _, _ = tg.run_group(tg.Group("y", "", steps=(wrote,),
+                                     always=((sys.executable, "-c", "raise SystemExit(1)"),)), env)
+    assert not ok
+    sglang = next(g for g in tg.groups() if g.name == "sglang")
+    assert any("--merge" in step for step in sglang.always)
+    assert any("--clean" in step for step in sglang.steps[:1])

@@ -474,22 +474,18 @@ def resolve_device(device: str | None) -> str:
 
 
 def measured_on(report) -> "Html":
-    """Where a ``measure_profile`` report ran, and on CUDA each allocation's
-    ``torch.cuda.memory_allocated()`` delta against the storages the ledger predicts."""
+    """What a ``measure_profile`` report allocated, where, and why that size; on CUDA the
+    allocator's measured delta, elsewhere its predicted bytes (glm_kv.tensors.cuda_allocator)."""
+    import html as _html
+
     import pandas as pd
 
-    rows = []
-    for i, a in enumerate(report.allocations):
-        cuda = a.cuda_allocated_delta is not None
-        rows.append({"allocation": i + 1, "device": a.device,
-                     "tokens": a.sizes.get("tokens"), "mamba slots": a.sizes.get("mamba_slots"),
-                     "storage bytes": a.device_storage_bytes,
-                     "cuda memory_allocated delta": a.cuda_allocated_delta if cuda else "n/a (not CUDA)",
-                     "ledger, 512 B blocks": a.cuda_expected_delta if cuda else "n/a",
-                     "all buffers match": a.ok})
-    table = show(pd.DataFrame(rows), caption=f"measured on {report.device} ({report.cuda})")
-    return Html(f'<div class="glm-kv-measured" data-device="{report.device}">{table._repr_html_()}</div>',
-                f"measured on {report.device}\n{table!r}")
+    from ..tensors.measure import allocation_summary, why_these_sizes
+
+    table = show(pd.DataFrame(allocation_summary(report)), caption=f"measured on {report.device} ({report.cuda})")
+    why = why_these_sizes(report)
+    return Html(f'<div class="glm-kv-measured" data-device="{report.device}"><p>{_html.escape(why)}</p>'
+                f"{table._repr_html_()}</div>", f"measured on {report.device}\n{why}\n{table!r}")
 
 
 def on_device(device: str) -> Html:

@@ -566,3 +566,44 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
                            allocations, linear, full_rows, not_allocated, missing, cuda_note, notes)
     report.notes.extend(report.mismatches)  # printed by ``glm-kv measure``: each names its buffer
     return report
+
+
+# --------------------------------------------------------------------------- for a reader
+
+_GROUP_WORDS = {"token": "token pools (KV + indexer)", "mamba": "KDA state (MambaPool)",
+                "spec": "verify scratch", "fixed": "req_to_token + compress tail",
+                "host_token": "host token pools", "host_mamba": "host KDA state"}
+
+
+def why_these_sizes(report: MeasureReport) -> str:
+    """One sentence saying what was allocated and why it is that size (for the chapters' Measured sections)."""
+    if report.mode == "full":
+        a = report.allocations[0]
+        return (f"The full profile was allocated on {report.device}: {a.sizes['tokens']:,} tokens and "
+                f"{a.sizes['mamba_slots']:,} state slots, the counts the plan sizes the pools for.")
+    a, b = report.allocations
+    fixed, state = _sum(a, "fixed"), _sum(a, "mamba")
+    return (f"Two reduced allocations on {report.device} ({a.sizes['tokens']:,} and {b.sizes['tokens']:,} tokens, "
+            f"{a.sizes['mamba_slots']} and {b.sizes['mamba_slots']} state slots): two sizes give the bytes per "
+            f"token and per state slot as a slope, which is multiplied out to the full profile. The first one's "
+            f"largest part is the KDA state, {fmt_bytes(state, 'GiB')} for {a.sizes['mamba_slots']} slot plus SGLang's "
+            f"padding slot; {fmt_bytes(fixed, 'GiB')} is req_to_token ((max_running_requests + 1) x context length "
+            f"int32) and the compress tail, which do not grow with the pools.")
+
+
+def allocation_summary(report: MeasureReport) -> list[dict]:
+    """Per allocation: sizes, storage by part, the caching allocator's bytes (measured on CUDA,
+    predicted elsewhere) and whether every buffer matched its ledger."""
+    rows = []
+    for i, a in enumerate(report.allocations):
+        parts = {g: _sum(a, g) for g in _GROUP_WORDS}
+        cuda = a.cuda_allocated_delta is not None
+        blocks = a.cuda_overhead_bytes
+        rows.append({"allocation": i + 1, "tokens": a.sizes["tokens"], "state slots": a.sizes["mamba_slots"],
+                     **{_GROUP_WORDS[g]: v for g, v in parts.items() if v},
+                     "device storage": a.device_storage_bytes,
+                     ("CUDA memory_allocated delta" if cuda else "CUDA allocator would hold (predicted)"):
+                         a.cuda_allocated_delta if cuda else (None if blocks is None else a.device_storage_bytes + blocks),
+                     "allocator overhead": blocks,
+                     "every buffer == ledger": a.ok})
+    return rows

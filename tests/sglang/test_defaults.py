@@ -180,11 +180,20 @@ def test_a_planted_extra_choice_is_caught(sglang_ready, monkeypatch):
     assert any(b.startswith("kv_cache_dtype:") and "fp8'" in b for b in bad), bad
 
 
-@pytest.mark.parametrize("field", [f for f, s in FIELDS.items() if s.kind == "choice" and f not in GLM_KV_ONLY])
-def test_not_modelled_choices_are_refused_by_name(field):
+CHOICE_FIELDS = [f for f, s in FIELDS.items() if s.kind == "choice" and f not in GLM_KV_ONLY]
+# one case per refused value (a field with none has no case, rather than a case that loops over nothing)
+NOT_MODELLED_CASES = [(f, v) for f in CHOICE_FIELDS for v in NOT_MODELLED.get(f, ())]
+
+
+def test_every_not_modelled_entry_names_a_choice_field():
+    assert NOT_MODELLED_CASES, "no refused choices: the test below would check nothing"
+    assert set(NOT_MODELLED) <= set(CHOICE_FIELDS), sorted(set(NOT_MODELLED) - set(CHOICE_FIELDS))
+
+
+@pytest.mark.parametrize("field,value", NOT_MODELLED_CASES, ids=[f"{f}={v}" for f, v in NOT_MODELLED_CASES])
+def test_not_modelled_choices_are_refused_by_name(field, value):
     """SGLang takes them; glm-kv says it does not model them (exit 2 naming the field)."""
     from glm_kv.errors import ProfileError
 
-    for value in NOT_MODELLED.get(field, ()):
-        with pytest.raises(ProfileError, match=f"^{field}: .*does not model"):
-            make_profile({field: value})
+    with pytest.raises(ProfileError, match=f"^{field}: .*does not model"):
+        make_profile({field: value})

@@ -462,6 +462,22 @@ def agreement_report(path: str | Path):
     return summary, profiles, mismatches
 
 
+def agreement_summary(summary: dict | None):
+    """The agreement report's headline for a reader: a short two-column table (None without a report)."""
+    import pandas as pd
+
+    if not summary:
+        return None
+    rows = [("run finished (UTC)", summary.get("finished_utc", "?")),
+            ("SGLang", summary.get("sglang_version", "?")),
+            ("deployment points checked", f"{summary.get('profiles_checked', 0):,}"),
+            ("refused by both SGLang and glm-kv", f"{summary.get('profiles_refused_by_both', 0):,}"),
+            ("values compared", f"{summary.get('keys_compared', 0):,}"),
+            ("differences, each with its recorded reason", f"{summary.get('mismatches', 0):,}"),
+            ("unexplained differences", f"{summary.get('unexplained_mismatches', 0):,}")]
+    return pd.DataFrame(rows, columns=["", "this build's run"]).set_index("")
+
+
 # ------------------------------------------------------------------------------------------------
 # The device a chapter measures on (the `device` parameter: "auto" = CUDA when available)
 # ------------------------------------------------------------------------------------------------

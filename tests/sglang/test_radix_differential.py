@@ -484,21 +484,26 @@ def test_differential_random_operations(sglang, reduced_config, one_thread):
     del s
 
 
-def test_differential_scenarios_are_exercised(sglang, reduced_config, one_thread):
-    """The sequence reaches the behaviours issue 12 is about (on SGLang's side): a branching
-    prefill, a leaf deleted with its KV under mamba pressure, an internal state tombstoned."""
+def test_differential_scenarios_are_exercised(sglang_ready, reduced_config, one_thread):
+    """The sequence reaches the behaviours issue 12 is about, on SGLang's side (its own
+    UnifiedRadixCache is driven here, not glm-kv's tree): a branching prefill, a leaf deleted
+    with its KV under mamba pressure, an internal state tombstoned."""
     ops = generate_ops(SEED + 1, 1500)
-    ours = GlmKvSide(reduced_config)
+    side = _driver(reduced_config)
     seen = {"branching": 0, "mamba_leaf_kv": 0, "tombstone": 0}
     run, locks = [], []
-    for op in ops:
-        if op[0] in ("prefill", "start"):
-            m = ours.match(op[1])
-            seen["branching"] += m["mamba_branching_seqlen"] is not None and m["mamba_branching_seqlen"] > m["device_prefix_len"]
-        r = _apply(ours, op, run, locks)
-        if op[0] == "evict" and op[1] == 0 and isinstance(r, dict):
-            seen["mamba_leaf_kv"] += r["tokens"] > 0
-            seen["tombstone"] += r["mamba"] > 0 and r["tokens"] == 0
+    try:
+        for op in ops:
+            if op[0] in ("prefill", "start"):
+                m = side.match(op[1])
+                seen["branching"] += (m["mamba_branching_seqlen"] is not None
+                                      and m["mamba_branching_seqlen"] > m["device_prefix_len"])
+            r = _apply(side, op, run, locks)
+            if op[0] == "evict" and op[1] == 0 and isinstance(r, dict):
+                seen["mamba_leaf_kv"] += r["tokens"] > 0
+                seen["tombstone"] += r["mamba"] > 0 and r["tokens"] == 0
+    finally:
+        side.d.close()
     assert all(v > 0 for v in seen.values()), seen
 
 

@@ -51,16 +51,48 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-# GPU facts for the profiles' `gpu` field. Memory is what CUDA reports
-# (torch.cuda.mem_get_info total), in MiB, the unit SGLang's
-# get_device_memory_capacity() returns.
+# GPU facts for the profiles' `gpu` field: this suite's own table, so that SGLang is never handed
+# glm-kv's gpus.json (a wrong entry there would otherwise agree with itself). Memory is what CUDA
+# reports (torch.cuda.mem_get_info total), in MiB, the unit SGLang's get_device_memory_capacity()
+# returns; the SM is the CUDA compute capability (NVIDIA's "CUDA GPUs" list). Each has its source
+# in GPU_FACT_SOURCES; tests/sglang/test_gpu_defaults.py holds glm-kv's table to this one.
 GPU_FACTS = {
+    "A100": dict(sm=80, capability=(8, 0), memory_mib=81920),
+    "L40S": dict(sm=89, capability=(8, 9), memory_mib=46068),
     "H100": dict(sm=90, capability=(9, 0), memory_mib=81559),
+    "H20": dict(sm=90, capability=(9, 0), memory_mib=97871),
     "H200": dict(sm=90, capability=(9, 0), memory_mib=143771),
     "B200": dict(sm=100, capability=(10, 0), memory_mib=183359),
+    "GB200": dict(sm=100, capability=(10, 0), memory_mib=189471),
     # B300 SXM6 as CUDA reports it (public printouts; reference sglang-0.5.23.md): an input fact.
     "B300": dict(sm=103, capability=(10, 3), memory_mib=275_040),
+    "GB300": dict(sm=103, capability=(10, 3), memory_mib=275_040),
+    "RTX PRO 6000": dict(sm=120, capability=(12, 0), memory_mib=97887),
+    # integrated (unified) memory: the system total CUDA reports, 128,501,256,192 B
+    "GB10": dict(sm=121, capability=(12, 1), memory_mib=128_501_256_192 / (1 << 20)),
 }
+_SM = "SM: NVIDIA's CUDA GPUs list (compute capability)"
+GPU_FACT_SOURCES = {
+    "A100": f"{_SM} 8.0; nvidia-smi total 81,920 MiB, A100 SXM4 80GB (modal-labs/modal-client PR #2797)",
+    "L40S": f"{_SM} 8.9; nvidia-smi total 46,068 MiB (modal-labs/modal-client PR #2797)",
+    "H100": f"{_SM} 9.0; nvidia-smi total 81,559 MiB, H100 SXM (reference sglang-0.5.23.md, public printouts)",
+    "H20": f"{_SM} 9.0; nvidia-smi total 97,871 MiB (NVIDIA/nvtrust issue #128, driver 580.95.05)",
+    "H200": f"{_SM} 9.0; nvidia-smi total 143,771 MiB (reference sglang-0.5.23.md, public printouts)",
+    "B200": f"{_SM} 10.0; nvidia-smi total 183,359 MiB (reference sglang-0.5.23.md, public printouts)",
+    "GB200": f"{_SM} 10.0; 189,471 MiB NOMINAL: no public CUDA printout found, a datasheet-derived figure",
+    "B300": f"{_SM} 10.3; nvidia-smi total 275,040 MiB, B300 SXM6 (reference sglang-0.5.23.md)",
+    "GB300": f"{_SM} 10.3; NOMINAL: taken equal to B300 SXM6 (same die and HBM), no public printout found",
+    "RTX PRO 6000": f"{_SM} 12.0; 97,887 MiB NOMINAL: no public CUDA printout found here",
+    "GB10": f"{_SM} 12.1; unified memory, system total 128,501,256,192 B that CUDA reports "
+            "(leptonai/gpud PR #1170; nvidia-smi prints [N/A])",
+}
+NOMINAL_GPU_FACTS = {"GB200", "GB300", "RTX PRO 6000"}  # not a CUDA reading: memory compared loosely
+
+
+def gpu_memory_bytes(name: str) -> int:
+    """Device memory of a GPU of this suite's table, in bytes."""
+    return int(GPU_FACTS[name]["memory_mib"] * (1 << 20))
+
 
 # W7: process-wide environment variables SGLang reads or writes.
 SGLANG_ENV_VARS = (

@@ -1,4 +1,8 @@
-"""Issue 20.3: every default SGLang 0.5.23 resolves from the device, for every GPU of gpus.json.
+"""Issue 20.3: every default SGLang 0.5.23 resolves from the device, for every GPU glm-kv knows.
+
+SGLang is given the GPU's facts from this suite's own table (``cpu_workarounds.GPU_FACTS``, each
+with its source), never glm-kv's gpus.json; ``test_glm_kv_gpu_table_matches_the_suite_facts`` holds
+glm-kv's table to it, so a wrong entry there fails here.
 
 SGLang's side: ``ServerArgs(...).resolve_once()`` (``oracle.resolve_for_sizing``) on a fake device
 with the GPU's capability and CUDA memory. The platform facts SGLang reads (``is_sm90``,
@@ -20,7 +24,7 @@ import contextlib
 import pytest
 
 from glm_kv.errors import ProfileError
-from glm_kv.inputs.gpus import GPUS
+from cpu_workarounds import GPU_FACT_SOURCES, GPU_FACTS, NOMINAL_GPU_FACTS
 
 # (tp_size, extra profile fields): the default launch, a small TP, and the kv dtype the SM does not pick
 CASES = [(8, {}), (2, {}), (1, {"kv_cache_dtype": "fp8_e4m3"}), (1, {"kv_cache_dtype": "bfloat16"})]
@@ -47,10 +51,9 @@ def on_gpu(name: str):
     from cpu_workarounds import FakeGpu, cpu_as_gpu
     from sglang.srt.runtime_context import override_platform
 
-    g = GPUS[name]
-    cap = (g.sm // 10, g.sm % 10)
-    with cpu_as_gpu(FakeGpu(sm=g.sm, capability=cap, memory_mib=g.memory_bytes / (1 << 20))), \
-            override_platform(device_sm=g.sm, device_capability=cap, **platform_facts(g.sm)):
+    g = FakeGpu(**GPU_FACTS[name])      # this suite's facts, not glm-kv's gpus.json
+    with cpu_as_gpu(g), override_platform(device_sm=g.sm, device_capability=g.capability,
+                                          **platform_facts(g.sm)):
         yield
 
 
@@ -99,7 +102,25 @@ def test_platform_facts_follow_the_wheel(sglang_ready):
     assert not platform_facts(121)["is_sm100"] and not platform_facts(90)["is_blackwell"]
 
 
-@pytest.mark.parametrize("name", list(GPUS))
+def test_glm_kv_gpu_table_matches_the_suite_facts():
+    """Every GPU glm-kv knows has a fact here, with its source; SM equal, CUDA memory equal to the
+    byte (nominal entries, which no public printout backs, within 1 %)."""
+    from glm_kv.inputs.gpus import GPUS
+
+    assert set(GPUS) == set(GPU_FACTS) == set(GPU_FACT_SOURCES), set(GPUS) ^ set(GPU_FACTS)
+    bad = []
+    for name, g in GPUS.items():
+        f = GPU_FACTS[name]
+        mem = f["memory_mib"] * (1 << 20)
+        if g.sm != f["sm"]:
+            bad.append(f"{name}: sm glm-kv {g.sm}, suite {f['sm']} ({GPU_FACT_SOURCES[name]})")
+        tol = 0.01 * mem if name in NOMINAL_GPU_FACTS else 0
+        if abs(g.memory_bytes - mem) > tol:
+            bad.append(f"{name}: memory glm-kv {g.memory_bytes:,} B, suite {int(mem):,} B ({GPU_FACT_SOURCES[name]})")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", list(GPU_FACTS))
 def test_device_defaults_agree(sglang_ready, name):
     bad = []
     for tp, extra in CASES:
@@ -113,7 +134,7 @@ def test_tilelang_fp8_needs_sm89(sglang_ready, name):
     """``_check_dsa_backend_constraints``: CUDA TileLang FP8 KV requires SM89 or newer."""
     extra = {"kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "tilelang", "dsa_decode_backend": "tilelang"}
     theirs, ours = sglang_defaults(name, 8, extra), glm_kv_defaults(name, 8, extra)
-    assert ("refused" in theirs) == (GPUS[name].sm < 89), theirs
+    assert ("refused" in theirs) == (GPU_FACTS[name]["sm"] < 89), theirs
     assert not mismatches(ours, theirs)
 
 

@@ -174,7 +174,7 @@ def test_cli_exits_non_zero_on_a_mismatch(capsys, monkeypatch):
         return _corrupt(real(profile), "token", "kv_bytes_per_token", lambda v: v + 11)
 
     monkeypatch.setattr(plan_mod, "compute_plan", wrong)
-    assert cli_main(["measure", "--profile", "article"]) == 1
+    assert cli_main(["measure", "--profile", "article", "--device", "cpu"]) == 1
     assert "MISMATCH" in capsys.readouterr().out
 
 

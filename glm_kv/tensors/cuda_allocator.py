@@ -82,7 +82,9 @@ class AllocatorConfig:
             if key == "expandable_segments":
                 kw["expandable_segments"] = value.lower() == "true"
             elif key == "max_split_size_mb":
-                kw["max_split_size"] = max(int(value), kLargeBuffer // MiB) * MiB
+                if int(value) <= kLargeBuffer // MiB:  # torch refuses it: "must be > 20"
+                    raise ValueError(f"{source}: max_split_size_mb too small, must be > {kLargeBuffer // MiB}")
+                kw["max_split_size"] = int(value) * MiB
             elif key == "max_non_split_rounding_mb":
                 kw["max_non_split_rounding"] = int(value) * MiB
             elif key == "large_segment_size_mb":

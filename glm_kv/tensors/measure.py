@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Optional
 from ..errors import ProfileError
 from ..units import fmt_bytes, index_page_count
 from .budget import check_budget, free_memory_bytes, storage_bytes, storage_key
-from .cuda_allocator import AllocatorConfig, CachingAllocatorModel, NotModelled, live_model
+from .cuda_allocator import AllocatorConfig, CachingAllocatorModel, live_model
 from .memory_pool import DevicePools, default_device, pool_geometry, torch_dtype
 from .memory_pool_host import build_host_pool_group, host_pool_size, not_on_host
 
@@ -322,7 +322,7 @@ def _allocator_model(device: str) -> tuple[Optional[CachingAllocatorModel], str]
             return live_model(device), "torch CUDA caching allocator (live state, cuda_allocator model)"
         config = AllocatorConfig.from_env()
         return CachingAllocatorModel(config), f"predicted for CUDA, empty cache ({config.source})"
-    except NotModelled as e:
+    except ValueError as e:  # NotModelled, or a setting torch itself refuses
         return None, f"not predicted: {e}"
 
 

@@ -88,6 +88,8 @@ def test_config_is_read_as_torch_reads_it():
     # the 3 MiB request opens a large_segment_size (40 MiB) segment
     m = CA.CachingAllocatorModel(cfg)
     assert m.malloc(3 * MiB).reserved == 40 * MiB
+    with pytest.raises(ValueError, match="must be > 20"):   # torch's own refusal
+        CA.AllocatorConfig.parse("max_split_size_mb:20")
     with pytest.raises(CA.NotModelled, match="roundup_power2_divisions"):
         CA.AllocatorConfig.parse("roundup_power2_divisions:4")
     with pytest.raises(CA.NotModelled, match="backend:cudaMallocAsync"):

@@ -564,6 +564,8 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     missing = [dict(what=x.what, why=x.why) for x in not_on_host(base)] if host else []
     report = MeasureReport(prof.label, prof.sglang_layout, device, mode,
                            allocations, linear, full_rows, not_allocated, missing, cuda_note, notes)
+    report.notes.extend(sorted({f"CUDA allocator {a.allocator}" for a in allocations
+                                if a.allocator.startswith("not predicted")}))
     report.notes.extend(report.mismatches)  # printed by ``glm-kv measure``: each names its buffer
     return report
 

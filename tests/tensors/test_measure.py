@@ -400,3 +400,13 @@ def test_a_planted_ledger_formula_error_fails_glm_kv_measure(what, monkeypatch, 
     out = capsys.readouterr().out
     assert rc == 1, f"{what}: glm-kv measure exited {rc}"
     assert f"MISMATCH {buffer}" in out, f"{what}: {buffer} not named in\n{out[-3000:]}"
+
+
+def test_an_unmodelled_allocator_setting_is_said_not_guessed(monkeypatch):
+    """roundup_power2_divisions changes block sizes in a way the model does not reproduce: the
+    report says the allocator's bytes are not predicted instead of printing a wrong figure."""
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "roundup_power2_divisions:4")
+    report = M.measure_profile(load_plan("tp8"), device="cpu")
+    assert report.ok
+    assert all(r.cuda_block_bytes is None for a in report.allocations for r in a.rows)
+    assert any(n.startswith("CUDA allocator not predicted") and "roundup_power2_divisions" in n for n in report.notes)

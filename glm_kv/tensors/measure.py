@@ -458,7 +458,8 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     g_full = base.with_sizes(size=tokens_full, mamba_size=mamba_full,
                              spec_state_size=reqs if spec else 0)
     cuda_note = (f"CUDA: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available()
-                 else "CUDA: not available here; the allocator-delta check was skipped")
+                 else "CUDA: not available here; the allocator's bytes are predicted (cuda_allocator), "
+                      "the allocator-delta check was skipped")
     allocations: list[Allocation] = []
     notes: list[str] = []
     mode = "reduced"

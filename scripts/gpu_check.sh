@@ -53,8 +53,9 @@ if [ -z "$PY" ]; then
             SYS=$(command -v python3)
             if [ -n "$SYS" ] && has_cuda "$SYS"; then
                 note "set-up: make setup failed or gave no CUDA torch; using $SYS's torch (--system-site-packages)"
-                rm -rf .venv && "$SYS" -m venv --system-site-packages .venv \
-                    && .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e . \
+                rm -rf .venv && "$SYS" -m venv --system-site-packages .venv && {
+                    .venv/bin/python -m pip install --quiet -e ".[tensors,book,test]" \
+                        || .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .; } \
                     && PY=.venv/bin/python
             fi
         fi

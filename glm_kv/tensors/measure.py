@@ -610,3 +610,26 @@ def allocation_summary(report: MeasureReport) -> list[dict]:
                      "allocator overhead": blocks,
                      "every buffer == ledger": a.ok})
     return rows
+
+
+def predict_cuda_blocks(geometry, config: Optional[AllocatorConfig] = None) -> list[tuple[str, int, int]]:
+    """(buffer, storage bytes, predicted block bytes) for every device buffer of ``geometry`` on a
+    fresh CUDA caching allocator, from shapes alone (nothing allocated): what a GPU would add to
+    the ledger, for any profile, including one too big to allocate here."""
+    import math
+
+    model = CachingAllocatorModel(config or AllocatorConfig.from_env())
+    out = []
+    for name, shape, dtype in geometry.shape_table():
+        nbytes = math.prod(shape) * torch_dtype(dtype).itemsize
+        out.append((name, nbytes, model.malloc(nbytes).allocated))
+    return out
+
+
+def full_geometry(plan: Plan):
+    """The full profile's pool geometry (the counts the plan sizes the pools for), shapes from the
+    config and resolved arguments as ``measure_profile`` builds them."""
+    tokens, mamba, reqs, _ = _counts(plan)
+    base = pool_geometry(plan.args, max_running_requests_per_worker=reqs, profile_name=plan.profile.label)
+    return base.with_sizes(size=tokens, mamba_size=mamba,
+                           spec_state_size=reqs if plan.args.verify_state_draft_tokens else 0)

@@ -410,3 +410,32 @@ def test_an_unmodelled_allocator_setting_is_said_not_guessed(monkeypatch):
     assert report.ok
     assert all(r.cuda_block_bytes is None for a in report.allocations for r in a.rows)
     assert any(n.startswith("CUDA allocator not predicted") and "roundup_power2_divisions" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("profile", shipped_profiles())
+def test_cuda_blocks_of_every_full_profile_buffer_are_predicted(profile):
+    """Every buffer of every shipped profile, at full size, from shapes alone: the block is the
+    storage plus at most the allocator's granularity (512 B rounding; a large segment rounded to
+    2 MiB and not split when <= 1 MiB would remain: < 2 MiB over; a 20 MiB segment's rest)."""
+    from glm_kv.tensors.cuda_allocator import kLargeBuffer, kRoundLarge
+
+    rows = M.predict_cuda_blocks(M.full_geometry(load_plan(profile)))
+    assert rows
+    for name, storage, block in rows:
+        assert storage <= block < storage + max(kRoundLarge, kLargeBuffer if storage < 10 << 20 else 0), name
+
+
+def test_the_issues_allocator_figures():
+    """The issue's CPU simulation (issue 34): h200's eleven 125,165,568 B IndexKeyCache buffers
+    take 125,829,120 B blocks (~7.3 MB over the ledger); at the reduced sizes a tp8 buffer comes
+    out 1 MiB high and an mtp buffer 655,360 B high."""
+    rows = M.predict_cuda_blocks(M.full_geometry(load_plan("h200-0.5.23")))
+    idx = [(s, b) for n, s, b in rows if n.startswith("full_kv_pool.index_key_cache.buffer")]
+    assert len(idx) == 11 and set(idx) == {(125_165_568, 125_829_120)}
+    assert sum(b - s for s, b in idx) == 7_299_072
+    over = {}
+    for profile in ("tp8", "mtp"):
+        report = M.measure_profile(load_plan(profile), device="cpu")
+        over[profile] = {r.cuda_block_bytes - r.measured_bytes for a in report.allocations for r in a.rows
+                         if r.where == "device"}
+    assert 1 << 20 in over["tp8"] and 655_360 in over["mtp"]

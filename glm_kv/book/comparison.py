@@ -236,7 +236,7 @@ def detail_table(rows: Sequence[Row]):
 # ------------------------------------------------------------------------------------------------
 
 INDEX_CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Arial,"Noto Sans","Noto Sans CJK SC","Noto Sans SC",
+body{font-family:system-ui,-apple-system,"Segoe UI",Arial,"Noto Sans","glm-kv CJK","Noto Sans CJK SC","Noto Sans SC",
 "WenQuanYi Micro Hei","PingFang SC","Microsoft YaHei",sans-serif;margin:1em auto;max-width:80em;padding:0 1em;
 line-height:1.45}
 table{border-collapse:collapse;font-size:.85em}
@@ -265,6 +265,8 @@ def index_page(profiles: Sequence[str], books: dict[str, str]) -> str:
     four-column answer table that fits 400 px, every figure in a box scrolling under a sticky first
     column, then what each profile is. ``books`` maps a profile label to its built book's href."""
     import html
+
+    from .static_assets import font_face_css  # the CJK subset, copied beside the page by write_index
 
     e = html.escape
     rows, refused = profile_rows(profiles)
@@ -308,7 +310,7 @@ def index_page(profiles: Sequence[str], books: dict[str, str]) -> str:
                    for n in profiles)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>glm-kv: the book per profile</title><style>{INDEX_CSS}</style></head><body><main>
+<title>glm-kv: the book per profile</title><style>{font_face_css()}{INDEX_CSS}</style></head><body><main>
 <h1>The three ledgers (三本账), per deployment profile</h1>
 <p>Every shipped profile, computed from its plan by <code>glm_kv</code> whether or not its book was built,
 compared at one context, <strong>{context_label(COMPARE_CONTEXT)} tokens per request</strong> ({COMPARE_CONTEXT:,} tokens):

@@ -176,3 +176,12 @@ def test_index_fits_1400_and_400_px_with_a_clean_console(index_page):
                            "--html", str(index_page.parent)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "index @1400px: 0 problem(s)" in proc.stdout and "index @400px: 0 problem(s)" in proc.stdout
+
+
+def test_index_ships_and_loads_the_cjk_subset(index_page):
+    """Its title is Chinese (三本账): the subset sits beside the page and its CSS loads it."""
+    from glm_kv.book.static_assets import CJK_FONT_FILE, CJK_FONT_LICENSE
+
+    page = index_page.read_text()
+    assert "三本账" in page and f'url("{CJK_FONT_FILE}")' in page and '"glm-kv CJK"' in page
+    assert (index_page.parent / CJK_FONT_FILE).is_file() and (index_page.parent / CJK_FONT_LICENSE).is_file()

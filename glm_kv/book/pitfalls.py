@@ -111,7 +111,7 @@ PITFALLS: tuple[Pitfall, ...] = (
             lambda p, d: d["token"]["cell_size_bytes"],
             lambda p, d: d["token"]["kv_bytes_per_token"],
             goes_wrong='Leaving the indexer out of the per-token figure over-states how many tokens fit; adding the KDA state to it charges a per-request cost per token.',
-            why="SGLang's token budget divides the memory left after the mamba pool by cell_size, the KV plus the indexer K of one token over the full-attention layers; the KDA state sits in the mamba pool, paid per state slot.",
+            why="SGLang's token budget divides the memory left after the state pool by cell_size, the KV plus the indexer K of one token over the full-attention layers; the KDA state sits in the state pool, paid per state slot.",
             in_0523='Holds, with a smaller indexer part: 0.5.23 reserves only the pooled indexer keys (_compute_dsa_indexer_cell_size).'),
     Pitfall(3, "the indexer's physical page holds whole pages of tokens",
             "(tokens in one IndexKeyCache page, token keys its physical row holds)",
@@ -171,7 +171,7 @@ PITFALLS: tuple[Pitfall, ...] = (
             "count (or forget) the MTP draft layer regardless of --speculative-algorithm",
             lambda p, d: d["token"]["cell_size_bytes"],
             _cell_with_mtp_toggled,
-            goes_wrong='Adding the MTP draft layer to every plan (or forgetting it when speculative decoding is on) mis-sizes the token budget and the mamba pool.',
+            goes_wrong='Adding the MTP draft layer to every plan (or forgetting it when speculative decoding is on) mis-sizes the token budget and the state pool.',
             why='num_nextn_predict_layers in the config is only a field: draft pools and the verify scratch exist only with --speculative-algorithm.',
             in_0523='Holds.'),
 )
@@ -345,13 +345,13 @@ def _consequence(number: int, prof: Profile, plan: dict) -> str:
     if number == 7:
         spr = q["slots_per_request"]
         slots = cap.get("max_mamba_cache_size")
-        fit = (f"; the mamba pool's {slots:,} slots hold {slots // spr:,} requests at any length, the "
+        fit = (f"; the state pool's {slots:,} slots hold {slots // spr:,} requests at any length, the "
                f"mistake would say {slots * right // wrong // spr:,} at twice the context") if slots else ""
         return (f"KDA state per request stays {fmt_bytes(right)} at twice the context, not "
                 f"{fmt_bytes(wrong)}{fit}.")
     if number == 8:
         return (f"at TP8 without DP attention a state slot is {fmt_bytes(right)} per rank, not "
-                f"{fmt_bytes(wrong)} ({wrong / right:.0f}x too large): the mamba pool would seem to "
+                f"{fmt_bytes(wrong)} ({wrong / right:.0f}x too large): the state pool would seem to "
                 f"hold {wrong // right if right else 0}x fewer slots than it does.")
     if number == 9:
         if right == wrong:

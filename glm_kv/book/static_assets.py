@@ -7,7 +7,7 @@
   ``django-static-mathjax`` wheel on PyPI (MathJax 3.2.2, Apache-2.0, no dependencies: the project
   installs it with the ``book`` extra) next to its licence, and points ``mathjax_path`` at it.
 * **CJK font** (issue 29, item 9): the title and some terms are the article's Chinese. A machine
-  without a CJK font draws boxes, so the book ships a subset of Noto Sans SC (SIL OFL 1.1) holding
+  without a CJK font draws boxes, so the book ships a subset of Noto Sans CJK SC (SIL OFL 1.1) holding
   exactly the CJK characters the book uses, as ``book/_static/fonts/glm-kv-cjk.woff2`` with its
   licence, loaded by the book's CSS (``@font-face``). ``scripts/cjk_subset.py`` re-makes it from
   Debian's ``fonts-noto-cjk`` when text with new characters is added; tests/book/test_cjk_font.py

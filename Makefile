@@ -11,7 +11,7 @@ PROFILE ?= h200-0.5.23
 KERNEL := glm-kv
 KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json
 
-.PHONY: setup book books html lab test test-unit test-sglang test-book chromium bench clean mutants
+.PHONY: setup book books html lab test test-unit test-sglang test-book chromium cjk-font bench clean mutants
 
 setup: $(STAMP) $(KERNEL_SPEC)
 
@@ -44,16 +44,18 @@ books: setup
 html: setup
 	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
 
-## Chromium for the screenshot check, and a CJK font (Debian's fonts-noto-cjk) so that the
-## article's Chinese renders as characters, not boxes (the check fails on boxes).
+## Chromium for the screenshot check. No system CJK font is needed: the book ships its own CJK
+## subset (book/_static/fonts, OFL), which `make cjk-font` re-makes from Debian's fonts-noto-cjk.
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	    else echo "chromium missing and not root: the screenshot check will be skipped"; fi; }
-	@fc-list :lang=zh 2>/dev/null | grep -q . || \
-	  { if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null \
-	      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null; }; \
-	    else echo "no CJK font and not root: install fonts-noto-cjk, or the screenshot check fails on CJK text"; fi; }
+
+## The book's CJK web font subset, after adding Chinese text (tests/book/test_cjk_font.py says when).
+cjk-font: setup
+	@test -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null; }
+	$(BIN)/python scripts/cjk_subset.py
 
 ## The run's seed: empty draws a fresh one (printed); `make test SEED=N` reproduces a run.
 SEED ?=

@@ -12,6 +12,8 @@ Per page and width:
   ``glm-kv-table sticky-first`` box (it scrolls under a first column that stays in view);
 * **SGLang names linked:** an SGLang class or function of ``glm_kv.book.sources.SOURCES`` shown in
   code type outside a code block is inside a link (to its line in the v0.5.23 source);
+* **math rendered:** no raw TeX (``\\[``, ``\\(``, ``\\text{``) in the text a reader sees, once
+  MathJax (shipped with the book, ``glm_kv.book.static_assets``) has typeset the page;
 * **clean console:** no ``console.warn``/``console.error``, no uncaught exception and no browser
   log entry of level warning or error. ``console.log``/``info`` lines (the theme's own, e.g.
   "[PST]: Changed to light mode") are printed as notes, not failures (``--strict-console``
@@ -49,7 +51,11 @@ STRICT_CONSOLE = False   # --strict-console: console.log / info count too
 
 # Visible text of each cell part, and every table's width against its column (run in the page).
 _PAGE_STATE = r"""
-(() => {
+(async () => {
+  // MathJax typesets after load (deferred script): wait for it where the page loads it
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    try { await MathJax.startup.promise; } catch (e) { console.error('MathJax: ' + e); }
+  }
   const visible = el => el.checkVisibility ? el.checkVisibility({checkVisibilityCSS: true})
                                            : el.offsetParent !== null;
   const cells = [];
@@ -117,6 +123,19 @@ def scaffolding(cells: list[dict]) -> list[str]:
     return out
 
 
+RAW_TEX = ("\\[", "\\(", "\\text{")
+
+
+def raw_tex(text: str) -> list[str]:
+    """TeX a reader sees as source (``\\[\\text{rest} = ...``): MathJax missing or not run."""
+    out = []
+    for marker in RAW_TEX:
+        at = text.find(marker)
+        if at >= 0:
+            out.append(f"raw TeX {marker!r} in the text: {text[max(0, at - 20):at + 40]!r}")
+    return out
+
+
 def wide_tables(tables: list[dict]) -> list[str]:
     return [f"table {t['i']} ({t['head'][:30]!r}) is {t['width']} px, wider than its {t['column']} px column"
             for t in tables if not t["sticky"] and t["width"] > t["column"] + 1]
@@ -144,6 +163,7 @@ def check_page(browser: Browser, page: Path, widths, *, expect: tuple[int, int] 
             state = _eval(browser, session, _PAGE_STATE) or {}
             found = scaffolding(state.get("cells", [])) + wide_tables(state.get("tables", []))
             found += unlinked_names(state.get("codes", []))
+            found += raw_tex(state.get("text", ""))
             found += console_messages(browser.events)
             if expect is not None:
                 tokens, requests = expect
@@ -166,12 +186,14 @@ BAD_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head>
 assert report.ok</pre></div>
 <div class="cell_output"><div class="output text_plain"><pre>{'profile': 'article', 'n': 1}</pre></div></div></div>
 <table><tr><td style="min-width:900px">a table wider than its page</td></tr></table>
+<p>A formula MathJax never saw: \\[\\text{rest} = \\text{free} - f\\]</p>
 <script>console.warn("a Vega warning");</script>
 </article></main></body></html>
 """
 
 BAD_EXPECTED = ("NBVAL marker", "bare assert", "raw dict", "wider than", "console.warning",
-                "lacks the plan's tokens", "lacks the plan's requests", "HybridLinearKVPool without its link")
+                "lacks the plan's tokens", "lacks the plan's requests", "HybridLinearKVPool without its link",
+                "raw TeX")
 
 
 def self_test(browser: Browser) -> list[str]:

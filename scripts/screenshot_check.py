@@ -14,7 +14,8 @@ For each page (default: every page of the built book), at 1,400 px and at 400 px
   no prose running out of a scrolling box (a box may scroll a table, code, a chart or an equation).
 * **No index column:** no table whose first column is an unnamed 0..n counter.
 * **One parameters cell:** at most one visible cell tagged ``parameters``/``injected-parameters``.
-* **CJK renders:** where the page has Chinese text, its font draws distinct glyphs (not boxes).
+* **CJK renders:** where the page has Chinese text, its font draws distinct glyphs (not boxes); the
+  book ships its own CJK subset (``book/_static/fonts``), so no system CJK font is needed.
 * **Figures** (``.glm-kv-figure``, SVG drawn by ``glm_kv.book.figures``): no text past the edge.
 * **Charts** (``.glm-kv-chart``): each holds a rendered Vega view that fits its container, no
   text of it (legend, labels) clipped by the SVG's edge, no label of an axis of bytes in raw bytes; at the
@@ -29,7 +30,7 @@ Usage::
     python scripts/screenshot_check.py --self-test     # a page made to fail every check must fail
 
 Exit status 0 when every page passes; 1 with one line per failure otherwise; 77 when Chromium
-is not installed (``apt-get install -y chromium fonts-noto-cjk``).
+is not installed (``apt-get install -y chromium``; the CJK font ships with the book).
 """
 from __future__ import annotations
 
@@ -719,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
 
     chromium = find_chromium()
     if not chromium:
-        print("chromium not found: apt-get install -y chromium fonts-noto-cjk", file=sys.stderr)
+        print("chromium not found: apt-get install -y chromium", file=sys.stderr)
         return 77
     widths = tuple(args.width or WIDTHS)
     browser = Browser(chromium)

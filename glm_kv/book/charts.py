@@ -142,15 +142,17 @@ def enable_offline() -> None:
 
 CSS_NAME = "glm-kv.css"
 
-# The book's own style: a CJK fallback in the font stack (the article's title and terms are
-# Chinese), tables that scroll inside their own box, charts and equations that never widen the
+# The book's own style: the shipped CJK subset in the font stack (the article's title and terms are
+# Chinese; ``static_assets``), tables that scroll inside their own box, charts and equations that never widen the
 # content column, definition lists for explanations.
 BOOK_CSS = """
 :root, html[data-theme] {
   --pst-font-family-base: -apple-system, BlinkMacSystemFont, "Segoe UI", "Helvetica Neue", Arial,
-    "Noto Sans", "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Micro Hei",
+    "Noto Sans", "glm-kv CJK", "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Micro Hei",
     "PingFang SC", "Microsoft YaHei", sans-serif;
   --pst-font-family-heading: var(--pst-font-family-base);
+  --pst-font-family-monospace: SFMono-Regular, Menlo, Consolas, Monaco, "Liberation Mono",
+    "Lucida Console", monospace, "glm-kv CJK";
 }
 .glm-kv-table { overflow-x: auto; max-width: 100%; margin: 0.5em 0 1em; }
 .glm-kv-table table { border-collapse: collapse; font-size: 0.85em; margin: 0; }
@@ -194,22 +196,36 @@ div.cell_output .output.text_plain pre, div.cell_output pre { white-space: pre-w
 """
 
 
+def book_css(with_cjk_font: bool) -> str:
+    """The book's CSS, led by the ``@font-face`` of the shipped CJK subset when there is one."""
+    from .static_assets import font_face_css
+
+    return (font_face_css() if with_cjk_font else "") + BOOK_CSS
+
+
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
     """Drop repeated <script> entries (sphinx-thebe's inline THEBE_JS_URL is added twice by
     Jupyter Book 1, which makes every page log "Identifier 'THEBE_JS_URL' has already been declared")."""
     files = context.get("script_files")
     if not files:
         return
+    # Edited in place: the list is the builder's own, and handlers that run after this one
+    # (sphinx.ext.mathjax's ``install_mathjax`` adds MathJax to it on pages with equations) append to
+    # that list. Replacing it with a new one dropped MathJax from every page (issue 29: raw TeX).
+    files[:] = unique_scripts(files)
+
+
+def unique_scripts(files: list) -> list:
+    """``files`` without repeats: the same script added twice at two priorities is still the same."""
     seen, out = set(), []
     for js in files:
-        # the same script added twice at two priorities is still the same script
         attrs = tuple(sorted((k, str(v)) for k, v in getattr(js, "attributes", {}).items()))
         key = (str(getattr(js, "filename", js)), attrs)
         if key in seen:
             continue
         seen.add(key)
         out.append(js)
-    context["script_files"] = out
+    return out
 
 
 _INLINE_SCRIPT = re.compile(r"^[ \t]*<script>[^<]*</script>[ \t]*$", re.M)
@@ -243,12 +259,17 @@ def _build_finished(app, exc) -> None:
 
 
 def setup(app):  # Sphinx extension hook: `sphinx.extra_extensions: [glm_kv.book.charts]`
-    """Ship the Vega bundle and the book's CSS in ``_static/`` and load them on every page."""
+    """Ship the Vega bundle, MathJax, the CJK font subset and the book's CSS in ``_static/`` and
+    load them on every page (MathJax on the pages with equations, as Sphinx decides)."""
     static = Path(app.doctreedir).parent / "glm_kv_static"
 
     def _config_inited(app, config):
         write_javascript_bundle(static)
-        (static / CSS_NAME).write_text(BOOK_CSS, encoding="utf-8")
+        from .static_assets import write_cjk_font, write_mathjax
+
+        config.mathjax_path = write_mathjax(static)
+        fonts = write_cjk_font(static, Path(app.srcdir))
+        (static / CSS_NAME).write_text(book_css(fonts), encoding="utf-8")
         config.html_static_path = list(config.html_static_path) + [str(static)]
 
     app.connect("config-inited", _config_inited)

@@ -70,10 +70,10 @@ def indexer_page_figure(plan: "Plan"):
     """One IndexKeyCache page: its tokens, their index_kpool groups, the keys its physical row
     holds (bytes per key, bytes per page), and the compress tail beside it (not in the page)."""
     tok = plan.token
+    facts = indexer_page_facts(plan)
     n_tok, kpool = tok.indexer_tokens_per_page, tok.index_kpool
     row = tok.indexer_unpooled_bytes_per_token_per_layer
-    keys = tok.indexer_page_bytes // row
-    groups = n_tok // kpool
+    keys, groups = int(facts["keys_per_page"]), int(facts["groups_per_page"])
     W, x0, x1 = 760, 150, 740
     cell = (x1 - x0) / n_tok
     body = [_ARROW]
@@ -125,6 +125,43 @@ def indexer_page_figure(plan: "Plan"):
     return _svg(W, int(y) + 8, body,
                 f"One IndexKeyCache page, one layer ({plan.profile.sglang_layout} layout): "
                 f"{n_tok} tokens, {groups} groups, {tok.indexer_page_bytes:,} B")
+
+
+def indexer_page_facts(plan: "Plan") -> dict[str, object]:
+    """What chapter 3 says about the indexer page, in one place for its figure, text, formula and
+    takeaway: tokens and groups of the page this profile allocates, keys its row holds, and the
+    bytes per token reserved (what the token budget divides by) against written (one pooled key per
+    ``index_kpool`` tokens)."""
+    from ..ledgers.derivations import derivation
+
+    tok = plan.token
+    reserved, written = tok.indexer_bytes_per_token_per_layer, tok.indexer_effective_bytes_per_token_per_layer
+    facts: dict[str, object] = {
+        "idx_page_tokens": tok.indexer_tokens_per_page,
+        "idx_page_bytes": tok.indexer_page_bytes,
+        "groups_per_page": int(derivation(plan, "index_groups_per_page").value),
+        "keys_per_page": tok.indexer_page_bytes // tok.indexer_unpooled_bytes_per_token_per_layer,
+        "reserved_layer": reserved, "written_layer": written,
+        "reserved_total": tok.indexer_bytes_per_token, "written_total": tok.indexer_effective_bytes_per_token,
+        "layout": plan.profile.sglang_layout,
+    }
+    if reserved == written:
+        facts["reserve_sentence"] = (
+            f"SGLang {facts['layout']} stores one pooled key per group, so it reserves exactly what it "
+            f"writes: {reserved} B per token and layer, {tok.indexer_bytes_per_token:,} B per token.")
+        facts["takeaway_indexer"] = (
+            f"its row holds {facts['keys_per_page']} pooled keys, one per `index_kpool` group of "
+            f"{tok.index_kpool} tokens, so the token budget reserves what is written: {reserved} B per "
+            f"token and layer.")
+    else:
+        facts["reserve_sentence"] = (
+            f"The {facts['layout']} layout keeps one unpooled key per token: it reserves {reserved} B per "
+            f"token and layer ({tok.indexer_bytes_per_token:,} B per token) but pooling writes only {written} B "
+            f"({tok.indexer_effective_bytes_per_token:,} B per token); SGLang 0.5.23 reserves only what is written.")
+        facts["takeaway_indexer"] = (
+            f"`index_kpool` only groups tokens inside it, so the budget reserves {reserved} B per token and "
+            f"layer while {written} B are written.")
+    return facts
 
 
 # -- chapter 5: what HiCache covers, and the backup / load-back path ---------------------------

@@ -111,7 +111,7 @@ PITFALLS: tuple[Pitfall, ...] = (
             lambda p, d: d["token"]["cell_size_bytes"],
             lambda p, d: d["token"]["kv_bytes_per_token"],
             goes_wrong='Leaving the indexer out of the per-token figure over-states how many tokens fit; adding the KDA state to it charges a per-request cost per token.',
-            why="SGLang's token budget divides the memory left after the mamba pool by cell_size, the KV plus the indexer K of one token over the full-attention layers; the KDA state sits in the mamba pool, paid per state slot.",
+            why="SGLang's token budget divides the memory left after the state pool by cell_size, the KV plus the indexer K of one token over the full-attention layers; the KDA state sits in the state pool, paid per state slot.",
             in_0523='Holds, with a smaller indexer part: 0.5.23 reserves only the pooled indexer keys (_compute_dsa_indexer_cell_size).'),
     Pitfall(3, "the indexer's physical page holds whole pages of tokens",
             "(tokens in one IndexKeyCache page, token keys its physical row holds)",
@@ -171,7 +171,7 @@ PITFALLS: tuple[Pitfall, ...] = (
             "count (or forget) the MTP draft layer regardless of --speculative-algorithm",
             lambda p, d: d["token"]["cell_size_bytes"],
             _cell_with_mtp_toggled,
-            goes_wrong='Adding the MTP draft layer to every plan (or forgetting it when speculative decoding is on) mis-sizes the token budget and the mamba pool.',
+            goes_wrong='Adding the MTP draft layer to every plan (or forgetting it when speculative decoding is on) mis-sizes the token budget and the state pool.',
             why='num_nextn_predict_layers in the config is only a field: draft pools and the verify scratch exist only with --speculative-algorithm.',
             in_0523='Holds.'),
 )
@@ -268,10 +268,113 @@ def across_layouts(number: int, profile: Profile | str | None = None) -> dict[st
     return out
 
 
+# ------------------------------------------------------------------------------------------------
+# What each mistake costs on a profile, in tokens, requests or bytes (chapter 8's reader page)
+# ------------------------------------------------------------------------------------------------
+
+def _tokens_at_cell(plan: dict, cell_bytes: int) -> int | None:
+    """Token slots this profile's token budget buys at ``cell_bytes`` per token (whole pages, as
+    SGLang's ``max_total_num_tokens``); None when the profile gives no memory."""
+    cap = plan.get("capacity")
+    if not cap or not cap.get("token_pool_budget_bytes"):
+        return None
+    page = plan["token"]["page_size"]
+    return cap["token_pool_budget_bytes"] // cell_bytes // page * page
+
+
+def _pct(wrong: int | float, right: int | float) -> str:
+    return f"{(wrong - right) / right:+.1%}" if right else "n/a"
+
+
+def _token_count_effect(plan: dict, wrong_cell: int, what: str) -> str:
+    right_cell = plan["token"]["cell_size_bytes"]
+    right, wrong = plan["capacity"]["max_total_num_tokens"] if plan.get("capacity") else None, \
+        _tokens_at_cell(plan, wrong_cell)
+    head = (f"{what}: {wrong_cell:,} B per token instead of {right_cell:,} B "
+            f"({_pct(wrong_cell, right_cell)})")
+    if right is None or wrong is None:
+        return head + "; this profile states no memory, so no token count follows."
+    return (head + f", so the token budget would hold {wrong:,} tokens per rank instead of {right:,} "
+            f"({_pct(wrong, right)}).")
+
+
+def _consequence(number: int, prof: Profile, plan: dict) -> str:
+    """One sentence: what the mistake gets wrong on this profile, with its numbers."""
+    from .fmt import fmt_bytes
+
+    t, q, cap = plan["token"], plan["request"], plan.get("capacity") or {}
+    right, wrong = pitfall(number).truth(prof, plan), pitfall(number).mistaken(prof, plan)
+    if number == 1:
+        wrong_cell = t["cell_size_bytes"] + (wrong - right) * t["kv_item_bytes"] * t["num_full_layers"]
+        return _token_count_effect(plan, wrong_cell, f"a {wrong}-wide row instead of {right}")
+    if number == 2:
+        return _token_count_effect(plan, wrong, "leaving the indexer out")
+    if number == 3:
+        (tokens, keys), (w_tokens, w_keys) = right, wrong
+        n_idx = t["indexer_bytes_per_token"] // t["indexer_bytes_per_token_per_layer"]
+        per_token = -(-t["indexer_row_bytes"] * w_keys // w_tokens) * n_idx
+        wrong_cell = t["cell_size_bytes"] - t["indexer_bytes_per_token"] + per_token
+        if wrong_cell != t["cell_size_bytes"]:
+            return _token_count_effect(plan, wrong_cell, f"{w_keys} keys in a {w_tokens}-token page")
+        pages = cap.get("max_total_num_tokens")
+        extra = (f": {pages // w_tokens:,} pages instead of {pages // tokens:,} for this profile's "
+                 f"{pages:,} tokens") if pages else ""
+        return (f"a page of {w_tokens} tokens instead of {tokens}{extra}; buffer slices and page "
+                f"indices computed that way point into the wrong rows.")
+    if number == 4:
+        return (f"the compress tail is {fmt_bytes(plan['tail']['bytes'])} per rank on this profile; counted "
+                f"in HiCache it is DRAM that is never written, and after a load-back it is not restored.")
+    if number == 5:
+        rest = cap.get("rest_bytes")
+        if not rest:
+            return "this profile states no memory; with one, the two sub-pools split a single rest."
+        cell, slot = t["cell_size_bytes"], q["state_slot_bytes"]
+        return (f"each pool budgeted from the whole rest ({fmt_bytes(rest)}) would promise "
+                f"{rest // cell // t['page_size'] * t['page_size']:,} tokens "
+                f"and {rest // slot:,} state slots at once; the one rest holds "
+                f"{cap['max_total_num_tokens']:,} tokens and {cap['max_mamba_cache_size']:,} slots.")
+    if number == 6:
+        host = plan["host"]
+        has = "indexer" in right
+        kv, idx = host["kv_bytes_per_token"], host["indexer_bytes_per_token"] or t["indexer_bytes_per_token"]
+        if has:
+            return (f"the host copy of one token is {kv:,} B of KV plus {idx:,} B of indexer K; leaving the "
+                    f"indexer out sizes HiCache's DRAM per token {idx / (kv + idx):.1%} too small.")
+        return (f"the host copy of one token is {kv:,} B of KV and no indexer K; adding the {idx:,} B "
+                f"indexer row sizes HiCache's DRAM per token {idx / kv:.1%} too large.")
+    if number == 7:
+        spr = q["slots_per_request"]
+        slots = cap.get("max_mamba_cache_size")
+        fit = (f"; the state pool's {slots:,} slots hold {slots // spr:,} requests at any length, the "
+               f"mistake would say {slots * right // wrong // spr:,} at twice the context") if slots else ""
+        return (f"KDA state per request stays {fmt_bytes(right)} at twice the context, not "
+                f"{fmt_bytes(wrong)}{fit}.")
+    if number == 8:
+        return (f"at TP8 without DP attention a state slot is {fmt_bytes(right)} per rank, not "
+                f"{fmt_bytes(wrong)} ({wrong / right:.0f}x too large): the state pool would seem to "
+                f"hold {wrong // right if right else 0}x fewer slots than it does.")
+    if number == 9:
+        if right == wrong:
+            return "the draft layer adds nothing per token here: the two settings agree."
+        what = ("forgetting the MTP draft layer this profile runs" if prof.speculative_algorithm
+                else "counting an MTP draft layer this profile does not run")
+        return _token_count_effect(plan, wrong, what)
+    raise KeyError(number)
+
+
+def pitfall_consequences(profile: Profile | str | None = None) -> dict[int, str]:
+    """What each pitfall's mistake costs on ``profile``, in tokens, requests or bytes."""
+    prof = _profile(profile)
+    plan = build_plan(prof)
+    return {pf.number: _consequence(pf.number, prof, plan) for pf in PITFALLS}
+
+
 def pitfall_sections(profile: Profile | str | None = None):
-    """Each pitfall as prose: what goes wrong, why, the executable check (run here, on this
-    profile's plan), and what SGLang 0.5.23 changes. Returned as HTML (``glm_kv.book.tables.Html``).
-    Drawn on by notebooks/07_pitfalls.ipynb."""
+    """Each pitfall as prose: what goes wrong, what it costs on this profile (tokens, requests or
+    bytes), why, and what SGLang 0.5.23 changes. Every mistake is also run through its check here
+    (a check that let one through raises: the page is never built on a broken check); the reader
+    sees consequences, not calls. Returned as HTML (``glm_kv.book.tables.Html``). Drawn on by
+    notebooks/07_pitfalls.ipynb."""
     import html as _html
 
     from .sources import link_names
@@ -286,9 +389,10 @@ def pitfall_sections(profile: Profile | str | None = None):
         right, wrong = pf.truth(prof, plan), pf.mistaken(prof, plan)
         try:
             check(pf.number, prof, wrong)
-            caught = "lets it through: the check is broken"
         except PitfallError:
-            caught = "raises PitfallError"
+            pass
+        else:
+            raise PitfallError(f"pitfall {pf.number}: the check lets the mistake ({_show(wrong)}) through")
         check(pf.number, prof, right)
         both = across_layouts(pf.number, prof)
         same = both["article"] == both["0.5.23"]
@@ -299,8 +403,8 @@ def pitfall_sections(profile: Profile | str | None = None):
         items = [
             ("What goes wrong", pf.goes_wrong.format(**vals)),
             ("Why", pf.why.format(**vals)),
-            ("The check", f"{pf.quantity}: the plan says {_show(right)}. The mistake ({pf.mistake}) "
-                          f"assumes {_show(wrong)}, and check({pf.number}, profile, {_show(wrong)!s}) {caught}."),
+            ("What it costs here", f"The mistake is to {pf.mistake}. On this profile: "
+                                   f"{_consequence(pf.number, prof, plan)}"),
             ("In SGLang 0.5.23", f"{pf.in_0523.format(**vals)} For this profile {layouts}."),
         ]
         dl = "".join(f"<dt>{e(k)}</dt><dd>{link_names(v)}</dd>" for k, v in items)  # SGLang names linked

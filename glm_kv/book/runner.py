@@ -442,7 +442,21 @@ def write_index(out_dir: Path, profiles: Sequence[str]) -> Path:
              if profile_slug(n) in built}
     path = out_dir / "index.html"
     path.write_text(index_page(names, books), encoding="utf-8")
+    _copy_cjk_font(out_dir)
     return path
+
+
+def _copy_cjk_font(out_dir: Path) -> None:
+    """The index's title is Chinese: put the book's CJK subset (and its OFL licence) beside it, from
+    a built book's ``_static`` or else from the sources this package was installed from."""
+    from .static_assets import CJK_FONT_FILE, CJK_FONT_LICENSE, write_cjk_font
+
+    for book in sorted(out_dir.glob(f"*/html/_static/{CJK_FONT_FILE}")):
+        for name in (CJK_FONT_FILE, CJK_FONT_LICENSE):
+            if (book.parent / name).is_file():
+                shutil.copyfile(book.parent / name, out_dir / name)
+        return
+    write_cjk_font(out_dir, Path(__file__).resolve().parents[2])
 
 
 def book_links(profiles: Sequence[str] | None, this_profile: str) -> "Html":

@@ -316,8 +316,11 @@ def _token(plan: "Plan") -> list[Derivation]:
                    "one IndexKeyCache page (one buffer row), one layer"),
         Derivation("indexer_bytes_per_token", per_layer * n_idx, "B", "token.indexer_bytes_per_token",
                    "indexer K the token budget reserves per token, all indexed layers"),
-        Derivation("index_groups_per_page", Var("indexer_page_tokens", 64) // kpool, "",
-                   "token.index_groups_per_page", "logical index_kpool groups in a 64-token page"),
+        # Groups in the page this profile allocates (chapter 3's figure and text): 256 // 4 = 64 for
+        # 0.5.23, 64 // 4 = 16 for the article. ``token.index_groups_per_page`` keeps the article's
+        # 64-token count (a top-k compute quantity), so this figure names no plan key.
+        Derivation("index_groups_per_page", Var("indexer_page_tokens", t.indexer_tokens_per_page) // kpool, "",
+                   "", "index_kpool groups in one IndexKeyCache page"),
     ]
     cell: Expr = Var("kv_bytes_per_token", t.kv_bytes_per_token) + Var("indexer_bytes_per_token",
                                                                         t.indexer_bytes_per_token)
@@ -326,6 +329,25 @@ def _token(plan: "Plan") -> list[Derivation]:
     out.append(Derivation("cell_size", cell, "B", "token.cell_size_bytes",
                           "bytes per token the token budget divides by"))
     return out
+
+
+def slots_per_request_expr(plan: "Plan") -> Expr:
+    """SGLang 0.5.23's ``_calculate_mamba_ratio`` (``mem_cache/kv_cache_configurator.py``) with
+    this profile's numbers: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` (3), less
+    ``MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP`` (1) under ``SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK``, plus the
+    tracking slots (``get_mamba_tracking_slots``: extra_buffer 2 with the overlap scheduler, 1
+    without it or lazy; no_buffer under the skip lock ``MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_BUFFER``
+    = 1, else 0). With the radix cache off the ratio is 1."""
+    p, strategy = plan.profile, plan.request.mamba_strategy
+    if strategy == "none":
+        return Var("ratio_without_radix_cache", 1)
+    skip = bool(p.mamba_skip_decode_lock)
+    if strategy in ("extra_buffer", "extra_buffer_lazy"):
+        tracking = 1 if strategy == "extra_buffer_lazy" or p.disable_overlap_schedule else 2
+    else:
+        tracking = 1 if skip else 0
+    return (Var("base_ratio", 3) - Var("skip_lock_drop", 1 if skip else 0)
+            + Var("tracking_slots", tracking))
 
 
 def _request(plan: "Plan") -> list[Derivation]:
@@ -341,6 +363,8 @@ def _request(plan: "Plan") -> list[Derivation]:
     temporal = temporal * Var("temporal_itemsize", _itemsize(q.temporal_dtype))
     layers = Var("kda_layers", q.num_linear_layers)
     return [
+        Derivation("slots_per_request", slots_per_request_expr(plan), "slots", "request.slots_per_request",
+                   f"state slots one request holds ({q.mamba_strategy} strategy; SGLang's _calculate_mamba_ratio)"),
         Derivation("conv_state_bytes", conv, "B", "request.conv_state_bytes", "KDA conv state, one layer"),
         Derivation("temporal_state_bytes", temporal, "B", "request.temporal_state_bytes",
                    "KDA temporal state, one layer"),

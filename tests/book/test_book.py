@@ -6,6 +6,7 @@ builder on a tiny book; they need the ``book`` extra and skip without it.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -275,6 +276,29 @@ def test_built_html_has_no_remote_script_slow(tmp_path):
             assert "glm-kv-vega.js" in text
     with_charts = sum(1 for nb in toc_notebooks() if "glm-kv-chart" in nb.read_text())
     assert charts_seen == with_charts >= 6
+    # issue 29: MathJax ships with the book and is loaded, locally, by every page with TeX math
+    from glm_kv.book.static_assets import CJK_FONT_FILE, MATHJAX_DIR, MATHJAX_FILE
+
+    assert (html / "_static" / MATHJAX_DIR / MATHJAX_FILE).stat().st_size > 1_000_000
+    assert (html / "_static" / MATHJAX_DIR / "LICENSE").is_file()
+    with_math = [p for p in pages if 'class="math notranslate' in p.read_text(errors="ignore")]
+    assert with_math, "no page with TeX math: chapter 3's rest formula is one"
+    for page in with_math:
+        assert re.search(rf'<script[^>]+src="{"../" * (len(page.relative_to(html).parts) - 1)}_static/'
+                         rf'{MATHJAX_DIR}/{re.escape(MATHJAX_FILE)}(\?v=\w+)?"', page.read_text()), \
+            f"{page.relative_to(html)} has math but does not load the shipped MathJax"
+    # issue 29: the CJK subset ships, and the book's CSS loads it
+    assert (html / "_static" / CJK_FONT_FILE).is_file()
+    assert f'url("{CJK_FONT_FILE}")' in (html / "_static" / "glm-kv.css").read_text()
+    if importlib.util.find_spec("fontTools") and importlib.util.find_spec("brotli"):
+        from fontTools.ttLib import TTFont
+
+        from glm_kv.book.static_assets import cjk_characters
+
+        with TTFont(html / "_static" / CJK_FONT_FILE) as font:
+            have = {chr(c) for c in font.getBestCmap()}
+        shown = set().union(*(cjk_characters(p.read_text(errors="ignore")) for p in pages))
+        assert shown and not shown - have, f"built pages show {''.join(sorted(shown - have))}: make cjk-font"
     from glm_kv import load_plan
 
     tok = load_plan(BOOK_DEFAULT_PROFILE).token

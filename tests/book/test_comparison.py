@@ -1,5 +1,8 @@
 """The comparison that chooses (issue 21, item 6): profiles sorted by the requests that fit, the best
-per question marked, a narrow answer table; the reference is ``glm-kv plan --json`` per profile."""
+per question marked, a narrow answer table; the reference is ``glm-kv plan --json`` per profile.
+
+Like with like (issue 29, item 7): the ranking is at one stated context (128K tokens per request),
+not at each profile's own; a one-profile comparison says it needs two."""
 from __future__ import annotations
 
 import json
@@ -20,17 +23,24 @@ def plan_json(profile: str) -> dict:
     return json.loads(out.stdout)
 
 
+CONTEXT = 131072   # the one context the page ranks every profile at (128K), stated on the page
+
+
+def _fit(d: dict, context: int) -> int:
+    cap = d["capacity"]
+    return min(cap["max_running_requests"], cap["max_total_num_tokens"] // context,
+               cap["max_mamba_cache_size"] // d["request"]["slots_per_request"])
+
+
 @pytest.fixture(scope="module")
-def reference() -> dict[str, tuple[int, int]]:
-    """(requests that fit, tokens per rank) per profile, from the CLI's plan contract."""
-    ref = {}
-    for p in PROFILES:
-        d = plan_json(p)
-        cap = d["capacity"]
-        n = min(cap["max_running_requests"], cap["max_total_num_tokens"] // d["profile"]["context_length"],
-                cap["max_mamba_cache_size"] // d["request"]["slots_per_request"])
-        ref[p] = (n, cap["max_total_num_tokens"])
-    return ref
+def plans() -> dict[str, dict]:
+    return {p: plan_json(p) for p in PROFILES}
+
+
+@pytest.fixture(scope="module")
+def reference(plans) -> dict[str, tuple[int, int]]:
+    """(requests of 128K tokens that fit, tokens per rank) per profile, from the CLI's plan contract."""
+    return {p: (_fit(d, CONTEXT), d["capacity"]["max_total_num_tokens"]) for p, d in plans.items()}
 
 
 def sorted_like_the_page(ref):
@@ -43,7 +53,30 @@ def test_rows_are_sorted_by_what_fits(reference):
     rows, refused = profile_rows(PROFILES)
     assert not refused
     assert [r.profile for r in rows] == sorted_like_the_page(reference)
-    assert {r.profile: (r.requests_fit, r.tokens_per_rank) for r in rows} == reference
+    assert {r.profile: (r.requests_at_compare, r.tokens_per_rank) for r in rows} == reference
+
+
+def test_each_profiles_own_context_is_kept_beside_the_ranking(plans):
+    from glm_kv.book.comparison import COMPARE_CONTEXT, profile_rows
+
+    assert COMPARE_CONTEXT == CONTEXT
+    rows, _ = profile_rows(PROFILES)
+    own = {p: _fit(d, d["profile"]["context_length"]) for p, d in plans.items()}
+    assert {r.profile: r.requests_fit for r in rows} == own
+    contexts = {d["profile"]["context_length"] for d in plans.values()}
+    assert len(contexts) > 1, "the shipped profiles run at different contexts (128K and 1M): why one is stated"
+
+
+def test_one_profile_says_a_comparison_needs_two():
+    from glm_kv.book.comparison import BEST, answer_table, best_list, comparison_intro, profile_rows
+
+    rows, _ = profile_rows(["h200-0.5.23"])
+    html = answer_table(rows)._repr_html_()
+    assert "needs two" in html and BEST not in html and "<table" not in html
+    assert best_list(rows)._repr_html_() == ""
+    assert "compares" not in comparison_intro(rows, "h200-0.5.23")
+    two, _ = profile_rows(["h200-0.5.23", "article"])
+    assert "needs two" not in answer_table(two)._repr_html_() and BEST in answer_table(two)._repr_html_()
 
 
 def test_best_per_question_is_marked(reference):
@@ -53,13 +86,13 @@ def test_best_per_question_is_marked(reference):
     best = best_per_question(rows)
     most_req = max(v[0] for v in reference.values())
     most_tok = max(v[1] for v in reference.values())
-    assert {r.profile for r in best["Most requests of the profile's context at once, per rank"]} == \
+    assert {r.profile for r in best["Most requests of 128K tokens at once, per rank"]} == \
         {p for p, v in reference.items() if v[0] == most_req}
     assert {r.profile for r in best["Most tokens of KV cache per rank (longest contexts)"]} == \
         {p for p, v in reference.items() if v[1] == most_tok}
     html = answer_table(rows)._repr_html_()
     assert f"{most_req:,} {BEST}" in html and f"{most_tok:,} {BEST}" in html
-    assert html.count(BEST) == len(best["Most requests of the profile's context at once, per rank"]) + \
+    assert html.count(BEST) == len(best["Most requests of 128K tokens at once, per rank"]) + \
         len(best["Most tokens of KV cache per rank (longest contexts)"])
     assert html.count("<th>") == 4, "the answer table stays four columns (it fits 400 px)"
 
@@ -143,3 +176,12 @@ def test_index_fits_1400_and_400_px_with_a_clean_console(index_page):
                            "--html", str(index_page.parent)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "index @1400px: 0 problem(s)" in proc.stdout and "index @400px: 0 problem(s)" in proc.stdout
+
+
+def test_index_ships_and_loads_the_cjk_subset(index_page):
+    """Its title is Chinese (三本账): the subset sits beside the page and its CSS loads it."""
+    from glm_kv.book.static_assets import CJK_FONT_FILE, CJK_FONT_LICENSE
+
+    page = index_page.read_text()
+    assert "三本账" in page and f'url("{CJK_FONT_FILE}")' in page and '"glm-kv CJK"' in page
+    assert (index_page.parent / CJK_FONT_FILE).is_file() and (index_page.parent / CJK_FONT_LICENSE).is_file()

@@ -94,7 +94,9 @@ def test_pitfalls_read_as_prose_with_the_0523_verdict():
 
     html = pitfall_sections("article").html
     assert html.count("<dt>What goes wrong</dt>") == html.count("<dt>In SGLang 0.5.23</dt>") == len(PITFALLS)
-    assert "raises PitfallError" in html and "lets it through" not in html
+    # issue 29: consequences with numbers, not check() calls or error messages
+    assert html.count("<dt>What it costs here</dt>") == len(PITFALLS)
+    assert "check(" not in html and "PitfallError" not in html
     assert all(p.goes_wrong and p.why and p.in_0523 for p in PITFALLS)
     page3 = across_layouts(3, "article")
     assert page3 == {"article": (64, 64), "0.5.23": (256, 64)}, "0.5.23: 256-token page, pooled row"
@@ -110,7 +112,7 @@ def test_comparison_index_lists_every_shipped_profile(tmp_path):
     for p in shipped_profiles():
         assert f'<td class="text">{p}</td>' in page, p    # the detail table's sticky first column
     assert '<a href="article/html/index.html">article</a>' in page and "(no book built)" in page
-    assert "requests that fit per rank" in page and "binding limit" in page
+    assert "requests of 128K tokens per rank" in page and "binding limit at 128K" in page
 
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="no chromium")
@@ -202,3 +204,28 @@ def test_show_separates_whole_floats_and_leaves_fractions():
     html = show(df)._repr_html_()
     assert ">10,027,008<" in html and "10027008.0" not in html and ">-<" in html
     assert ">0.8379<" in html and ">2.0<" in html
+
+
+@pytest.mark.parametrize("profile", ["h200-0.5.23", "article"])
+def test_pitfall_consequences_are_the_plans_numbers(profile):
+    """Each consequence quotes numbers of this profile's plan; pitfall 9's mistaken cell_size is the
+    one an independently built plan with the MTP draft layer on has."""
+    from glm_kv import build_plan
+    from glm_kv.book.pitfalls import pitfall_consequences
+    from glm_kv.inputs.profile import load_profile, make_profile
+
+    plan = build_plan(profile)
+    found = pitfall_consequences(profile)
+    tokens = plan["capacity"]["max_total_num_tokens"]
+    for n in (1, 2, 9):
+        assert f"instead of {tokens:,}" in found[n], (n, found[n])
+    # pitfall 9 against an independently built plan with the draft layer on: its own token count
+    base = load_profile(profile)
+    toggled = build_plan(make_profile({**base.model_dump(), "speculative_algorithm": "EAGLE",
+                                       "max_running_requests": base.max_running_requests or 64}))
+    assert f"{toggled['token']['cell_size_bytes']:,} B per token" in found[9]
+    # the same token budget over a larger cell holds fewer tokens (the mistake alone, nothing else moved)
+    shown = int(found[9].split("would hold ")[1].split(" ")[0].replace(",", ""))
+    assert toggled["token"]["cell_size_bytes"] > plan["token"]["cell_size_bytes"] and shown < tokens
+    assert f"{plan['capacity']['max_mamba_cache_size']:,} slots" in found[7] and \
+        f"{plan['capacity']['max_mamba_cache_size'] // plan['request']['slots_per_request']:,} requests" in found[7]

@@ -17,7 +17,8 @@ def test_reader_check_self_test_fires_every_check():
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for check in ("NBVAL marker", "bare assert", "raw dict", "wider than", "console.warning",
-                  "lacks the plan's tokens", "lacks the plan's requests", "HybridLinearKVPool without its link"):
+                  "lacks the plan's tokens", "lacks the plan's requests", "HybridLinearKVPool without its link",
+                  "raw TeX"):
         assert check in proc.stdout, check
 
 
@@ -46,3 +47,15 @@ def test_an_unlinked_sglang_name_is_caught_without_a_browser():
     assert rc.unlinked_names(["IndexKeyCache", "page_size", "IndexKeyCache"]) == \
         ["names SGLang's IndexKeyCache without its link"]
     assert rc.unlinked_names(["req_to_token", "tree.evict_host"]) == []
+
+
+def test_raw_tex_is_caught_without_a_browser():
+    """Issue 29: a formula MathJax did not typeset reads as TeX source; typeset math reads as text."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import reader_check as rc
+    finally:
+        sys.path.pop(0)
+    for raw in ("with \\(f\\) = 0.8", "\\[\\text{rest} = 1\\]", "keeps \\text{rest}"):
+        assert rc.raw_tex(raw), raw
+    assert rc.raw_tex("rest = free after weights - pre-load x (1 - f)") == []

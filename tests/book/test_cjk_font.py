@@ -61,7 +61,7 @@ def test_the_stored_pages_show_only_characters_of_the_subset():
     for path in [*ROOT.joinpath("notebooks").glob("*.ipynb"), *ROOT.joinpath("book").glob("*.ipynb")]:
         for cell in nbformat.read(path, as_version=4).cells:
             shown |= cjk_characters(cell.source)
-            for out in cell.get("outputs", []):
+            for out in (cell["outputs"] if "outputs" in cell else []):
                 for value in out.get("data", {}).values():
                     shown |= cjk_characters(value if isinstance(value, str) else "".join(value)
                                             if isinstance(value, list) else "")

@@ -63,7 +63,7 @@ def test_the_stored_chapter_glues_the_allocated_page():
     nb = nbformat.read(ROOT / "notebooks" / "03_hbm_pool.ipynb", as_version=4)
     glued = {}
     for cell in nb.cells:
-        for o in cell.get("outputs", []):
+        for o in (cell["outputs"] if "outputs" in cell else []):
             meta = o.get("metadata", {}).get("scrapbook", {})
             if meta.get("name"):
                 data, prefix = o.get("data", {}), meta.get("mime_prefix", "")

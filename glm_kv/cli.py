@@ -53,10 +53,19 @@ def _profile_from_args(args):
     return profile, ignored
 
 
+# One vocabulary (issue 29, book/notation.md): "binds" is only ever what limits the requests of the
+# profile's context that fit at once; what set SGLang's own max_running_requests is "set by".
+BINDS_WORDS = {"requested": "requests asked for", "tokens": "token slots", "mamba": "state slots"}
+CAP_WORDS = {"requested": "--max-running-requests", "auto": "SGLang's automatic value",
+             "tokens": "token slots", "mamba": "state slots"}
+
+
 def render_plan(plan, ignored: list[str]) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from .ledgers.derivations import binding_at_context, requests_fit
 
     p, tok, req, tail, cap, host = plan.profile, plan.token, plan.request, plan.tail, plan.capacity, plan.host
     t = Table(title=f"glm-kv plan: {escape(one_line(p.label))} (layout {p.sglang_layout}, {plan.gpu.name}, "
@@ -94,7 +103,9 @@ def render_plan(plan, ignored: list[str]) -> None:
             ("capacity", "max_total_num_tokens", f"{cap.max_total_num_tokens:,}"),
             ("capacity", "KV Cache size", fmt_bytes(cap.token_pool_bytes)),
             ("capacity", "max_running_requests (per worker)",
-             f"{cap.max_running_requests_per_worker:,} (binds: {cap.binding_limit})"),
+             f"{cap.max_running_requests_per_worker:,} (set by: {CAP_WORDS[cap.binding_limit]})"),
+            ("capacity", f"requests of {plan.args.context_length:,} tokens that fit",
+             f"{requests_fit(plan).value:,} (binds: {BINDS_WORDS[binding_at_context(plan)]})"),
         ]
     rows.append(("host", "HostPoolGroup entries", ", ".join(host.entries)))
     rows.append(("host", "host KV row / token", f"{host.kv_row_bytes} B / {host.kv_bytes_per_token:,} B"))
@@ -196,7 +207,7 @@ def render_advice(adv) -> None:
         out.append("  " + " ".join(adv.flags))
     if cap is not None:
         out += [f"per worker: {cap.max_total_num_tokens:,} tokens, {cap.max_mamba_cache_size:,} state slots, "
-                f"max_running_requests {cap.max_running_requests_per_worker:,} (binds: {cap.binding_limit})",
+                f"max_running_requests {cap.max_running_requests_per_worker:,} (set by: {CAP_WORDS[cap.binding_limit]})",
                 f"requests of this size that fit at once: {adv.served_per_worker:,} per worker "
                 f"(profile's own split: {adv.served_per_worker_default:,}; at p50: {adv.served_per_worker_p50:,}); "
                 f"runs out of {adv.binding_resource} first",

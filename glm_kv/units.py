@@ -22,21 +22,22 @@ FP8_SCALE_BYTES = 4
 
 
 def fmt_bytes(n: int | float | None, unit: str | None = None) -> str:
-    """``738,099,200 B (≈738.1 MB)``: exact bytes first, then a rounded unit.
+    """``44,097,025,280 B (≈41.07 GiB)``, ``738,099,200 B (≈703.906 MiB)``, ``225,280 B``.
 
-    ``unit``: None picks a decimal unit (GB/MB/KB, the article's); "GiB" or "MiB" force a binary
-    one (SGLang's device log lines).
+    One byte format for every output, the CLI's and the book's (issue 29): the exact count first,
+    then binary units only, because SGLang sizes its pools in GiB and prints its device lines in
+    GB-that-are-GiB (the glossary says so once). GiB from one GiB up, MiB below it, bytes alone
+    under one MiB. ``unit``: "GiB" or "MiB" forces that unit (a figure compared with a log line).
     """
     if n is None:
         return "-"
     n = int(n)
-    if unit in ("GiB", "MiB"):
-        size = GiB if unit == "GiB" else MiB
-        return f"{n:,} B (≈{n / size:.{2 if unit == 'GiB' else 3}f} {unit})"
-    for size, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
-        if abs(n) >= size:
-            return f"{n:,} B (≈{n / size:.{3 if name == 'KB' else 1}f} {name})"
-    return f"{n:,} B"
+    if unit is None:
+        unit = "GiB" if abs(n) >= GiB else "MiB" if abs(n) >= MiB else None
+    if unit not in ("GiB", "MiB"):
+        return f"{n:,} B"
+    size = GiB if unit == "GiB" else MiB
+    return f"{n:,} B (≈{n / size:.{2 if unit == 'GiB' else 3}f} {unit})"
 
 
 def dotted(d: Any, path: str, default: Any = None) -> Any:

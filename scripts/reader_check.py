@@ -86,11 +86,8 @@ def plan_numbers(profile: str) -> tuple[int, int]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-m", "glm_kv.cli", "plan", "--profile", profile, "--json"],
                          capture_output=True, text=True, check=True, env=env, timeout=120)
-    d = json.loads(out.stdout)
-    cap = d["capacity"]
-    n = min(cap["max_running_requests"], cap["max_total_num_tokens"] // d["profile"]["context_length"],
-            cap["max_mamba_cache_size"] // d["request"]["slots_per_request"])
-    return cap["max_total_num_tokens"], n
+    cap = json.loads(out.stdout)["capacity"]
+    return cap["max_total_num_tokens"], cap["requests_fit_at_context"]
 
 
 def console_messages(events: list[dict]) -> list[str]:
@@ -290,9 +287,9 @@ def compare_calculator(shown: dict, plan: dict, ctx: int) -> list[str]:
         if got != want and not (isinstance(want, float) and isinstance(got, float) and got == want):
             bad.append(f"{field}: page {got!r}, plan {want!r}")
     cap = plan["capacity"]
-    fit = min(cap["max_running_requests"], cap["max_total_num_tokens"] // ctx)
-    if shown.get("requests_at_context") != fit:
-        bad.append(f"requests_at_context: page {shown.get('requests_at_context')!r}, plan {fit!r}")
+    for field, key in (("requests_at_context", "requests_fit_at_context"), ("binds_at_context", "binds_at_context")):
+        if shown.get(field) != cap[key]:
+            bad.append(f"{field}: page {shown.get(field)!r}, plan {cap[key]!r}")
     for field, key in CALC_HOST_FIELDS.items():
         want = plan["host"][key]
         if shown.get(field) != want:

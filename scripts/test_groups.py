@@ -60,6 +60,9 @@ def groups() -> list[Group]:
             # knob calculator against glm-kv plan on 200 random settings
             (py, "scripts/reader_check.py", "--self-test"),
             (py, "scripts/reader_check.py", "--html", "_build/html", "--calculator", "200"),
+            # one deployment, one answer: every surface of every shipped profile against glm-kv plan
+            (py, "scripts/consistency_check.py", "--self-test"),
+            (py, "scripts/consistency_check.py", "--html", "_build/html"),
         )),
         Group("unit", "unit tests (the package, the CLI, the book's code)", (
             # GLM_KV_SGLANG=1: the unit tests that ask SGLang's own parser/pools in .venv-sglang run too

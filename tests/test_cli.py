@@ -32,7 +32,8 @@ def test_contract_keys_article_json():
     # plan-contract.md's example column is the article profile without its deployment's memory
     # figures (no capacity: 64 requested -> 66 tail rows); the shipped profile now names its GPU
     # and weights so that chapter 6 can size the pools (issue 13).
-    r = run_cli("plan", "--profile", "article", "--set", "weights_bytes=null", "--json")
+    r = run_cli("plan", "--profile", "article", "--set", "weights_bytes=null", "--set", "weights_estimate=false",
+                "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     for (section, key), value in CONTRACT.items():

@@ -13,7 +13,6 @@ from ..inputs.profile import Profile, make_profile
 from ..inputs.workload_spec import WorkloadSpec, make_workload
 from ..ledgers.advise import (DEFAULT_RATIO, Advice, candidates, paged, resident_slots_per_request,
                               served_requests, with_flags)
-from ..ledgers.memory import weights_for_unsized
 from ..ledgers.plan import compute_plan
 from .charts import _alt, _tooltip
 
@@ -21,15 +20,11 @@ CONTEXTS = tuple(int(x) for x in np.unique(np.geomspace(1024, 1 << 20, 41).astyp
 
 
 def deployment_for_advice(profile: Profile) -> tuple[Profile, str]:
-    """The profile, and where its memory figure comes from; estimated weights when it has none.
+    """The profile as it is (the one resolution ``glm-kv advise`` reads), and where its memory
+    figure comes from: "from the profile", or "estimated weights" when the plan estimates them."""
+    from .charts import weights_label
 
-    ``glm-kv advise`` refuses a profile without capacity; the chapter still runs for it, with the
-    weights the engine estimates for the model split over an eight-GPU node, labelled as such.
-    """
-    weights = weights_for_unsized(profile)
-    if weights is None:
-        return profile, "from the profile"
-    return make_profile({**profile.model_dump(), "weights_bytes": weights}), "estimated weights"
+    return profile, ("from the profile" if weights_label(profile) == "from the profile" else "estimated weights")
 
 
 def profile_workload(profile: Profile) -> WorkloadSpec:
@@ -51,14 +46,18 @@ def setting_table(profile: Profile, advice: Advice):
     import pandas as pd
 
     rows = {}
-    for label, plan in (("profile's own flags", advice.default_plan), ("advised flags", advice.plan)):
+    # the profile's own flags are the profile as given (its own KV dtype included: the plan
+    # `glm-kv plan` prints), not advise's starting point, which may already switch the dtype
+    own = compute_plan(profile)
+    for label, plan in (("profile's own flags", own), ("advised flags", advice.plan)):
         cap = plan.capacity
         rows[label] = {
+            "kv_cache_dtype": plan.token.kv_cache_dtype,
             "mamba_full_memory_ratio": plan.profile.mamba_full_memory_ratio,
             "max_mamba_cache_size (per worker)": cap.max_mamba_cache_size,
             "max_total_num_tokens (per worker)": cap.max_total_num_tokens,
             "max_running_requests (per worker)": cap.max_running_requests_per_worker,
-            "binds": cap.binding_limit,
+            "max_running_requests set by": cap.binding_limit,
             "requests of this size that fit (per worker)": int(served_requests(
                 cap.max_mamba_cache_size, cap.max_total_num_tokens,
                 slots_per_request=plan.request.slots_per_request,

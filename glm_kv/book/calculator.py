@@ -41,7 +41,8 @@ from ..ledgers.request import request_ledger
 from ..ledgers.token import token_ledger
 
 BASE_PROFILE = "h200-0.5.23"
-# the base profile's own weights_bytes is one TP-8 figure; across layouts the calculator estimates them
+# weights across layouts: the engine's estimate (the base profile states none either, so its own
+# setting opens on exactly `glm-kv plan --profile h200-0.5.23`)
 BASE_OVERRIDES = {"weights_bytes": None, "weights_estimate": True}
 
 LAYOUTS = ((1, 1, False), (2, 1, False), (2, 2, True), (4, 1, False), (4, 4, True), (8, 1, False), (8, 8, True))
@@ -239,8 +240,50 @@ def calculator_fragment(data: dict | None = None) -> str:
             f'<script>window.GLM_KV_CALC_DATA = {payload};\n{JS}</script>\n')
 
 
-def calculator(data: dict | None = None) -> Calculator:
+def calculator(data: dict | None = None, profile=None) -> Calculator:
+    """The calculator, opening on ``profile``'s own setting where its knobs can show it (issue 29:
+    the book's profile, so its opening figures are ``glm-kv plan``'s); else on ``BASE_PROFILE``."""
+    data = build_data() if data is None else data
+    if profile is not None:
+        start, missing = profile_settings(data, profile)
+        if not missing:
+            data = {**data, "defaults": start}
     return Calculator(calculator_fragment(data))
+
+
+# profile fields the knobs do not set: a profile that differs from the base in one of these cannot
+# be shown by the calculator (its figures would not be the profile's)
+_KNOB_FIELDS = {"gpu", "tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "mamba_ssm_dtype",
+                "mamba_scheduler_strategy", "speculative_algorithm", "speculative_num_steps",
+                "speculative_eagle_topk", "speculative_num_draft_tokens", "mem_fraction_static",
+                "max_running_requests", "context_length", "enable_hierarchical_cache", "hicache_ratio"}
+
+
+def profile_settings(data: dict, profile) -> tuple[dict, list[str]]:
+    """(the knob setting of ``profile``, the fields the knobs cannot show) for the calculator.
+
+    The setting is exact when the second value is empty: the calculator's opening figures are then
+    ``glm-kv plan``'s for the profile (``scripts/consistency_check.py`` checks it in Chromium).
+    """
+    from ..inputs.profile import Profile
+
+    p = profile if isinstance(profile, Profile) else load_profile(profile)
+    axes = data["axes"]
+    draft = p.speculative_num_draft_tokens
+    spec = [p.speculative_algorithm, draft] if p.speculative_algorithm else [None, None]
+    start = {"gpu": p.gpu, "layout": [p.tp_size, p.dp_size, p.enable_dp_attention],
+             "kv_cache_dtype": p.kv_cache_dtype, "mamba_ssm_dtype": p.mamba_ssm_dtype,
+             "mamba_scheduler_strategy": p.mamba_scheduler_strategy, "speculative": spec,
+             "mem_fraction_static": p.mem_fraction_static, "max_running_requests": p.max_running_requests,
+             "context_length": resolve(p).context_length,
+             "hicache_ratio": p.hicache_ratio if p.enable_hierarchical_cache else None}
+    missing = [k for k in AXES if start[k] not in axes[k]]
+    if spec[0] is not None and (p.speculative_eagle_topk != 1 or p.speculative_num_steps != (draft or 0) - 1):
+        missing.append("speculative_eagle_topk / speculative_num_steps")
+    base = load_profile(BASE_PROFILE, BASE_OVERRIDES).model_dump()
+    mine = p.model_dump()
+    missing += sorted(k for k in mine if k not in _KNOB_FIELDS | {"name", "description"} and mine[k] != base[k])
+    return start, missing
 
 
 def write_standalone(path: Path, data: dict | None = None) -> Path:
@@ -415,10 +458,14 @@ JS = r"""
       attn_dp_size: m.attnDp, token_pool_bytes: p.tokens * q.cell, mamba_pool_bytes: (p.K + 1) * q.slot,
       spec_scratch_bytes: p.scratch, slots_per_request: q.ratio, page_size: q.page,
       host_kv_tokens: null, host_total_bytes: null, gpu_memory_bytes: m.gpuBytes,
-      // page one's "requests that fit": each holding context_length tokens
-      requests_at_context: Math.min(p.nreq, intFloorDiv(p.tokens, s.context_length)),
       context_length: s.context_length
     };
+    // page one's "requests that fit" and what binds (derivations.requests_fit_expr / fit_binding:
+    // the smallest of three, the first of equals wins)
+    var terms = [p.requested, intFloorDiv(p.tokens, s.context_length), intFloorDiv(p.K, q.ratio)];
+    var least = Math.min(terms[0], terms[1], terms[2]);
+    out.requests_at_context = least;
+    out.binds_at_context = ["requested", "tokens", "mamba"][terms.indexOf(least)];
     if (hicache) {     // host.host_size, ratio given
       var h = {spt: c.host[0], idxLayers: c.host[1], idxPage: c.host[2]}, ratio = s.hicache_ratio;
       var tokens = (intFloorDiv(Math.trunc(p.tokens * ratio), q.page) + 1) * q.page;
@@ -455,6 +502,19 @@ JS = r"""
                : '<output data-out="' + name + '"></output>';
     return h + "</div></div>";
   }
+  // context_length: a slider in powers of two (8K, 32K and 128K are stops, as on page one) beside a
+  // box that takes any length; the box holds the value the page computes with
+  var CTX_STOPS = [[13, "8K"], [15, "32K"], [17, "128K"]];
+  function contextKnob() {
+    var top = Math.floor(Math.log2(R.context_length[1]));
+    var stops = CTX_STOPS.filter(function (x) { return x[0] <= top; })
+      .map(function (x) { return '<option value="' + x[0] + '" label="' + x[1] + '"></option>'; }).join("");
+    return '<div class="knob"><div class="title">context_length (tokens; the slider moves in powers of two)</div>' +
+      '<div class="row"><input type="range" data-num="ctxlog" min="0" max="' + top + '" step="1" list="glm-kv-ctx-stops">' +
+      '<input type="number" data-num="ctx" min="' + R.context_length[0] + '" max="' + R.context_length[1] + '" step="1">' +
+      '<datalist id="glm-kv-ctx-stops">' + stops + "</datalist></div></div>";
+  }
+  function setContext(v) { num("ctx").value = String(v); num("ctxlog").value = String(Math.round(Math.log2(Math.max(v, 1)))); }
   root.innerHTML =
     '<fieldset><legend>Deployment (precomputed by glm-kv per combination)</legend><div class="knobs">' +
     select("gpu", "GPU") + select("layout", "TP / DP attention") + select("kv_cache_dtype", "kv_cache_dtype") +
@@ -463,7 +523,7 @@ JS = r"""
     '<fieldset><legend>Numbers (computed in the browser)</legend><div class="knobs">' +
     numeric("mem_fraction_static", "mfs", R.mem_fraction_static, "mfs_default", "SGLang's default", true, false) +
     numeric("max_running_requests (global)", "mrr", R.max_running_requests.concat([1]), "mrr_auto", "automatic", true, true) +
-    numeric("context_length (tokens)", "ctx", R.context_length.concat([1]), null, null, false, true) +
+    contextKnob() +
     numeric("HiCache (hicache_ratio)", "hicache", R.hicache_ratio, "hicache_on", "HiCache on", false, false) +
     "</div></fieldset>" +
     '<div class="answer" data-out="answer"></div><table data-out="table"><tbody></tbody></table>';
@@ -491,14 +551,18 @@ JS = r"""
       num("mrr_auto").checked = s.max_running_requests === null;
       if (s.max_running_requests !== null) num("mrr").value = String(s.max_running_requests);
     }
-    if (s.context_length !== undefined) num("ctx").value = String(s.context_length);
+    if (s.context_length !== undefined) setContext(s.context_length);
     if (s.hicache_ratio !== undefined) {
       num("hicache_on").checked = s.hicache_ratio !== null;
       if (s.hicache_ratio !== null) num("hicache").value = String(s.hicache_ratio);
     }
   }
-  var BIND = {requested: "max_running_requests (as requested)", auto: "SGLang's automatic max_running_requests",
-              tokens: "the token slots (two per request)", mamba: "the state slots (max_mamba_cache_size)"};
+  // one vocabulary (book/notation.md): "binds" says what limits the requests of the context that fit;
+  // what set SGLang's own max_running_requests is "set by"
+  var BINDS = {requested: "the requests asked for (max_running_requests)", tokens: "the token slots (max_total_num_tokens)",
+               mamba: "the state slots (max_mamba_cache_size)"};
+  var SET_BY = {requested: "--max-running-requests", auto: "SGLang's automatic value", tokens: "the token slots",
+                mamba: "the state slots"};
   function row(name, value, text) {
     return '<tr><td>' + name + '</td><td class="v" data-field="' + value[0] + '" data-value="' + value[1] + '">' + text + "</td></tr>";
   }
@@ -508,21 +572,19 @@ JS = r"""
     num("mfs").disabled = num("mfs_default").checked;
     q('[data-typed="mrr"]').value = num("mrr").value;
     num("mrr").disabled = q('[data-typed="mrr"]').disabled = num("mrr_auto").checked;
-    q('[data-typed="ctx"]').value = num("ctx").value;
     q('[data-out="hicache"]').textContent = s.hicache_ratio === null ? "off" : s.hicache_ratio.toFixed(1);
     num("hicache").disabled = !num("hicache_on").checked;
     var ans = q('[data-out="answer"]'), body = q('[data-out="table"] tbody');
     if (r.error) {
-      ans.innerHTML = '<span class="err" data-field="error" data-value="' + r.error + '">SGLang refuses this: ' + r.error + "</span> " + r.rule;
+      ans.innerHTML = '<span class="err" data-field="error" data-value="' + r.error + '">No plan: ' + r.error + "</span> " + r.rule;
       body.innerHTML = "";
       return r;
     }
-    var full = r.requests_at_context < r.max_running_requests;
-    ans.innerHTML = "Per rank: <b>" + fmtInt(r.max_total_num_tokens) + "</b> tokens fit; SGLang runs up to <b>" + fmtInt(r.max_running_requests) +
-      "</b> requests at once per DP worker (" + fmtInt(r.max_running_requests * r.attn_dp_size) + " over " + r.attn_dp_size +
-      " worker" + (r.attn_dp_size > 1 ? "s" : "") + "); the limit that binds: " + BIND[r.binding_limit] + ". <b>" +
-      fmtInt(r.requests_at_context) + "</b> requests of " + fmtInt(r.context_length) + " tokens each fit at once" +
-      (full ? " (the token slots bind)." : ".");
+    ans.innerHTML = "Per rank: <b>" + fmtInt(r.max_total_num_tokens) + "</b> tokens of KV cache, and <b>" +
+      fmtInt(r.requests_at_context) + "</b> requests of " + fmtInt(r.context_length) + " tokens fit at once; the limit that binds: " +
+      BINDS[r.binds_at_context] + ". SGLang runs up to " + fmtInt(r.max_running_requests) + " requests per DP worker (" +
+      fmtInt(r.max_running_requests * r.attn_dp_size) + " over " + r.attn_dp_size + " worker" + (r.attn_dp_size > 1 ? "s" : "") +
+      "; set by " + SET_BY[r.binding_limit] + ").";
     var rows = [
       row("GPU memory", ["gpu_memory_bytes", r.gpu_memory_bytes], fmtGiB(r.gpu_memory_bytes)),
       row("weights per rank (estimate; with the MTP draft when on)", ["weights_bytes", r.weights_bytes], fmtGiB(r.weights_bytes)),
@@ -535,9 +597,10 @@ JS = r"""
       row("MTP verify scratch", ["spec_scratch_bytes", r.spec_scratch_bytes], fmtGiB(r.spec_scratch_bytes)),
       row("state slots per request", ["slots_per_request", r.slots_per_request], fmtInt(r.slots_per_request)),
       row("max_running_requests asked per worker", ["requested_max_running_requests", r.requested_max_running_requests], fmtInt(r.requested_max_running_requests)),
-      row("requests that fit per worker", ["max_running_requests", r.max_running_requests], fmtInt(r.max_running_requests)),
-      row("binding limit", ["binding_limit", r.binding_limit], r.binding_limit),
-      row("requests of context_length tokens that fit", ["requests_at_context", r.requests_at_context], fmtInt(r.requests_at_context))
+      row("max_running_requests per worker (SGLang's cap)", ["max_running_requests", r.max_running_requests], fmtInt(r.max_running_requests)),
+      row("max_running_requests set by", ["binding_limit", r.binding_limit], SET_BY[r.binding_limit]),
+      row("requests of context_length tokens that fit", ["requests_at_context", r.requests_at_context], fmtInt(r.requests_at_context)),
+      row("binds", ["binds_at_context", r.binds_at_context], BINDS[r.binds_at_context])
     ];
     if (r.host_total_bytes !== null) {
       rows.push(row("HiCache host tokens", ["host_kv_tokens", r.host_kv_tokens], fmtInt(r.host_kv_tokens)));
@@ -557,8 +620,10 @@ JS = r"""
     return out;
   }
   root.addEventListener("input", function (e) {
-    var t = e.target.getAttribute("data-typed");
+    var t = e.target.getAttribute("data-typed"), n = e.target.getAttribute("data-num");
     if (t) { if (e.target.value === "" || !e.target.checkValidity()) return; num(t).value = e.target.value; }
+    if (n === "ctxlog") num("ctx").value = String(Math.min(Math.pow(2, +e.target.value), R.context_length[1]));
+    if (n === "ctx") { if (e.target.value === "" || !e.target.checkValidity()) return; setContext(+e.target.value); }
     render();
   });
   root.addEventListener("change", render);

@@ -480,26 +480,29 @@ def pool_structure_chart(structure: Mapping[str, Any]):
         strokeWidth=0)
 
 
-def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], contexts: Iterable[int],
-                  node_tp: int = 8):
+def weights_label(prof) -> str:
+    """"from the profile", or "estimated" when the plan estimates the weights (the profile states
+    neither weights_bytes nor available_bytes): every chart says which, as the plan's notes do."""
+    if prof.available_bytes is not None or prof.weights_bytes is not None:
+        return "from the profile"
+    return "estimated"
+
+
+def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], contexts: Iterable[int]):
     """Per GPU x concurrency x context: does it fit on a rank, and what binds (glm_kv.sweep).
 
-    ``requests`` are per rank. The profile's own ``available_bytes`` / ``weights_bytes`` are used
-    when it has them; otherwise the weights on a rank are ``glm_kv.memory.estimate_weight_bytes``
-    split over ``node_tp`` GPUs (the article's rank is one of a DP-attention node with
-    attn_dp = tp), labelled "estimated".
+    ``requests`` are per rank. Memory is the plan's own resolution at every point: the profile's
+    ``available_bytes`` / ``weights_bytes`` when it has them, else the engine's weight estimate
+    (``weights_estimate``), labelled "estimated".
     """
     from ..inputs.profile import Profile, load_profile
     from ..ledgers.derivations import fit_binding, requests_fit_expr
-    from ..ledgers.memory import weights_for_unsized
     from ..ledgers.sweep import sweep
 
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    weights = weights_for_unsized(prof, node_tp)
-    extra = {} if weights is None else {"weights_bytes": weights}
     attn_dp = prof.dp_size if prof.enable_dp_attention else 1
     df = sweep(prof, grid=True, gpu=list(gpus), max_running_requests=[r * attn_dp for r in requests],
-               context_length=list(contexts), **extra)
+               context_length=list(contexts))
     out = df.rename(columns={"max_running_requests": "requested (global)"})
     out["requests per rank"] = df["requests_per_worker"]
     out["served per rank"] = df["max_running_requests_resolved"]
@@ -515,7 +518,7 @@ def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], context
     words = {"fits": "fits", "tokens": "too many tokens", "mamba": "too many requests (mamba)"}
     out["verdict"] = df["limit"].astype(object).map(lambda v: words.get(v, "refused"))
     out.loc[df["error"].notna(), "verdict"] = "refused"
-    out["weights"] = "estimated" if extra else "from the profile"
+    out["weights"] = weights_label(prof)
     return out
 
 
@@ -702,17 +705,14 @@ def plan_sweep_data(profile, gpus=PLAN_GPUS, dtypes=PLAN_DTYPES, log2_contexts=P
     (the profile's, else the engine's weight estimate, labelled). Drawn on by book/plan.ipynb."""
     from ..inputs.profile import Profile, load_profile
     from ..ledgers.derivations import fit_binding, requests_fit_expr
-    from ..ledgers.memory import weights_for_unsized
     from ..ledgers.sweep import sweep
 
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    weights = weights_for_unsized(prof)
-    extra = {} if weights is None else {"weights_bytes": weights}
     attn_dp = prof.dp_size if prof.enable_dp_attention else 1
     # the row layout follows the dtype: scaled fp8 keeps the profile's backends, bf16 needs none
     df = sweep(prof, grid=True, gpu=list(gpus), kv_cache_dtype=list(dtypes),
                max_running_requests=[(1 << r) * attn_dp for r in log2_requests],
-               context_length=[1 << c for c in log2_contexts], **extra)
+               context_length=[1 << c for c in log2_contexts])
     ok = df["error"].isna()
     out = df[["gpu", "kv_cache_dtype", "context_length", "requests_per_worker", "cell_size_bytes",
               "max_total_num_tokens", "max_mamba_cache_size_resolved", "max_running_requests_resolved"]].copy()
@@ -729,10 +729,45 @@ def plan_sweep_data(profile, gpus=PLAN_GPUS, dtypes=PLAN_DTYPES, log2_contexts=P
     out["verdict"] = df["limit"].astype(object).map(lambda v: words.get(v, "refused"))
     out.loc[~ok, ["verdict", "binds"]] = "refused"
     out.loc[~ok, "requests that fit"] = 0
+    # a refused point still has the requests it asked for (the grid's own value, per rank)
+    out["requests"] = (df["max_running_requests"].astype("int64") // attn_dp).astype("int64")
     out["log2 context"] = out["context"].map(lambda c: int(c).bit_length() - 1)
     out["log2 requests"] = out["requests"].map(lambda r: int(r).bit_length() - 1)
-    out["weights"] = "estimated" if extra else "from the profile"
+    out["weights"] = weights_label(prof)
     return out.reset_index(drop=True)
+
+
+def plan_opening(df, profile=None) -> dict:
+    """Where the plan page's controls start: the profile's own GPU, resolved KV dtype, context
+    and requests per rank (log2 units, clamped to the grid). ``scripts/consistency_check.py`` reads
+    the page's opening figures at this point and holds them against ``glm-kv plan``."""
+    gpus = list(dict.fromkeys(df["gpu"]))
+    dtypes = list(dict.fromkeys(df["kv dtype"]))
+    lc, lr = sorted(df["log2 context"].unique()), sorted(df["log2 requests"].unique())
+    p = profile
+    g0 = p.gpu if p is not None and p.gpu in gpus else gpus[0]
+    d0 = dtypes[-1]
+    if p is not None:  # the context the server runs at (SGLang's default, the model's, when omitted)
+        from ..inputs.resolve import resolve
+        from ..ledgers.token import token_ledger
+
+        args = resolve(p)
+        c_log2 = args.context_length.bit_length() - 1
+        # the dtype the profile resolves to ("auto" is bf16 on SM90, fp8 on SM100), not the menu's last
+        resolved = token_ledger(args).kv_cache_dtype
+        d0 = resolved if resolved in dtypes else d0
+    else:
+        c_log2 = 17
+    c0 = min(max(c_log2, int(lc[0])), int(lc[-1]))
+    r_asked = 64
+    if p is not None:   # per rank, as the plan resolves it (SGLang's automatic value, the MTP reset)
+        from ..ledgers.plan import compute_plan
+
+        plan = compute_plan(p)
+        r_asked = (plan.capacity.requested_max_running_requests_per_worker if plan.capacity is not None
+                   else plan.parallel.max_running_requests_per_worker or 64)
+    r0 = min(max(int(r_asked).bit_length() - 1, int(lr[0])), int(lr[-1]))
+    return {"gpu": g0, "kv dtype": d0, "log2 context": c0, "log2 requests": r0}
 
 
 def plan_explorer_chart(df, profile=None):
@@ -744,19 +779,7 @@ def plan_explorer_chart(df, profile=None):
     dtypes = list(dict.fromkeys(df["kv dtype"]))
     lc, lr = sorted(df["log2 context"].unique()), sorted(df["log2 requests"].unique())
     # the sliders start at the profile's own point (its GPU, dtype, context and concurrency)
-    p = profile
-    g0 = p.gpu if p is not None and p.gpu in gpus else gpus[0]
-    d0 = p.kv_cache_dtype if p is not None and p.kv_cache_dtype in dtypes else dtypes[-1]
-    if p is not None:  # the context the server runs at (SGLang's default, the model's, when omitted)
-        from ..inputs.resolve import resolve
-
-        c_log2 = resolve(p).context_length.bit_length() - 1
-    else:
-        c_log2 = 17
-    c0 = min(max(c_log2, int(lc[0])), int(lc[-1]))
-    attn_dp = (p.dp_size if p.enable_dp_attention else 1) if p is not None else 1
-    r_asked = max(1, ((p.max_running_requests or 64) if p is not None else 64) // attn_dp)  # per rank
-    r0 = min(max(r_asked.bit_length() - 1, int(lr[0])), int(lr[-1]))
+    g0, d0, c0, r0 = (plan_opening(df, profile)[k] for k in ("gpu", "kv dtype", "log2 context", "log2 requests"))
     gpu = alt.param(name="gpu", value=g0, bind=alt.binding_select(options=gpus, name="GPU "))
     dtype = alt.param(name="dtype", value=d0, bind=alt.binding_radio(options=dtypes, name="KV dtype "))
     ctx = alt.param(name="ctx", value=c0, bind=alt.binding_range(min=int(lc[0]), max=int(lc[-1]), step=1,

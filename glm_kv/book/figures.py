@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Iterable
 
-from .fmt import fmt_bytes
+from ..units import fmt_bytes
 from .charts import LEDGER_COLORS
 
 if TYPE_CHECKING:

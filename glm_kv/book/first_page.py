@@ -136,34 +136,36 @@ def answer_sentence(a: FirstAnswer) -> str:
 
 
 def fit_more_sentence(profile: "str | Profile") -> str:
-    """What to change to fit more requests of the profile's context, from ``glm-kv advise`` (Markdown).
-
-    Advice is asked twice: once for the profile's own workload (which tells how many requests the
-    advised pools serve per rank), then for that many requests on every rank, so the flags named
-    are the ones that serve the larger count.
-    """
+    """What to change to fit more requests of the profile's context (Markdown): ``glm-kv advise`` for
+    the profile's own workload, the same advice chapter 7 ("Choosing flags") shows, so the first page
+    and the chapter name the same flags (issue 29). The count is ``requests_fit`` of the advised plan,
+    the same formula as this page's answer, so "instead of" compares like with like."""
     from ..inputs.profile import load_profile
-    from ..inputs.workload_spec import make_workload
     from ..ledgers.advise import advise
-    from .advise_charts import deployment_for_advice, profile_workload
+    from ..ledgers.derivations import binding_at_context, requests_fit
+    from .advise_charts import profile_workload
 
     prof = profile if not isinstance(profile, str) else load_profile(profile)
-    deployment, _ = deployment_for_advice(prof)
-    base = advise(deployment, profile_workload(deployment))
-    plan = base.default_plan
-    attn_dp = plan.parallel.attn_dp_size
-    now = first_answer(deployment).requests_fit
-    more = base.served_per_worker
-    ctx = base.workload.tokens_per_request
-    if more <= now:
-        return (f"To fit more: no flag does at {ctx:,} tokens; glm-kv advise finds {more:,} requests per rank "
-                f"the most the pools hold ({RESOURCE_WORDS[base.binding_resource]} runs out first). Shorten the context or add GPUs.")
-    bigger = advise(deployment, make_workload({"name": "fit more", "concurrent_requests": more * attn_dp,
-                                               "tokens_per_request": ctx}))
-    flags = " ".join(f"`{f}`" for f in bigger.flags) if bigger.flags else "no flag change"
-    return (f"To fit more: launch with {flags} and {bigger.served_per_worker:,} requests of {ctx:,} tokens fit "
-            f"per rank instead of {now:,} ({RESOURCE_WORDS[bigger.binding_resource]} runs out next; "
-            f"from glm-kv advise).")
+    adv = advise(prof, profile_workload(prof))
+    first = first_answer(prof)
+    now, ctx = first.requests_fit, first.context_length
+    after = int(requests_fit(adv.plan, ctx).value)
+    pools = min(first.token_cap, first.state_cap)
+    if first.binding == "requested" and pools == now:
+        return (f"To fit more: all {now:,} requests asked for per rank fit, exactly as many as the pools hold "
+                f"at this split; `glm-kv advise --profile {prof.label} --set concurrent_requests=N "
+                f"--set tokens_per_request={ctx}` names the flags for N.")
+    if first.binding == "requested":
+        return (f"To fit more: the pools are not the limit. All {now:,} requests asked for per rank fit, and the "
+                f"pools would hold {pools:,}; raise `--max-running-requests` (global, over "
+                f"{adv.plan.parallel.attn_dp_size:,} DP-attention workers) to run more at once.")
+    if not adv.flags or after <= now:
+        return (f"To fit more: no flag does at {ctx:,} tokens; glm-kv advise finds {after:,} requests "
+                f"per rank the most the pools hold. Shorten the context or add GPUs.")
+    flags = " ".join(f"`{f}`" for f in adv.flags)
+    return (f"To fit more: launch with {flags} and {after:,} requests of {ctx:,} tokens fit per rank instead "
+            f"of {now:,}; then {BINDING_WORDS[binding_at_context(adv.plan, ctx)]} bind (from glm-kv advise, "
+            f"as in chapter 7).")
 
 
 _COLORS = {"total": "#4c78a8", "spent": "#bab0ac", "left": "#54a24b",
@@ -210,3 +212,43 @@ def waterfall_table(a: FirstAnswer):
 
     return show(pd.DataFrame([(s.label, s.sglang_name, s.bytes) for s in a.steps],
                              columns=["step", "SGLang's name", "bytes"]))
+
+
+# Page one's context stops (issue 29, item 8): the lengths users ask about, beside the profile's own.
+CONTEXT_STOPS = (8 * 1024, 32 * 1024, 128 * 1024)
+
+
+def fit_at_contexts(profile: "str | Profile", stops: tuple[int, ...] = CONTEXT_STOPS) -> list[dict]:
+    """Requests that fit on one rank at 8K / 32K / 128K and at the profile's own context.
+
+    Each row is the plan of the profile with ``context_length`` set to that length (SGLang's
+    automatic ``max_running_requests`` follows the context, so the plan is computed per length, as
+    ``glm-kv plan --set context_length=N`` would), read through ``requests_fit`` and
+    ``binding_at_context``. Lengths past the model's maximum are left out.
+    """
+    from ..inputs.profile import load_profile, make_profile
+    from ..ledgers.derivations import binding_at_context, requests_fit
+    from ..ledgers.plan import compute_plan
+
+    prof = profile if not isinstance(profile, str) else load_profile(profile)
+    own = compute_plan(prof)
+    top = int(own.profile.context_length)
+    rows = []
+    for ctx in sorted({*(c for c in stops if c <= top), top}):
+        plan = own if ctx == top else compute_plan(make_profile({**prof.model_dump(), "context_length": ctx}))
+        rows.append({"context_length": ctx, "requests_fit": int(requests_fit(plan).value),
+                     "binds": binding_at_context(plan), "profile's own": ctx == top})
+    return rows
+
+
+def fit_at_contexts_table(profile: "str | Profile"):
+    """``fit_at_contexts`` as the first page's small table (binding in the book's words)."""
+    import pandas as pd
+
+    from .tables import show
+
+    rows = fit_at_contexts(profile)
+    return show(pd.DataFrame(
+        [(f"{r['context_length']:,}" + (" (the profile's)" if r["profile's own"] else ""), r["requests_fit"],
+          BINDING_WORDS[r["binds"]]) for r in rows],
+        columns=["tokens per request", "requests that fit per rank", "what binds"]))

@@ -300,7 +300,7 @@ def _token_count_effect(plan: dict, wrong_cell: int, what: str) -> str:
 
 def _consequence(number: int, prof: Profile, plan: dict) -> str:
     """One sentence: what the mistake gets wrong on this profile, with its numbers."""
-    from .fmt import fmt_bytes
+    from ..units import fmt_bytes
 
     t, q, cap = plan["token"], plan["request"], plan.get("capacity") or {}
     right, wrong = pitfall(number).truth(prof, plan), pitfall(number).mistaken(prof, plan)

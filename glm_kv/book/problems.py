@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..inputs.rules import rules_for
-from .fmt import fmt_bytes
+from ..units import fmt_bytes
 
 if TYPE_CHECKING:
     from ..ledgers.plan import Plan

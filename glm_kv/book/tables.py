@@ -10,7 +10,7 @@ from ..ledgers.plan import build_plan, compute_plan
 from ..ledgers.workload import workload
 from ..units import dotted
 from .literal import Html  # noqa: F401  (figures, pitfalls and the runner import it from here)
-from .fmt import fmt_bytes  # noqa: F401  (the chapters import it from here: binary units)
+from ..units import fmt_bytes  # noqa: F401  (the chapters import it from here: binary units)
 
 
 def comparison_table(profiles: Sequence[str]):
@@ -63,26 +63,26 @@ def comparison_table(profiles: Sequence[str]):
 
 
 
-def capacity_plan(profile, node_gpus: int = 8):
-    """(plan with a capacity, how the memory was found) for any profile.
+def capacity_plan(profile):
+    """(plan with a capacity, how the memory was found) for any profile: the one resolution.
 
-    A profile that gives ``available_bytes`` or ``weights_bytes`` is planned as it is. One that
-    does not is planned on its GPU (H200 when it names none) with the weights the engine
-    estimates for the model split over ``max(tp_size, node_gpus)`` GPUs (an FP8 checkpoint on an
-    eight-GPU node), and the second value says so: the book never shows an estimate unlabelled.
+    The plan is ``compute_plan``'s, exactly what ``glm-kv plan`` prints: weights the profile does
+    not state are the engine's estimate from the model's config and quantization over the
+    profile's own ranks (``weights_estimate``, on by default), and ``how`` says so, so the book
+    never shows an estimate unlabelled and never keeps an estimate of its own (issue 29).
     """
-    from ..ledgers.memory import weights_for_unsized
     from ..ledgers.plan import compute_plan
 
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    weights = weights_for_unsized(prof, node_gpus)
-    if weights is None:
-        plan = compute_plan(prof)
-        return plan, plan.capacity.available_source
-    over = {"weights_bytes": weights, "gpu": prof.gpu or "H200"}
-    plan = compute_plan(make_profile({**prof.model_dump(), **over}))
-    return plan, (f"ESTIMATED: the profile gives no memory; weights {fmt_bytes(weights)} per rank "
-                  f"(the model over {max(prof.tp_size, node_gpus)} GPUs) on {over['gpu']}")
+    plan = compute_plan(prof)
+    if plan.capacity is None:
+        raise ProfileError("weights_estimate", f"{prof.label}: no capacity without memory figures (give "
+                                               "weights_bytes or available_bytes, or leave weights_estimate on)")
+    m = plan.memory
+    if prof.available_bytes is None and m is not None and "estimate" in (m.weights_source or ""):
+        return plan, (f"ESTIMATED: weights {fmt_bytes(m.weights_bytes)} per rank estimated from the model's "
+                      f"config and quantization over tp {prof.tp_size} on {plan.gpu.name}")
+    return plan, plan.capacity.available_source
 
 
 def profile_overview(profiles: Sequence[str]):

@@ -195,7 +195,7 @@ FIELDS: dict[str, Field] = {
 
     # issue 20: weights from the model when weights_bytes is not given (set by a launch command),
     # and the draft model's weights (0: already inside weights_bytes; None: estimated and said so)
-    "weights_estimate": Bool(),
+    "weights_estimate": Bool(True),
     "draft_weights_bytes": Int(None, optional=True, ge=0, le=PIB),
     "available_bytes": Int(None, optional=True, ge=1, le=PIB),
     "mem_fraction_static": Float(None, optional=True, gt=0, lt=1),
@@ -567,8 +567,11 @@ def _read_yaml(source: str) -> tuple[dict, str]:
                                  hint=f"neither a shipped profile ({', '.join(shipped_profiles())}) nor a "
                                       f"readable YAML file")
     data = load_yaml_text(text, f"{shown(source)}")
-    if data is None:
-        data = {}
+    if data is None or data == {}:
+        # an empty or comment-only file is a mistake (a wrong path, an unsaved editor), not a request
+        # for SGLang's defaults: those are `--sglang-args "--model-path ..."` or a shipped profile
+        raise ProfileError("profile", f"{shown(source)} is empty (no field: value); give at least gpu and "
+                                      "tp_size, or name a shipped profile")
     if not isinstance(data, dict):
         raise ProfileError("profile", f"{shown(source)} must be a YAML mapping of field: value")
     return data, stem

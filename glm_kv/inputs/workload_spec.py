@@ -164,6 +164,11 @@ def apply_overrides(data: dict, overrides: dict[str, Any]) -> dict:
 
 def load_workload(source: Optional[str], overrides: Optional[dict[str, Any]] = None) -> WorkloadSpec:
     """A shipped workload name or a YAML path (or nothing: overrides only), plus ``--set`` overrides."""
+    if not source and not overrides:
+        # nothing to size: say where workloads come from instead of naming the first missing field
+        raise ProfileError("--workload", f"is required: a shipped workload ({', '.join(shipped_workloads())}), "
+                                         "a YAML file, or every field with --set (concurrent_requests=..., "
+                                         "tokens_per_request=...)")
     data, stem = _read(source) if source else ({}, None)
     return make_workload(apply_overrides(data, overrides or {}), default_name=stem)
 

@@ -41,6 +41,10 @@ PRE_LOAD_DISTRIBUTED_BYTES = 2 * GiB
 PRE_LOAD_ESTIMATE_NOTE = ("pre_model_load_bytes is an ESTIMATE (device memory - 1 GiB CUDA context"
                           " - 2 GiB NCCL buffers when tp > 1); give pre_model_load_bytes, or verify"
                           " against a boot log, for exact figures")
+# issue 29: weights not stated are estimated on every route (profile or launch command), and said so
+WEIGHTS_ESTIMATE_NOTE = ("weights_bytes is an ESTIMATE from the model's config and quantization ({weights}"
+                         " per rank); give weights_bytes (a boot log's \"Load weight end ... mem usage\"),"
+                         " or weights_estimate: false for the ledgers without a capacity")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,7 +387,7 @@ def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_req
         draft_src = "estimate"
     elif draft_weights_bytes is not None and draft_src is None:
         draft_src = weights_source
-    w_est = estimate_weight_bytes(model, p.tp_size, attn_tp_size=a_tp, dp_attention=attn_dp > 1)
+    w_est = model_weight_estimate(p, model, a_tp, attn_dp)
     draft = draft_weights_bytes or 0
     weights = rest = rest_b = None
     w_src = weights_source
@@ -409,42 +413,45 @@ def weights_from_model(p, model: ModelConfig, attn_tp: int, attn_dp: int) -> tup
     the proportions of ``estimate_weight_bytes`` (experts over TP, attention over attention TP, ...).
     Otherwise the estimate itself, at the bytes per parameter of the checkpoint's quantization.
     """
-    from ..inputs.weights import BYTES_PER_PARAM, local_config, quantization_of, safetensors_bytes
+    from ..inputs.weights import local_config, safetensors_bytes
 
     cfg = local_config(p.model)
-    bpp = BYTES_PER_PARAM[quantization_of(cfg or {})]
-    per_rank = estimate_weight_bytes(model, p.tp_size, bpp, attn_tp_size=attn_tp, dp_attention=attn_dp > 1)
+    per_rank = model_weight_estimate(p, model, attn_tp, attn_dp)
     exact = safetensors_bytes(p.model) if cfg is not None else None
     if exact is None:
         return per_rank, "estimate"
-    whole = weight_params(model).total * bpp
+    whole = weight_params(model).total * checkpoint_bytes_per_param(p)
     return int(exact * per_rank / whole), "safetensors"
 
 
-NODE_GPUS = 8  # a profile without memory figures is read as one rank of an eight-GPU node
+def checkpoint_bytes_per_param(p) -> float:
+    """Bytes per parameter of the profile's checkpoint (its config's quantization; FP8 with its
+    128 x 128 block scales when the config names none)."""
+    from ..inputs.weights import BYTES_PER_PARAM, local_config, quantization_of
+
+    return BYTES_PER_PARAM[quantization_of(local_config(p.model) or {})]
 
 
-def weights_for_unsized(p, node_gpus: int = NODE_GPUS) -> int | None:
-    """Weights per rank to assume for a profile that gives neither available_bytes nor weights_bytes.
+def model_weight_estimate(p, model: ModelConfig, attn_tp: int, attn_dp: int) -> int:
+    """The one weight estimate per rank (config + quantization): what the plan uses when the
+    profile states no weights, and what ``weights_estimate_bytes`` reports beside stated ones."""
+    return estimate_weight_bytes(model, p.tp_size, checkpoint_bytes_per_param(p), attn_tp_size=attn_tp,
+                                 dp_attention=attn_dp > 1)
 
-    The model's FP8 checkpoint (``estimate_weight_bytes``) over ``max(tp_size, node_gpus)`` GPUs; None
-    when the profile gives its memory. The book's pages label every figure sized this way as estimated.
+
+def rest_for_profile(p, gpu: Gpu, attn_dp: int, max_running_requests: int | None) -> MemoryLedger:
+    """The device-to-rest ledger for a profile (``max_running_requests``: the user's global value).
+
+    Shared by the plan's sweep; ``rest_gib`` is None when the profile gives no weights and turns the
+    estimate off.
     """
-    if p.available_bytes is not None or p.weights_bytes is not None:
-        return None
     from ..inputs.model import load_model
 
-    return estimate_weight_bytes(load_model(p.model), max(p.tp_size, node_gpus))
+    return memory_ledger(p, load_model(p.model), gpu, attn_dp, max_running_requests)
 
 
-def rest_for_profile(p, gpu: Gpu, attn_dp: int, max_running_requests: int | None) -> tuple[float, float, str]:
-    """(rest in GiB, the mem_fraction_static used, where it came from) for a profile with weights_bytes.
-
-    ``max_running_requests`` is the user's global value. Shared by the plan and the sweep.
-    """
-    from ..inputs.model import load_model
-
-    m = memory_ledger(p, load_model(p.model), gpu, attn_dp, max_running_requests)
-    how = ("mem_fraction_static from the profile" if m.mem_fraction_source == "profile"
-           else "SGLang 0.5.23's default mem_fraction_static")
-    return m.rest_gib, m.mem_fraction_static, how
+def no_memory_rule(m: MemoryLedger, gpu_name: str) -> str:
+    """The one refusal text when the weights leave no memory for the pools (plan and sweep alike)."""
+    draft = f", {m.draft_weights_bytes:,} B of them the draft's" if m.draft_weights_bytes else ""
+    return (f"weights ({m.weights_bytes:,} B per rank{draft}, {m.weights_source}) leave no memory for the "
+            f"pools on a {gpu_name} at mem_fraction_static={m.mem_fraction_static:.6g}")

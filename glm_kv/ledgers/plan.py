@@ -9,12 +9,12 @@ from ..inputs.model import ModelConfig
 from ..inputs.profile import Profile, load_profile, make_profile
 from ..inputs.resolve import ServerArgs, resolve
 from ..inputs.rules import rules_for
-from ..units import GiB
+from ..units import GiB, fmt_bytes
 from . import capacity as capacity_module
 from . import token as token_module
 from .capacity import CapacityLedger, capacity_ledger
 from .host import HostLedger, host_ledger
-from .memory import PRE_LOAD_ESTIMATE_NOTE, MemoryLedger, memory_ledger
+from .memory import PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, memory_ledger, no_memory_rule
 from .parallel import ParallelLedger, parallel_ledger
 from .request import RequestLedger, request_ledger
 from .tail import TailLedger, tail_ledger
@@ -73,9 +73,7 @@ def _available(args: ServerArgs, mem: MemoryLedger) -> tuple[int | None, str, fl
                            f"{gpu.memory_bytes:,} B of device memory is less than SGLang 0.5.23 reserves "
                            f"(activations, CUDA graphs): no positive mem_fraction_static exists")
     if avail <= 0:
-        raise ProfileError("weights_bytes", f"weights ({mem.weights_bytes} B with the MTP draft) leave no "
-                                            f"memory for the pools on a {gpu.name} at "
-                                            f"mem_fraction_static={mfs:.6g}")
+        raise ProfileError("weights_bytes", no_memory_rule(mem, gpu.name))
     how = ("mem_fraction_static from the profile" if mem.mem_fraction_source == "profile"
            else "SGLang 0.5.23's default mem_fraction_static" + (" x VLM factor" if mem.is_vlm else ""))
     mm = " - 100 MiB VLM cache" if mem.mm_reservation_bytes else ""
@@ -94,6 +92,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     avail, source, rest_gib = _available(args, mem)
     if mem.rest_gib is not None and p.available_bytes is None and mem.pre_model_load_source == "estimate":
         notes.append(PRE_LOAD_ESTIMATE_NOTE)
+    if avail is not None and p.available_bytes is None and "estimate" in (mem.weights_source or ""):
+        notes.append(WEIGHTS_ESTIMATE_NOTE.format(weights=fmt_bytes(mem.weights_bytes)))
     cap = None
     if avail is not None:
         cap = capacity_ledger(p, rest_gib=rest_gib, available_bytes=avail, available_source=source,
@@ -164,8 +164,19 @@ def plan_to_dict(plan: Plan) -> dict:
         "notes": list(plan.notes),
     }
     if plan.capacity is not None:
-        d["capacity"] = {**_json(plan.capacity, capacity_module.JSON_NAMES), **memory_keys(plan)}
+        d["capacity"] = {**_json(plan.capacity, capacity_module.JSON_NAMES), **memory_keys(plan), **answer_keys(plan)}
     return d
+
+
+def answer_keys(plan: Plan) -> dict:
+    """capacity.* keys of the book's answer (appended, issue 29): the requests of the profile's context
+    that fit at once on a rank and which limit binds them (``derivations.requests_fit``), so that every
+    consumer (the first page, the calculator check, comparisons) reads the plan's own figure."""
+    from .derivations import binding_at_context, requests_fit
+
+    return {"context_length": int(plan.profile.context_length),
+            "requests_fit_at_context": int(requests_fit(plan).value),
+            "binds_at_context": binding_at_context(plan)}
 
 
 def memory_keys(plan: Plan) -> dict:

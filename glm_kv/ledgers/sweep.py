@@ -19,7 +19,7 @@ from ..inputs.profile import Profile, load_profile, make_profile
 from ..inputs.resolve import SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, resolve_context_length
 from ..units import GiB, requests_per_worker
 from .capacity import BINDING_LABELS, pool_sizes, refusal
-from .memory import rest_for_profile
+from .memory import no_memory_rule, rest_for_profile
 from .plan import compute_plan
 from .tail import TAIL_EXTRA_ROWS
 
@@ -113,9 +113,12 @@ def _combos(axes: dict, base: dict, n: int) -> tuple[np.ndarray, list[dict]]:
 
 def _combo_row(base: dict, combo: dict) -> dict:
     try:
+        # the ledgers only (no capacity here: _derive_rest_gib sizes every point in one place)
         p = make_profile({**base, **combo, "available_bytes": None, "weights_bytes": None,
+                          "weights_estimate": False,
                           "max_running_requests": base.get("max_running_requests") or 1})
         plan = compute_plan(p)
+        p = p.model_copy(update={"weights_estimate": {**base, **combo}["weights_estimate"]})
     except ProfileError as e:
         return {"error": str(e)}
     t, r = plan.token, plan.request
@@ -250,24 +253,28 @@ def _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, message
     """SGLang's rest in float GiB per point: available_bytes / GiB, or derived from GPU and weights."""
     rest_gib = avail / GiB
     weights = np.broadcast_to(per_combo["weights_bytes"], err.shape)
-    need = np.isnan(avail) & ~np.isnan(weights) & (err == 0)
+    # weights stated, or estimated from the model (the profile's weights_estimate, on by default:
+    # the same resolution the plan makes, so a sweep point equals `glm-kv plan` at that point)
+    estimated = np.array([c["error"] is None and bool(c["_profile"].weights_estimate) for c in combos])[codes]
+    need = np.isnan(avail) & (~np.isnan(weights) | estimated) & (err == 0)
     if not np.any(need):
         return rest_gib
     cache: dict = {}
     for i in np.flatnonzero(need):
         c = combos[codes[i]]
-        key = (codes[i], int(mrr[i]) if has_mrr[i] else None)
+        key = (codes[i], int(mrr[i]) if has_mrr[i] else None, None if np.isnan(weights[i]) else int(weights[i]))
         if key not in cache:
             # the combination's profile (weights were left out to plan it without capacity)
-            p = c["_profile"].model_copy(update={"weights_bytes": int(weights[i])})
+            p = c["_profile"].model_copy(update={"weights_bytes": key[2]})
             gpu = resolve_gpu(p)
-            cache[key] = (rest_for_profile(p, gpu, c["attn_dp_size"], key[1])[0], gpu.name)
-        r, gpu_name = cache[key]
-        if int(r * GiB) > 0:
-            rest_gib[i] = r
+            cache[key] = (rest_for_profile(p, gpu, c["attn_dp_size"], key[1]), gpu.name)
+        m, gpu_name = cache[key]
+        if m.rest_gib is None:
+            continue
+        if int(m.rest_gib * GiB) > 0:
+            rest_gib[i] = m.rest_gib
         else:
-            _fail(err, np.arange(len(err)) == i, messages,
-                  f"weights_bytes: weights leave no memory for the pools on a {gpu_name}")
+            _fail(err, np.arange(len(err)) == i, messages, f"weights_bytes: {no_memory_rule(m, gpu_name)}")
     return rest_gib
 
 

@@ -172,7 +172,9 @@ def _plans(profile: Profile, inputs: dict) -> tuple[list[Plan], list[str]]:
         base = profile.model_copy(update={"available_bytes": None})
     else:
         notes.append("the log has no 'Load weight' lines: the profile's own memory inputs are used")
-        pts, base = [None], profile
+        # a boot log is checked against stated or logged memory, never against glm-kv's weight estimate
+        stated = profile.available_bytes is not None or profile.weights_bytes is not None
+        pts, base = [None], (profile if stated else profile.model_copy(update={"weights_estimate": False}))
     plans = []
     for ratio in ratios:
         prof = base if ratio is None else base.model_copy(update={"hicache_ratio": ratio, "hicache_size": 0})

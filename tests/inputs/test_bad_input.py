@@ -1052,6 +1052,8 @@ def test_well_typed_random_profiles_plan_or_refuse_cleanly():
     seen = Counter()
     for _ in range(300):
         argv = ["plan", "--json", "--profile", rng.choice(["article", "h200-0.5.23", "tp8-dp8-dpattn", "mtp"])]
+        if rng.random() < 0.5:   # the ledgers without a capacity (weights are estimated by default)
+            argv += ["--set", "weights_estimate=false"]
         for _ in range(rng.randint(1, 6)):
             r = rng.random()
             if r < 0.55:

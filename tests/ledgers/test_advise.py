@@ -132,7 +132,8 @@ def served_by(p, tokens_per_request: int, prefix: int) -> int:
 
 def no_capacity(prof, fixed: dict):
     """The plan without memory (no capacity, so no pool refusal): what the dtype and backends resolve to."""
-    return try_plan(prof, {**fixed, "available_bytes": None, "weights_bytes": None, "memory_bytes": None})
+    return try_plan(prof, {**fixed, "available_bytes": None, "weights_bytes": None, "weights_estimate": False,
+                           "memory_bytes": None})
 
 
 def dtype_fields(prof, fixed: dict) -> dict[str, dict]:
@@ -462,9 +463,21 @@ def test_not_one_request_fits():
 
 
 def test_profile_without_capacity_is_refused_naming_the_field(capsys):
-    assert main(["advise", "--profile", "tp8", "--workload", "chat"]) == 2
+    # weights estimated by default (issue 29): only a profile that turns the estimate off has no capacity
+    assert main(["advise", "--profile", "tp8", "--workload", "chat", "--set", "weights_estimate=false"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("glm-kv: error: available_bytes:")
+
+
+def test_profile_without_weights_is_advised_on_the_estimate(capsys):
+    """tp8 states no weights: advise sizes it on the engine's estimate, the same one `plan` uses."""
+    from glm_kv.ledgers.plan import compute_plan
+
+    assert main(["advise", "--profile", "tp8", "--workload", "chat", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    plan = compute_plan(load_profile("tp8"))
+    assert d["plan"]["capacity"]["weights_bytes_source"] == "estimate"
+    assert d["plan"]["capacity"]["weights_bytes"] == plan.memory.weights_bytes > 0
 
 
 def test_set_reaches_both_workload_and_profile(capsys):

@@ -18,7 +18,7 @@ L = {"sglang_layout": "0.5.23", "gpu": "H200", "kv_cache_dtype": "bfloat16"}
 
 
 def plan(**over):
-    return load_plan("worked-example-0.5.23", {**L, "available_bytes": None, **over})
+    return load_plan("worked-example-0.5.23", {**L, "available_bytes": None, "weights_estimate": False, **over})
 
 
 def mfs(**over) -> float:

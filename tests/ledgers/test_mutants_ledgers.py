@@ -282,18 +282,6 @@ def test_derivations_named_after_plan_keys_with_units():
     assert "scale_group" in set(names(by_name["kv_cache_dim"].expr))
 
 
-def test_weights_assumed_only_when_the_profile_gives_no_memory():
-    """``weights_for_unsized``: None as soon as the profile states either available_bytes or
-    weights_bytes (its docstring's rule); a number only when it states neither."""
-    from glm_kv import load_profile
-    from glm_kv.ledgers.memory import weights_for_unsized
-
-    base = load_profile("article", {"available_bytes": None, "weights_bytes": None})
-    assert isinstance(weights_for_unsized(base), int)
-    assert weights_for_unsized(load_profile("article", {"available_bytes": 10**11, "weights_bytes": None})) is None
-    assert weights_for_unsized(load_profile("article", {"available_bytes": None, "weights_bytes": 10**10})) is None
-
-
 def test_log_inputs_read_ranks_per_host_off_the_auto_sizing_line():
     """SGLang 0.5.23 mem_cache/hicache_auto_size.py:114 prints "HiCache auto-sizing: ratio 2.000 ->
     1.103; 82.8 GiB host memory per rank (fraction 0.80, 8 ranks on this host), host pools 78.7 GiB."

@@ -203,6 +203,14 @@ def raw_profile(base: str | None, overrides: dict) -> dict:
     return {k.replace("-", "_"): v for k, v in data.items()}
 
 
+def glm_kv_side(raw: dict) -> dict:
+    """The profile glm-kv plans for ``raw``: as written, except that weights the profile does not
+    state stay unknown (``weights_estimate: false``), because SGLang is never given glm-kv's estimate
+    (its side then sizes no pools either, and the two compare the ledgers)."""
+    given = raw.get("weights_bytes") is not None or raw.get("available_bytes") is not None
+    return dict(raw) if given or "weights_estimate" in raw else {**raw, "weights_estimate": False}
+
+
 def engine_plan(raw: dict, pid: str, measured: dict | None = None):
     """(plan contract dict or None, error or None) for the profile as the user wrote it.
 
@@ -215,7 +223,7 @@ def engine_plan(raw: dict, pid: str, measured: dict | None = None):
     from glm_kv.ledgers.plan import plan_from_args
 
     try:
-        prof = make_profile(dict(raw), default_name=pid.replace(":", "-").replace("@", "-"))
+        prof = make_profile(glm_kv_side(raw), default_name=pid.replace(":", "-").replace("@", "-"))
         return plan_from_args(resolve(prof), dict(measured) if measured else None).to_dict(), None
     except ProfileError as e:
         return None, {"field": e.field, "rule": e.rule}

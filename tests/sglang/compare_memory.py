@@ -149,12 +149,13 @@ def random_profiles(n: int = 120) -> list[tuple[str, dict]]:
 def engine(raw: dict, measured: dict | None = None):
     """(typed plan, contract dict) or (None, error) for the profile as the user wrote it."""
     from glm_kv.errors import ProfileError
+    from compare import glm_kv_side
     from glm_kv.inputs.profile import make_profile
     from glm_kv.inputs.resolve import resolve
     from glm_kv.ledgers.plan import plan_from_args
 
     try:
-        plan = plan_from_args(resolve(make_profile(dict(raw), default_name="memory-agreement")),
+        plan = plan_from_args(resolve(make_profile(glm_kv_side(raw), default_name="memory-agreement")),
                               dict(measured) if measured else None)
         return plan, plan.to_dict()
     except ProfileError as e:

@@ -46,7 +46,8 @@ def glm_kv_resolved() -> dict:
 
     p = make_profile({})
     args = resolve(p)
-    plan = compute_plan(p)
+    # the ledgers and the fraction only: one H200 at tp 1 cannot hold the model's estimated weights
+    plan = compute_plan(make_profile({"weights_estimate": False}))
     out = p.model_dump()
     chunk, _ = gpu_defaults(args.gpu.memory_bytes / (1 << 20), p.tp_size)
     out.update(kv_cache_dtype=args.kv_cache_dtype, dsa_prefill_backend=args.dsa_prefill_backend,

@@ -250,8 +250,11 @@ def mtp_draft_device_pools(r: SimpleNamespace, *, device: str, max_total_num_tok
     from sglang.srt.speculative.base_spec_worker import _can_pack_hicache_mtp
 
     spec = r.spec
-    if spec.is_none() or spec.is_ngram() or spec.is_frozen_kv_mtp() or spec.is_dflash_family():
-        return ()  # no EAGLE-style draft runner (DFLASH's draft keeps its own pool, not packed here)
+    # BaseSpecWorker._draft_model_runners (base_spec_worker.py:177): no draft runner without an
+    # algorithm, for NGRAM and for FROZEN_KV_MTP; one runner for EAGLE/NEXTN (a multi-layer EAGLE
+    # worker's one runner per step is not modelled) and for the DFLASH family
+    if spec.is_none() or spec.is_ngram() or spec.is_frozen_kv_mtp():
+        return ()
     draft_mc = ModelConfig.from_server_args(
         r.sa, model_path=get_spec().speculative_draft_model_path,
         model_revision=get_spec().speculative_draft_model_revision, is_draft_model=True,
@@ -261,11 +264,12 @@ def mtp_draft_device_pools(r: SimpleNamespace, *, device: str, max_total_num_tok
         return ()
     # model_runner.resolve_draft_attention_backend gives this for EAGLE's draft runner (built with no
     # backend of its own); model_runner.py itself does not import here (uvicorn), and the value is
-    # read only for a DFLASH draft (kv_cache_dtype.py:31, :97), never on this path.
+    # read only for a DFLASH-family draft (kv_cache_dtype.py:31, :97).
     draft_backend = get_spec().speculative_draft_attention_backend
     dtype_str, kv_dtype = kv_cache_dtype_mod.configure_kv_cache_dtype(
         server_args_kv_cache_dtype=get_model().kv_cache_dtype, model=None, model_dtype=torch.bfloat16,
-        is_draft_worker=True, is_dflash=False, speculative_draft_attention_backend=draft_backend,
+        is_draft_worker=True, is_dflash=spec.is_dflash_family(),
+        speculative_draft_attention_backend=draft_backend,
         speculative_draft_kv_cache_dtype=get_spec().speculative_draft_kv_cache_dtype)
     aux = resolve_spec_aux_hidden_state_config(server_args=r.sa, model_config=draft_mc, spec_algorithm=spec,
                                                is_draft_worker=True)

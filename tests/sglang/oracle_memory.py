@@ -255,7 +255,8 @@ def _host(configurator, profile, tokens, max_reqs, v, host: bool = True, r=None)
                                   {layer - kv.start_layer: i for layer, i in mapping.items()})
             # the MTP draft worker's own device pools, built by SGLang's draft-worker path (oracle.py)
             drafts = mtp_draft_device_pools(r, device="meta", max_total_num_tokens=tokens,
-                                            max_running_requests=max_reqs, req_to_token_pool=req, target_kv=kv)
+                                            max_running_requests=max_reqs, req_to_token_pool=req,
+                                            target_kv=kv)
             params = SimpleNamespace(
                 page_size=v.page_size, req_to_token_pool=req,
                 token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv),

@@ -43,6 +43,28 @@ unpatched.
                         supplies the three as plain torch indexed copies. The
                         default `kernel` io backend and `page_first` layout need
                         CUDA pointer kernels and are not covered on a CPU.
+  W10 UNCAPPED_REQUEST_COUNT  SGLang computes the per-DP-worker request count of
+                        ``--max-running-requests`` only inside
+                        ``KVCacheConfigurator.resolve_max_num_reqs``
+                        (kv_cache_configurator.py:3128, ``requested_per_worker``),
+                        which then caps it by the token pool (``token_capacity // 2``)
+                        and the mamba state pool (``max_mamba_cache_size // ratio``).
+                        ``uncapped_request_count`` calls it with a token capacity and
+                        a (scoped) mamba pool size that cannot bind, so its answer is
+                        SGLang's uncapped per-worker count; the rule itself runs
+                        unpatched.
+  W11 DRAFT_RUNNER_WITHOUT_MODEL  The MTP/NextN draft worker's device pool is built by
+                        the draft ``ModelRunner``'s ``KVCacheConfigurator``
+                        (is_draft_worker=True) from its draft-mode ``ModelConfig``,
+                        ``resolve_layer_indices``, ``configure_kv_cache_dtype`` and
+                        ``resolve_spec_aux_hidden_state_config``, all called here as
+                        SGLang calls them; the ``ModelRunner`` itself (weights,
+                        NCCL, CUDA graphs) cannot be built on a CPU, so ``model`` is
+                        None (the draft loads no quantized KV scales; its layer range
+                        is ``num_nextn_predict_layers`` from the config) and the
+                        target's allocator is a stand-in that only answers
+                        ``get_kvcache`` (a non-unified, non-HiSparse allocator, which
+                        SGLang's draft path passes through untouched).
 """
 
 from __future__ import annotations
@@ -242,3 +264,18 @@ def install_direct_io_ops():
         for name, fn in ops.items():
             if name not in vars(mod):
                 setattr(mod, name, fn)
+
+
+@contextlib.contextmanager
+def uncapped_request_count(kvc, requested: int):
+    """W10: a token capacity (yielded) and a scoped ``max_mamba_cache_size`` under which
+    ``kvc.resolve_max_num_reqs`` returns SGLang's per-worker count of ``requested`` uncapped.
+
+    ``requested_per_worker <= requested``; the token cap is ``(2 * requested) // 2 = requested``
+    and the mamba cap ``(requested * ratio) // ratio = requested``: neither is below it.
+    """
+    from sglang.srt.runtime_context import get_schedule
+
+    ratio = kvc._calculate_mamba_ratio() if kvc.mambaish_config is not None else 1
+    with get_schedule().override(max_mamba_cache_size=requested * ratio):
+        yield 2 * requested

@@ -19,7 +19,11 @@ plan-contract keys, with every value produced by SGLang:
 
 A profile SGLang refuses returns {"errors": {"stage": ..., "type": ..., "message": ...}}.
 
-The CPU workarounds live in `cpu_workarounds.py` (W1..W7); nothing here patches SGLang.
+Where SGLang has a function for a rule, the oracle calls it rather than restating it: the per-worker
+request count (`max_running_requests_per_worker`), the speculative aux config with the EAGLE/MTP draft
+layer count (`resolve_for_sizing`), the MTP draft worker's device pools (`mtp_draft_device_pools`).
+
+The CPU workarounds live in `cpu_workarounds.py` (W1..W11); nothing here patches SGLang.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-from cpu_workarounds import FakeGpu, GPU_FACTS, cpu_as_gpu, quiet_sglang_logs, stub_cache_controller
+from cpu_workarounds import (FakeGpu, GPU_FACTS, cpu_as_gpu, quiet_sglang_logs, stub_cache_controller,
+                             uncapped_request_count)
 
 GiB = 1 << 30
 
@@ -160,7 +165,7 @@ def resolve_for_sizing(config: dict, kwargs: dict) -> SimpleNamespace:
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang.srt.model_executor.model_runner_components.layer_setup import ModelLayerInfo
     from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
-        SpecAuxHiddenStateConfig,
+        resolve_spec_aux_hidden_state_config,
     )
     from sglang.srt.runtime_context import get_context, get_parallel
     from sglang.srt.server_args import ServerArgs
@@ -179,6 +184,13 @@ def resolve_for_sizing(config: dict, kwargs: dict) -> SimpleNamespace:
     kv_dtype = {"bfloat16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}[v.kv_cache_dtype]
     spec = SpeculativeAlgorithm.from_string(v.speculative_algorithm)
     n = mc.num_hidden_layers
+    try:  # the target runner's aux config, as ModelRunner.init_spec_aux_hidden_state resolves it
+        # (model_runner.py:596): EAGLE/MTP draft layers = the NextN layer count it reads
+        # (spec_aux_hidden_state.py:174), DFLASH from the draft checkpoint
+        aux = resolve_spec_aux_hidden_state_config(server_args=sa, model_config=mc, spec_algorithm=spec,
+                                                   is_draft_worker=False)
+    except Exception as e:  # noqa: BLE001 - any refusal is an answer
+        raise SGLangRefused("spec_aux_config", e)
 
     def configurator(device: str = "cpu", layers: tuple[int, int] | None = None):
         start, end = layers or (0, n)
@@ -187,18 +199,97 @@ def resolve_for_sizing(config: dict, kwargs: dict) -> SimpleNamespace:
             model=None, model_config=mc, server_args=sa, kv_cache_dtype=kv_dtype,
             kv_cache_dtype_str=v.kv_cache_dtype, model_dtype=torch.bfloat16,
             page_size=v.page_size, sliding_window_size=None, spec_algorithm=spec,
-            is_draft_worker=False, post_capture_kv_active=False,
-            # An EAGLE/MTP draft of this model is its one NextN layer.
-            spec_aux_config=SpecAuxHiddenStateConfig(
-                eagle_draft_num_layers=(mc.hf_text_config.num_nextn_predict_layers if not spec.is_none() else None)
-            ),
+            is_draft_worker=False, post_capture_kv_active=False, spec_aux_config=aux,
             is_hybrid_swa=False, is_hybrid_swa_compress=False, use_mla_backend=True,
             layer_info=ModelLayerInfo(start_layer=start, end_layer=end, num_effective_layers=end - start),
             forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
             memory_pool_config=None,
         )
 
-    return SimpleNamespace(sa=sa, v=v, ctx=ctx, par=par, mc=mc, kv_dtype=kv_dtype, configurator=configurator)
+    return SimpleNamespace(sa=sa, v=v, ctx=ctx, par=par, mc=mc, kv_dtype=kv_dtype, spec=spec, aux=aux,
+                           configurator=configurator)
+
+
+def max_running_requests_per_worker(kvc, max_running_requests: int | None) -> int | None:
+    """SGLang's per-DP-worker request count for ``--max-running-requests`` (None: SGLang's automatic
+    value, sized later from the pool): ``KVCacheConfigurator.resolve_max_num_reqs`` (its
+    ``requested_per_worker``, kv_cache_configurator.py:3128) with caps that cannot bind (W10)."""
+    if max_running_requests is None:
+        return None
+    try:
+        with uncapped_request_count(kvc, max_running_requests) as token_capacity:
+            return kvc.resolve_max_num_reqs(token_capacity)
+    except Exception as e:  # noqa: BLE001
+        raise SGLangRefused("pool_sizing", e)
+
+
+def mtp_draft_device_pools(r: SimpleNamespace, *, device: str, max_total_num_tokens: int,
+                           max_running_requests: int, req_to_token_pool, target_kv) -> tuple:
+    """The device KV pools SGLang hands the HiCache host group as ``mtp_draft_device_pools``.
+
+    SGLang: the draft ``TpModelWorker`` (tp_worker.py ``_init_model_config``: the draft-mode
+    ``ModelConfig``), its ``ModelRunner`` (``configure_kv_cache_dtype``, ``resolve_layer_indices``,
+    ``init_spec_aux_hidden_state``, a ``KVCacheConfigurator`` with ``is_draft_worker=True``, the
+    target's pool config, req_to_token pool and allocator) builds ``token_to_kv_pool`` through
+    ``_derive_pool_sizes`` / ``_init_pools``; ``_build_hicache_draft_plan`` (base_spec_worker.py)
+    packs those pools into the host group when ``_can_pack_hicache_mtp`` says so, else none.
+    All of that runs here unpatched but for W11 (no ``ModelRunner``: ``model=None``, the target's
+    allocator a stand-in). Empty for a launch without a draft runner.
+    """
+    import torch
+
+    from sglang.srt.configs.model_config import AttentionArch, ModelConfig
+    from sglang.srt.mem_cache import kv_cache_dtype as kv_cache_dtype_mod
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
+        resolve_spec_aux_hidden_state_config,
+    )
+    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
+    from sglang.srt.runtime_context import get_model, get_parallel, get_schedule, get_spec
+    from sglang.srt.speculative.base_spec_worker import _can_pack_hicache_mtp
+
+    spec = r.spec
+    # BaseSpecWorker._draft_model_runners (base_spec_worker.py:177): no draft runner without an
+    # algorithm, for NGRAM and for FROZEN_KV_MTP; one runner for EAGLE/NEXTN (a multi-layer EAGLE
+    # worker's one runner per step is not modelled) and for the DFLASH family
+    if spec.is_none() or spec.is_ngram() or spec.is_frozen_kv_mtp():
+        return ()
+    draft_mc = ModelConfig.from_server_args(
+        r.sa, model_path=get_spec().speculative_draft_model_path,
+        model_revision=get_spec().speculative_draft_model_revision, is_draft_model=True,
+        context_length=r.mc.context_len)
+    draft_runner = SimpleNamespace(model_config=draft_mc)
+    if not _can_pack_hicache_mtp(spec, (draft_runner,)):
+        return ()
+    # model_runner.resolve_draft_attention_backend gives this for EAGLE's draft runner (built with no
+    # backend of its own); model_runner.py itself does not import here (uvicorn), and the value is
+    # read only for a DFLASH-family draft (kv_cache_dtype.py:31, :97).
+    draft_backend = get_spec().speculative_draft_attention_backend
+    dtype_str, kv_dtype = kv_cache_dtype_mod.configure_kv_cache_dtype(
+        server_args_kv_cache_dtype=get_model().kv_cache_dtype, model=None, model_dtype=torch.bfloat16,
+        is_draft_worker=True, is_dflash=spec.is_dflash_family(),
+        speculative_draft_attention_backend=draft_backend,
+        speculative_draft_kv_cache_dtype=get_spec().speculative_draft_kv_cache_dtype)
+    aux = resolve_spec_aux_hidden_state_config(server_args=r.sa, model_config=draft_mc, spec_algorithm=spec,
+                                               is_draft_worker=True)
+    allocator = SimpleNamespace(get_kvcache=lambda: target_kv)  # W11
+    config = MemoryPoolConfig(max_total_num_tokens=max_total_num_tokens,
+                              max_running_requests=max_running_requests)
+    kvc = KVCacheConfigurator(
+        device=device, gpu_id=0, attn_dp_size=get_parallel().attn_dp_size, pp_size=1, pp_group=None,
+        model=None, model_config=draft_mc, server_args=r.sa, kv_cache_dtype=kv_dtype,
+        kv_cache_dtype_str=dtype_str if dtype_str is not None else get_model().kv_cache_dtype,
+        model_dtype=torch.bfloat16, page_size=get_schedule().page_size, sliding_window_size=None,
+        spec_algorithm=spec, is_draft_worker=True, post_capture_kv_active=False, spec_aux_config=aux,
+        is_hybrid_swa=draft_mc.is_hybrid_swa, is_hybrid_swa_compress=draft_mc.is_hybrid_swa_compress,
+        use_mla_backend=draft_mc.attention_arch == AttentionArch.MLA,
+        layer_info=resolve_layer_indices(model=None, model_config=draft_mc, is_draft_worker=True),
+        forward_stream=None, req_to_token_pool=req_to_token_pool, token_to_kv_pool_allocator=allocator,
+        memory_pool_config=config)
+    pools = kvc._init_pools(sizes=kvc._derive_pool_sizes(config=config), req_to_token_pool=req_to_token_pool,
+                            token_to_kv_pool_allocator=allocator)
+    return (pools.token_to_kv_pool,)
 
 
 def _plan(profile: dict, measured: dict, gpu: FakeGpu, config: dict) -> dict:
@@ -229,10 +320,7 @@ def _plan(profile: dict, measured: dict, gpu: FakeGpu, config: dict) -> dict:
             "attn_dp_size": par.attn_dp_size,
             "attn_tp_size": par.attn_tp_size,
             "linear_attn_tp_size": linear_attn_tp_size(),
-            "max_running_requests_per_worker": (
-                None if v.max_running_requests is None
-                else max(1, v.max_running_requests // par.attn_dp_size)
-            ),
+            "max_running_requests_per_worker": max_running_requests_per_worker(kvc, v.max_running_requests),
         },
         "token": {
             "kv_cache_dtype": v.kv_cache_dtype,

@@ -32,8 +32,8 @@ import logging
 from types import SimpleNamespace
 
 from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs
-from oracle import (GiB, SGLangRefused, _where, fake_gpu, resolve_for_sizing, server_args_kwargs,
-                    shipped_config)
+from oracle import (GiB, SGLangRefused, _where, fake_gpu, mtp_draft_device_pools, resolve_for_sizing,
+                    server_args_kwargs, shipped_config)
 
 # Issue 19: `profile` and `raw` are the profile as the user wrote it plus the suite's hardware
 # readings (profiles.hardware); nothing in here reads a glm-kv default or estimate.
@@ -221,13 +221,13 @@ def _memory(profile, raw, gpu, state, pre_bytes, weights, config, pool_log=False
     }
     if profile.get("enable_hierarchical_cache") or pool_log:   # full-size pools on meta (W8)
         out["host"] = _host(configurator, profile, config_.max_total_num_tokens, max_reqs, v,
-                            host=bool(profile.get("enable_hierarchical_cache")))
+                            host=bool(profile.get("enable_hierarchical_cache")), r=r)
         if not profile.get("enable_hierarchical_cache"):
             del out["host"]
     return out
 
 
-def _host(configurator, profile, tokens, max_reqs, v, host: bool = True) -> dict | None:
+def _host(configurator, profile, tokens, max_reqs, v, host: bool = True, r=None) -> dict | None:
     """The host pool group at full size (device pools on meta, W8), with SGLang's log lines."""
     from sglang.srt.mem_cache.kv_cache_configurator import _PoolSizes
     from sglang.srt.mem_cache.hicache_auto_size import auto_size_hicache
@@ -253,15 +253,10 @@ def _host(configurator, profile, tokens, max_reqs, v, host: bool = True) -> dict
             full_layer_mapping = ({layer - kv.start_layer: i for i, layer in enumerate(mapping)}
                                   if isinstance(mapping, (list, tuple)) else
                                   {layer - kv.start_layer: i for layer, i in mapping.items()})
-            drafts = ()
-            if v.speculative_algorithm:
-                # Stand-in for the NextN draft runner's pool: one DSA full-attention layer of the
-                # same widths, the same token capacity (the draft shares the target's slots).
-                first_full = min(mapping) if isinstance(mapping, (list, tuple)) else min(mapping)
-                kvc_d = configurator("meta", layers=(first_full, first_full + 1))
-                d = kvc_d._build_token_to_kv_pool(sizes=sizes, is_dsa_model=True, is_dsv4_model=False,
-                                                  req_to_token_pool=req)
-                drafts = (getattr(d, "full_kv_pool", d),)
+            # the MTP draft worker's own device pools, built by SGLang's draft-worker path (oracle.py)
+            drafts = mtp_draft_device_pools(r, device="meta", max_total_num_tokens=tokens,
+                                            max_running_requests=max_reqs, req_to_token_pool=req,
+                                            target_kv=kv)
             params = SimpleNamespace(
                 page_size=v.page_size, req_to_token_pool=req,
                 token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv),

@@ -71,7 +71,7 @@ def capacity_rows() -> list[dict]:
             # requests of CONTEXT tokens resident at once: the request cap (which already holds
             # the state-slot cap) and the token slots over the context length
             row[f"{gpu} {CONTEXT // 1024}K requests"] = min(c.max_running_requests, c.max_total_num_tokens // CONTEXT)
-            row[f"{gpu} binding"] = c.binding_limit
+            row[f"{gpu} requests set by"] = c.binding_limit   # SGLang's cap (glossary: "set by", not "binds")
         rows.append(row)
     return rows
 

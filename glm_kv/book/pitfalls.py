@@ -60,12 +60,12 @@ def _top_level_pools(profile: Profile, plan: dict) -> list[str]:
 def _slot_tp8_no_dp_attention(profile: Profile, plan: dict) -> int:
     return _variant(profile, tp_size=8, dp_size=1, enable_dp_attention=False, attn_cp_size=1,
                     max_running_requests=profile.max_running_requests or 64,
-                    available_bytes=None, weights_bytes=None)["request"]["state_slot_bytes"]
+                    available_bytes=None, weights_bytes=None, weights_estimate=False)["request"]["state_slot_bytes"]
 
 
 def _slot_attn_tp1(profile: Profile, plan: dict) -> int:
     return _variant(profile, tp_size=1, dp_size=1, enable_dp_attention=False, attn_cp_size=1,
-                    available_bytes=None, weights_bytes=None)["request"]["state_slot_bytes"]
+                    available_bytes=None, weights_bytes=None, weights_estimate=False)["request"]["state_slot_bytes"]
 
 
 def _state_at_double_context(profile: Profile, plan: dict) -> int:

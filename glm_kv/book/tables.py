@@ -567,7 +567,7 @@ def capacity_table(plan):
             ("KV pool (KV Cache size)", fmt_bytes(c.token_pool_bytes)),
             ("max_running_requests asked for (per worker)", f"{c.requested_max_running_requests_per_worker:,}"),
             ("SGLang's max_running_requests (per worker)", f"{c.max_running_requests_per_worker:,}"),
-            ("SGLang's binding limit", c.binding_limit),
+            ("max_running_requests set by", c.binding_limit),
             (f"requests that fit at {plan.profile.context_length:,} tokens", f"{int(requests_fit(plan).value):,}")]
     return show(pd.DataFrame(rows, columns=["figure", "value"]))
 

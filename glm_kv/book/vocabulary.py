@@ -10,7 +10,7 @@ import re
 
 # the glossary's entries (book/notation.md) for the limits and the buffers
 TERMS = ("token slots", "state slots", "slots per request", "requests asked for", "requests that fit",
-         "binding limit", "bytes per token", "KV pool", "state pool", "rest", "compress tail", "host pools")
+         "binds", "bytes per token", "KV pool", "state pool", "rest", "compress tail", "host pools")
 
 # other names the same things went by in earlier drafts -> the book's word
 RETIRED = {"mamba slots": "state slots", "mamba pool": "state pool", "token pool": "KV pool"}

@@ -570,7 +570,7 @@ def _read_yaml(source: str) -> tuple[dict, str]:
     if data is None or data == {}:
         # an empty or comment-only file is a mistake (a wrong path, an unsaved editor), not a request
         # for SGLang's defaults: those are `--sglang-args "--model-path ..."` or a shipped profile
-        raise ProfileError("profile", f"{shown(source)} is empty (no field: value); give at least gpu and "
+        raise ProfileError("profile", f"{shown(source, 400)} is empty (no field: value); give at least gpu and "
                                       "tp_size, or name a shipped profile")
     if not isinstance(data, dict):
         raise ProfileError("profile", f"{shown(source)} must be a YAML mapping of field: value")

@@ -283,3 +283,23 @@ def capacity_ledger(p, *, rest_gib: float, available_bytes: int, available_sourc
         requested_source="profile" if requests_per_worker is not None else "auto",
         max_running_requests_per_worker=n, binding_limit=binding, capped_message=message,
     )
+
+
+# What can limit the requests of one context length resident at once (the book's "binds"),
+# in the order a tie is reported (first of equals wins).
+FIT_LIMITS = ("requested", "tokens", "mamba")
+
+
+def requests_fit_at(requested: int, tokens: int, context_length: int, mamba_slots: int,
+                    slots_per_request: int) -> tuple[int, str]:
+    """(requests of ``context_length`` tokens that fit at once on a rank, which limit binds).
+
+    The smallest of the requests asked for, the token slots over the context length and the state
+    slots over the slots per request. Scalars only, for the plan contract's ``requests_fit_at_context``
+    and ``binds_at_context``; ``derivations.requests_fit_expr`` is the same formula as a shown
+    derivation (and over sweep arrays), and a test holds the two equal.
+    """
+    terms = (int(requested), int(tokens) // int(context_length), int(mamba_slots) // int(slots_per_request))
+    n = min(terms)
+    return n, FIT_LIMITS[terms.index(n)]
+

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..inputs.rules import rules_for
 from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP
+from .capacity import FIT_LIMITS
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -441,7 +442,6 @@ def requests_fit_expr(requested, tokens, context_length, mamba_slots, slots_per_
                 Var("max_mamba_cache_size", mamba_slots) // Var("slots_per_request", slots_per_request)))
 
 
-FIT_LIMITS = ("requested", "tokens", "mamba")
 
 
 def fit_binding(expr: Min):

@@ -172,11 +172,10 @@ def answer_keys(plan: Plan) -> dict:
     """capacity.* keys of the book's answer (appended, issue 29): the requests of the profile's context
     that fit at once on a rank and which limit binds them (``derivations.requests_fit``), so that every
     consumer (the first page, the calculator check, comparisons) reads the plan's own figure."""
-    from .derivations import binding_at_context, requests_fit
-
-    return {"context_length": int(plan.profile.context_length),
-            "requests_fit_at_context": int(requests_fit(plan).value),
-            "binds_at_context": binding_at_context(plan)}
+    c, ctx = plan.capacity, int(plan.profile.context_length)
+    n, binds = capacity_module.requests_fit_at(c.requested_max_running_requests_per_worker, c.max_total_num_tokens,
+                                               ctx, c.max_mamba_cache_size, plan.request.slots_per_request)
+    return {"context_length": ctx, "requests_fit_at_context": n, "binds_at_context": binds}
 
 
 def memory_keys(plan: Plan) -> dict:

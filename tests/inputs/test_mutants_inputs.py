@@ -400,19 +400,20 @@ def test_dflash_draft_tokens_from_the_draft_config(tmp_path, dflash_config, flag
 
 # --- inputs.profile: an empty YAML profile --------------------------------------------------------
 
-@pytest.mark.parametrize("text", ["", "# no fields yet\n", "---\n"])
-def test_empty_yaml_profile_is_the_empty_mapping(tmp_path, text):
-    """A YAML stream with no document, or an empty one, loads as null (YAML 1.2 chapter 9; PyYAML's
-    ``safe_load("")`` is None). A profile file holding only that has no fields: it is the profile of
-    ``{}`` (every field its default, only the name, from the file's stem, given), not a refusal."""
+@pytest.mark.parametrize("text", ["", "# no fields yet\n", "---\n", "{}\n"])
+def test_empty_yaml_profile_is_refused_naming_the_file(tmp_path, text):
+    """A YAML stream with no document, an empty one or an empty mapping (YAML 1.2 chapter 9;
+    PyYAML's ``safe_load("")`` is None) holds no field: a wrong path or an unsaved editor, not a
+    request for SGLang's defaults (issue 29, item 10). Refused naming the file; exit 2 on the CLI."""
     from glm_kv import load_profile
+    from glm_kv.cli import main
 
-    (tmp_path / "empty.yaml").write_text(text)
-    (tmp_path / "braces.yaml").write_text("{}\n")
-    p, q = load_profile(str(tmp_path / "empty.yaml")), load_profile(str(tmp_path / "braces.yaml"))
-    assert p.name == "empty" and p.model_fields_set == frozenset({"name"})
-    assert p.model_dump(exclude={"name"}) == q.model_dump(exclude={"name"})
-    assert load_profile(str(tmp_path / "empty.yaml"), {"tp_size": 8}).tp_size == 8
+    path = tmp_path / "empty.yaml"
+    path.write_text(text)
+    with pytest.raises(ProfileError) as e:
+        load_profile(str(path))
+    assert e.value.field == "profile" and "empty.yaml" in e.value.rule and "is empty" in e.value.rule
+    assert main(["plan", "--profile", str(path)]) == 2
 
 
 # -- survivors of the sample over the functions changed on 2026-12-01 (benchmarks/mutants.md) ----------

@@ -429,7 +429,8 @@ def test_the_issues_allocator_figures():
     """The issue's CPU simulation (issue 34): h200's eleven 125,165,568 B IndexKeyCache buffers
     take 125,829,120 B blocks (~7.3 MB over the ledger); at the reduced sizes a tp8 buffer comes
     out 1 MiB high and an mtp buffer 655,360 B high."""
-    rows = M.predict_cuda_blocks(M.full_geometry(load_plan("h200-0.5.23")))
+    # the issue's h200 figures were read with 40,000,000,000 B of weights per rank (the profile then)
+    rows = M.predict_cuda_blocks(M.full_geometry(load_plan("h200-0.5.23", {"weights_bytes": 40_000_000_000})))
     idx = [(s, b) for n, s, b in rows if n.startswith("full_kv_pool.index_key_cache.buffer")]
     assert len(idx) == 11 and set(idx) == {(125_165_568, 125_829_120)}
     assert sum(b - s for s, b in idx) == 7_299_072

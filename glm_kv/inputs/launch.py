@@ -373,17 +373,20 @@ def flag_table_rows() -> tuple[dict[str, int], list[dict]]:
 
 
 def refuse_unmodelled(flag: str, canonical: str) -> None:
-    """Raise ``NotModelled`` unless the flag table proves ``canonical`` inert (or glm-kv models it)."""
+    """Raise ``NotModelled`` unless the flag table proves ``canonical`` inert (or glm-kv models it).
+
+    A refused row carries its reason as SGLang decided it (tests/sglang/flag_table.py): SGLang's own
+    refusal in its words, the pool SGLang's sizing moves with it that glm-kv does not compute, or why
+    SGLang's sizing cannot be run for it on a CPU; the message is that reason, never a bare "not modelled".
+    """
     row = flag_table().get(canonical)
     if row is None or row["status"] == "inert":
         return
     field = row["field"]
     if field in REFUSED_BY_SGLANG:
         raise NotModelled(flag, REFUSED_BY_SGLANG[field])
-    why = row.get("why", "")
-    raise NotModelled(flag, "SGLang 0.5.23 takes it but glm-kv does not model it" + (f" ({why})" if why
-                            and why != "not modelled by glm-kv" else "")
-                      + ": its effect on memory is not computed, so no plan is given for this command")
+    why = row.get("why") or "SGLang 0.5.23 takes it; its effect on memory is not computed by glm-kv"
+    raise NotModelled(flag, why)
 
 
 @lru_cache(maxsize=1)
@@ -402,12 +405,13 @@ def _resolve_0523(flag: str) -> str:
     if len(matches) == 1:
         return matches[0]
     hint = RENAMED_IN_0523.get(flag)
-    if matches:
-        more = ", ".join(matches[:4]) + (", ..." if len(matches) > 4 else "")
-        raise ProfileError(flag, f"ambiguous in SGLang 0.5.23 (could be {more}); it would not start"
-                                 + (f"; use {hint}" if hint else ""))
-    raise ProfileError(flag, "SGLang 0.5.23 has no such flag (its parser refuses it and the server does not "
-                             "start)" + (f"; 0.5.23 calls it {hint}" if hint else ""))
+    if matches:   # argparse's own words (Python 3.11 ArgumentParser._parse_optional), the parser's order
+        said = f"ambiguous option: {flag} could match {', '.join(sorted(matches, key=list(table).index))}"
+        raise ProfileError(flag, f"SGLang 0.5.23 refuses it: \"{said}\" (its launch parser; the "
+                                 f"server does not start)" + (f"; 0.5.23 calls it {hint}" if hint else ""))
+    raise ProfileError(flag, f"SGLang 0.5.23 refuses it: \"unrecognized arguments: {flag[:80]}\" (its "
+                             "launch parser; the server does not start)" + (f"; 0.5.23 calls it {hint}" if hint
+                                                                            else ""))
 
 
 def human_readable_int(flag: str, raw: str) -> int:

@@ -183,18 +183,21 @@ def baselines() -> dict:
     return {pid: sizing({}, prof, pre, w) for pid, prof, pre, w in PROOF_PROFILES}
 
 
-# Exceptions that say the CPU stands in for a GPU, not that SGLang refuses the launch.
-_CPU_MARKERS = ("cuda", "nccl", "gpu", "triton", "no module named", "cannot import", "libcuda",
-                "device-side", "not compiled", "torch.distributed", "process group", "meta tensor")
-
-
 def is_cpu_failure(err: dict) -> bool:
-    """A failure of the CPU stand-in (a GPU library, a kernel, a process group), not an SGLang refusal."""
+    """A failure of the CPU stand-in, not an SGLang refusal.
+
+    SGLang refuses a launch in its start-up validators (``ServerArgs.resolve_once``: the oracle's
+    ``server_args`` stage) and in the pool sizing's "Not enough memory"; anything else raised past that
+    point (a process group, a kernel, a GPU library the stand-in does not provide) or a keyword the stand-in
+    sets itself (``device``) says only that the CPU cannot run SGLang's sizing for this flag.
+    """
     if err["type"] in ("ModuleNotFoundError", "ImportError", "OSError", "NotImplementedError"):
         return True
-    if err["stage"] == "server_args" and err["type"] in ("ValueError", "AssertionError", "TypeError"):
+    if err["type"] == "TypeError" and "got multiple values for keyword argument" in err["message"]:
+        return True   # the oracle passes that ServerArgs field itself (device="cuda")
+    if err["stage"] == "server_args":
         return False   # the launch validators: SGLang's own refusal
-    return any(m in err["message"].lower() for m in _CPU_MARKERS)
+    return "Not enough memory" not in err["message"]
 
 
 def prove(field: str, kwargs: dict, base: dict) -> dict:
@@ -261,7 +264,7 @@ def classify(name: str, actions: list, default, p: argparse.ArgumentParser, base
         cpu = {pid: e for pid, e in r["refused_on"].items() if is_cpu_failure(e)}
         if cpu:
             pid, e = next(iter(cpu.items()))
-            return {"status": "refused", "cpu": True, "proof": {"argv": argv},
+            return {"status": "refused", "cpu": True, "proof": {"argv": argv}, "sglang_error": e,
                     "why": (f"SGLang 0.5.23's sizing cannot be run for it on a CPU (with {' '.join(argv)} on "
                             f"{pid} the CPU stand-in fails: {e['type']}: {_quote(e)}), so its effect on memory "
                             f"is not proven and no plan is given for this command")}
@@ -274,9 +277,9 @@ def classify(name: str, actions: list, default, p: argparse.ArgumentParser, base
     if first_refusal is not None:
         argv, refused = first_refusal
         e = refused[PROOF_PROFILES[0][0]]
-        return {"status": "refused", "sglang_refuses": True, "proof": {"argv": argv},
-                "why": (f"SGLang 0.5.23 refuses it for GLM-5.3-Flash (with {' '.join(argv)}, on every proof "
-                        f"profile): {e['type']}: {_quote(e)}")}
+        return {"status": "refused", "sglang_refuses": True, "proof": {"argv": argv}, "sglang_error": e,
+                "why": (f"SGLang 0.5.23 refuses {' '.join(argv)} for GLM-5.3-Flash on every proof profile: "
+                        f"{e['type']}: {_quote(e)}")}
     if tried:
         return {"status": "refused", "sglang_refuses": True,
                 "why": (f"SGLang 0.5.23's parser refuses every sample value ({'; '.join(tried)}); "

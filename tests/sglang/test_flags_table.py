@@ -117,3 +117,27 @@ def test_a_flag_that_moves_the_pools_fails_the_proof(base, field, argv):
     ns = ft.parser().parse_args(["--model-path", "unused", *argv])
     why = ft.prove_inert(field, {field: getattr(ns, field)}, base)
     assert why is not None and "moves the pools" in why, why
+
+
+@pytest.mark.parametrize("flag,words", [
+    ("--cuda-graph-max-bs", "64"),   # a prefix of -decode and -prefill: argparse's ambiguity refusal
+    ("--zzz-not-a-flag", ""),        # no such option: argparse's unrecognized-arguments refusal
+])
+def test_launch_parser_refusals_quote_sglangs_parser(sglang_ready, capsys, flag, words):
+    """glm-kv's refusal quotes what SGLang 0.5.23's own launch parser (server_args.prepare_server_args's
+    ArgumentParser) prints when it refuses the flag."""
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    from glm_kv.errors import ProfileError
+    from glm_kv.inputs.launch import parse_launch_command
+
+    p = argparse.ArgumentParser(prog="sglang serve")
+    ServerArgs.add_cli_args(p)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--model-path", "m", flag, *words.split()])
+    said = capsys.readouterr().err.strip().splitlines()[-1].split("error: ", 1)[1]
+    with pytest.raises(ProfileError) as e:
+        parse_launch_command(f"python -m sglang.launch_server --model-path m {flag} {words}", layout="0.5.23")
+    assert f'"{said}"' in e.value.rule, (said, e.value.rule)

@@ -130,15 +130,14 @@ def _substitute(argv: list[str]) -> list[str]:
 
 def candidates(action: argparse.Action, default) -> list[list[str]]:
     """Command-line fragments that give the field a valid value other than its default (best first)."""
-    flag = action.option_strings[0] if action.option_strings[0].startswith("--") else action.option_strings[-1]
     longs = [o for o in action.option_strings if o.startswith("--")]
     flag = longs[0]
-    if action.nargs == 0:
-        return [[flag]]
+    if action.nargs == 0:   # a switch, or both halves of a BooleanOptionalAction (--x / --no-x)
+        return [[o] for o in longs]
     if action.dest in _FIXED:
         return [[flag, *_FIXED[action.dest]]]
     if action.choices:
-        return [[flag, str(c)] for c in action.choices if str(c) != str(default)][:3]
+        return [[flag, str(c)] for c in action.choices if str(c) != str(default)][:3] or [[flag, str(default)]]
     kind = getattr(action.type, "__name__", "str") if action.type else "str"
     if kind in ("int", "human_readable_int"):
         if isinstance(default, int) and not isinstance(default, bool):
@@ -151,6 +150,8 @@ def candidates(action: argparse.Action, default) -> list[list[str]]:
         return [[flag, v] for v in ("0.37", "1.0", "2.0")]
     if kind in ("loads", "json_loads") or "json" in action.dest:
         return [[flag, "{}"], [flag, "[]"]]
+    if action.dest.endswith(("_file", "_config_path")):   # a file: the model's own config.json
+        return [[flag, "@MODEL@/config.json"], [flag, "@MODEL@"], [flag, "x"]]
     if action.dest.endswith(_PATHLIKE):
         return [[flag, "@MODEL@"], [flag, "@TMP@"], [flag, "x"]]
     return [[flag, "x"], [flag, "1"], [flag, "@TMP@"]]
@@ -191,13 +192,25 @@ def is_cpu_failure(err: dict) -> bool:
     point (a process group, a kernel, a GPU library the stand-in does not provide) or a keyword the stand-in
     sets itself (``device``) says only that the CPU cannot run SGLang's sizing for this flag.
     """
-    if err["type"] in ("ModuleNotFoundError", "ImportError", "OSError", "NotImplementedError"):
-        return True
+    if err["type"] in ("ModuleNotFoundError", "ImportError", "OSError"):
+        return True   # a GPU-side library or file the stand-in lacks
     if err["type"] == "TypeError" and "got multiple values for keyword argument" in err["message"]:
         return True   # the oracle passes that ServerArgs field itself (device="cuda")
     if err["stage"] == "server_args":
         return False   # the launch validators: SGLang's own refusal
-    return "Not enough memory" not in err["message"]
+    if "Not enough memory" in err["message"]:
+        return False
+    # a validator inside the pool builders (kv_cache_configurator ...) speaks as SGLang; the stand-in's
+    # own seams (parallel groups it overrides or never wrote) do not
+    stand_in = ("override", "has not been written", "process group")
+    return not (err["type"] in ("ValueError", "AssertionError", "NotImplementedError")
+                and not any(m in err["message"] for m in stand_in))
+
+
+def refuses_every_launch(err: dict) -> bool:
+    """A refusal raised while building the device pools: SGLang builds them for every launch, so it refuses
+    the flag on every profile, even where the CPU oracle sized only the budgets (no pools built)."""
+    return err["stage"] == "host_pools" and "kv_cache_configurator" in err.get("where", "")
 
 
 def prove(field: str, kwargs: dict, base: dict) -> dict:
@@ -243,6 +256,7 @@ def _quote(err: dict) -> str:
 def classify(name: str, actions: list, default, p: argparse.ArgumentParser, base: dict) -> dict:
     """One unmodelled field decided by SGLang: inert, moves a pool, refused by SGLang, or not runnable."""
     first_refusal = None
+    only_default = None
     tried = []
     for argv in candidates(actions[0], default):
         real = _substitute(argv)
@@ -253,6 +267,7 @@ def classify(name: str, actions: list, default, p: argparse.ArgumentParser, base
             continue
         value = getattr(ns_, name)
         if value == default:
+            only_default = only_default or argv
             continue
         r = prove(name, {name: value}, base)
         if "moves" in r:
@@ -268,6 +283,12 @@ def classify(name: str, actions: list, default, p: argparse.ArgumentParser, base
                     "why": (f"SGLang 0.5.23's sizing cannot be run for it on a CPU (with {' '.join(argv)} on "
                             f"{pid} the CPU stand-in fails: {e['type']}: {_quote(e)}), so its effect on memory "
                             f"is not proven and no plan is given for this command")}
+        always = [e for e in r["refused_on"].values() if refuses_every_launch(e)]
+        if always:
+            e = always[0]
+            return {"status": "refused", "sglang_refuses": True, "proof": {"argv": argv}, "sglang_error": e,
+                    "why": (f"SGLang 0.5.23 refuses {' '.join(argv)} for GLM-5.3-Flash when it builds the pools: "
+                            f"{e['type']}: {_quote(e)}")}
         if r["inert_on"]:
             row = {"status": "inert", "proof": {"argv": argv, "profiles": r["inert_on"]}}
             if r["refused_on"]:   # SGLang's own validator refuses the combination on these profiles
@@ -284,8 +305,13 @@ def classify(name: str, actions: list, default, p: argparse.ArgumentParser, base
         return {"status": "refused", "sglang_refuses": True,
                 "why": (f"SGLang 0.5.23's parser refuses every sample value ({'; '.join(tried)}); "
                         "no value to prove it inert with")}
+    if only_default is not None:   # every value the parser takes is the default: nothing can move
+        r = prove(name, {}, base)
+        return {"status": "inert", "proof": {"argv": only_default, "profiles": r["inert_on"]},
+                "note": "every value SGLang 0.5.23's parser takes for it is its default"}
     return {"status": "refused", "cpu": True,
-            "why": "no non-default value reachable from the command line to run SGLang's sizing with"}
+            "why": ("SGLang 0.5.23's sizing cannot be run for it on a CPU: no value reachable from the command "
+                    "line to run it with")}
 
 
 def static_row(name: str, ns: str, flags: list) -> dict | None:

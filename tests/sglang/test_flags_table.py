@@ -141,3 +141,15 @@ def test_launch_parser_refusals_quote_sglangs_parser(sglang_ready, capsys, flag,
     with pytest.raises(ProfileError) as e:
         parse_launch_command(f"python -m sglang.launch_server --model-path m {flag} {words}", layout="0.5.23")
     assert f'"{said}"' in e.value.rule, (said, e.value.rule)
+
+
+@pytest.mark.parametrize("argv", [["--attention-backend", "fa3"], ["--disable-custom-all-reduce"],
+                                  ["--attention-backend", "flashinfer"]], ids=lambda a: " ".join(a))
+def test_issue_30_commands_are_inert_through_sglang(base, argv):
+    """The pasted flags of issue 30 that glm-kv now plans through: SGLang's own sizing moves nothing with
+    them, at the very value the user gave (not only the table's sample value)."""
+    ns = ft.parser().parse_args(["--model-path", "unused", *argv])
+    dest = next(a.dest for a in ft.parser()._actions if argv[0] in a.option_strings)
+    assert ft.prove_inert(dest, {dest: getattr(ns, dest)}, base) is None
+    row = next(r for r in TABLE["rows"] if r["field"] == dest)
+    assert row["status"] == "inert", row

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 
 import pytest
@@ -28,7 +27,9 @@ INERT_SAMPLE, REFUSED_SAMPLE = 8, 3
 
 
 def _seed() -> int:
-    return int(os.environ.get("GLM_KV_SEED", "0"))
+    from tests.pytest_glm_kv import run_seed
+
+    return run_seed()
 
 
 @pytest.fixture(scope="module")

@@ -542,7 +542,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
             except ProfileError as e:
                 if strict:
                     raise
-                raise ProfileError(flag, "not modelled by glm-kv (" + e.rule + ")") from None
+                raise ProfileError(flag, e.rule) from None   # SGLang 0.5.23's parser's own refusal
         else:
             canonical = flag
         if strict or canonical not in FLAGS:

@@ -94,6 +94,8 @@ MODELLED: dict[str, str] = {
     "model_path": "model: the config every ledger reads (and the weights estimate)",
     "tp_size": "parallel: attn_tp / linear-attention TP (KDA slot split), weights per rank, default fraction",
     "dp_size": "parallel: attn_dp (requests per worker), with DP attention",
+    "attn_dp_size": ("parallel: attn_dp, as --dp-size N --enable-dp-attention (0.5.23's spelling of it: "
+                     "_handle_deprecated_dp_attention); with --dp-size > 1 refused as SGLang refuses it"),
     "enable_dp_attention": "parallel: attn_dp = dp_size, attn_tp = tp / dp",
     "attn_cp_size": "parallel: attn_tp = tp / attn_dp / attn_cp; default fraction (prefill graph off)",
     "kv_cache_dtype": "token: kv_cache_dim and row dtype (cell_size)",
@@ -328,7 +330,10 @@ CHECKED: dict[str, tuple[str, Any]] = {
     "--mamba-max-states-per-path": ("mamba_max_states_per_path", _check_states_per_path),
 }
 # Flags read into other fields than their own (the CUDA-graph list and JSON: what they move in the fraction)
-DERIVED = ("--cuda-graph-bs-decode", "--cuda-graph-config")
+DERIVED = ("--cuda-graph-bs-decode", "--cuda-graph-config", "--attn-dp-size", "--attention-data-parallel-size")
+# 0.5.23's spelling of attention DP (arg_groups/parallel_hook.py _handle_deprecated_dp_attention turns
+# ``--dp-size N --enable-dp-attention`` into ``attn_dp_size = N, dp_size = 1``): read as that pair.
+ATTN_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
 # Flags SGLang 0.5.23 reads only after the pools are sized (DSPARK's run-time planner): taken, no field,
 # listed with the inert flags (tests/sglang/test_flags_dspark.py: SGLang sizes the same pools without them).
 RUNTIME_ONLY = ("--speculative-dspark-sps-table-path", "--speculative-dspark-confidence-sts-path",
@@ -373,17 +378,20 @@ def flag_table_rows() -> tuple[dict[str, int], list[dict]]:
 
 
 def refuse_unmodelled(flag: str, canonical: str) -> None:
-    """Raise ``NotModelled`` unless the flag table proves ``canonical`` inert (or glm-kv models it)."""
+    """Raise ``NotModelled`` unless the flag table proves ``canonical`` inert (or glm-kv models it).
+
+    A refused row carries its reason as SGLang decided it (tests/sglang/flag_table.py): SGLang's own
+    refusal in its words, the pool SGLang's sizing moves with it that glm-kv does not compute, or why
+    SGLang's sizing cannot be run for it on a CPU; the message is that reason, never a bare "not modelled".
+    """
     row = flag_table().get(canonical)
     if row is None or row["status"] == "inert":
         return
     field = row["field"]
     if field in REFUSED_BY_SGLANG:
         raise NotModelled(flag, REFUSED_BY_SGLANG[field])
-    why = row.get("why", "")
-    raise NotModelled(flag, "SGLang 0.5.23 takes it but glm-kv does not model it" + (f" ({why})" if why
-                            and why != "not modelled by glm-kv" else "")
-                      + ": its effect on memory is not computed, so no plan is given for this command")
+    why = row.get("why") or "SGLang 0.5.23 takes it; its effect on memory is not computed by glm-kv"
+    raise NotModelled(flag, why)
 
 
 @lru_cache(maxsize=1)
@@ -402,12 +410,13 @@ def _resolve_0523(flag: str) -> str:
     if len(matches) == 1:
         return matches[0]
     hint = RENAMED_IN_0523.get(flag)
-    if matches:
-        more = ", ".join(matches[:4]) + (", ..." if len(matches) > 4 else "")
-        raise ProfileError(flag, f"ambiguous in SGLang 0.5.23 (could be {more}); it would not start"
-                                 + (f"; use {hint}" if hint else ""))
-    raise ProfileError(flag, "SGLang 0.5.23 has no such flag (its parser refuses it and the server does not "
-                             "start)" + (f"; 0.5.23 calls it {hint}" if hint else ""))
+    if matches:   # argparse's own words (Python 3.11 ArgumentParser._parse_optional), the parser's order
+        said = f"ambiguous option: {flag} could match {', '.join(sorted(matches, key=list(table).index))}"
+        raise ProfileError(flag, f"SGLang 0.5.23 refuses it: \"{said}\" (its launch parser; the "
+                                 f"server does not start)" + (f"; 0.5.23 calls it {hint}" if hint else ""))
+    raise ProfileError(flag, f"SGLang 0.5.23 refuses it: \"unrecognized arguments: {flag[:80]}\" (its "
+                             "launch parser; the server does not start)" + (f"; 0.5.23 calls it {hint}" if hint
+                                                                            else ""))
 
 
 def human_readable_int(flag: str, raw: str) -> int:
@@ -505,6 +514,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
     pending: Optional[NotModelled] = None
     graph_bs_max: Optional[int] = None
     graph_json: dict[str, Any] = {}
+    attn_dp: Optional[tuple[str, int]] = None
     for w in words[:start]:  # the launcher: env assignments, python, -m, ...
         name, eq, raw = w.partition("=")
         if eq and name in ENV_VARS:
@@ -532,7 +542,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
             except ProfileError as e:
                 if strict:
                     raise
-                raise ProfileError(flag, "not modelled by glm-kv (" + e.rule + ")") from None
+                raise ProfileError(flag, e.rule) from None   # SGLang 0.5.23's parser's own refusal
         else:
             canonical = flag
         if strict or canonical not in FLAGS:
@@ -571,6 +581,12 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
         if canonical == "--cuda-graph-config":   # JSON wins over the per-phase flags (parse_cuda_graph_config)
             graph_json = cuda_graph_config_fields(flag, values[0])
             continue
+        if canonical in ATTN_DP_FLAGS:
+            attn_dp = (flag, _int(flag, values[0]))
+            if attn_dp[1] < 1:   # arg_groups/parallel_hook.py, SGLang's words
+                raise ProfileError(flag, f"SGLang 0.5.23 refuses it: \"--attn-dp-size must be positive (got "
+                                         f"{attn_dp[1]}).\"")
+            continue
         if canonical not in FLAGS:
             try:
                 refuse_unmodelled(flag, canonical)
@@ -586,6 +602,14 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
             continue
     if "model" in fields and fields["model"].rstrip("/").lower().endswith("glm-5.3-flash"):
         fields["model"] = "glm-5.3-flash"
+    if attn_dp is not None and attn_dp[1] > 1:
+        dp = fields.get("dp_size", 1)
+        if dp > 1:   # replicas next to attention DP (with --enable-dp-attention too: --attn-dp-size wins the
+            # deprecated spelling's rewrite and dp_size stays), arg_groups/parallel_hook.py in SGLang's words
+            raise ProfileError(attn_dp[0], f"SGLang 0.5.23 refuses it: \"--dp-size {dp} with --attn-dp-size "
+                                           f"{attn_dp[1]}: data-parallel replicas combined with attention data "
+                                           f"parallelism are not supported.\" (arg_groups/parallel_hook.py)")
+        fields["dp_size"], fields["enable_dp_attention"] = attn_dp[1], True
     if pending is not None:
         raise pending
     graph_bs_max = graph_json.pop("decode_bs_max", graph_bs_max)   # the JSON's decode bs wins over the flag's

@@ -156,13 +156,20 @@ def plan_to_dict(plan: Plan) -> dict:
         "parallel": asdict(par),
         "token": _json(tok, token_module.JSON_NAMES),
         "request": {**asdict(req), "conv_state_shape": list(req.conv_state_shape),
-                    "temporal_state_shape": list(req.temporal_state_shape)},
+                    "temporal_state_shape": list(req.temporal_state_shape),
+                    # appended (issue 30): the verify scratch of one request (_handle_max_mamba_cache:
+                    # mamba_cache_per_req x speculative_num_draft_tokens; 0 without speculative decoding,
+                    # with ReplaySSM and on a PD prefill server)
+                    "spec_scratch_bytes_per_request": req.state_slot_bytes * plan.args.verify_state_draft_tokens},
         "tail": asdict(tail),
         "host": {**asdict(plan.host), "entries": list(plan.host.entries),
                  "entry_classes": list(plan.host.entry_classes)},
         "speculative": {"draft_tokens": plan.draft_tokens, "draft_layers": tok.draft_layers},
         "notes": list(plan.notes),
     }
+    if plan.memory is not None:   # appended (issue 30): SGLang resolves the fraction at launch, weights or not
+        d["memory"] = {"mem_fraction_static": plan.memory.mem_fraction_static,
+                       "mem_fraction_static_source": plan.memory.mem_fraction_source}
     if plan.capacity is not None:
         d["capacity"] = {**_json(plan.capacity, capacity_module.JSON_NAMES), **memory_keys(plan), **answer_keys(plan)}
     return d

@@ -69,7 +69,10 @@ def model_dir(config: dict) -> str:
     d = Path(tempfile.gettempdir()) / "glm-kv-sglang-model"
     d.mkdir(exist_ok=True)
     clean = {k: v for k, v in config.items() if not k.startswith("_")}
-    (d / "config.json").write_text(json.dumps(clean))
+    # written atomically: concurrent oracle processes (flag_table.py shards, a test run) share the folder
+    tmp = d / f".config.{os.getpid()}.json"
+    tmp.write_text(json.dumps(clean))
+    os.replace(tmp, d / "config.json")
     return str(d)
 
 

@@ -1,15 +1,17 @@
-"""The 0.5.23 flag table is complete and its *inert* rows are proven by SGLang's own sizing (issue 20).
+"""The 0.5.23 flag table is complete and its SGLang-decided rows hold through SGLang (issues 20, 30).
 
 * completeness: one row per field of the installed wheel's ``ServerArgs``, with the wheel's own long
   options, in the wheel's order; every modelled row is a flag ``glm_kv.inputs.launch`` reads.
-* proof: for every inert row, ``flag_table.prove_inert`` runs SGLang's resolution + fraction + rest +
-  ``config_from_budget`` + ``resolve_max_num_reqs`` on the CPU (oracle_memory.sglang_memory) for each
-  proof profile with and without the row's ``proof.argv``; nothing may move.
+* proof, sampled (seed GLM_KV_SEED, printed in the header): ``INERT_SAMPLE`` inert rows are re-run
+  through SGLang's own sizing (``flag_table.prove``, oracle_memory.sglang_memory on every proof profile
+  the row names) and must move nothing; ``REFUSED_SAMPLE`` rows refused in SGLang's words must still be
+  refused by SGLang with the message the table quotes; so the committed table cannot go stale silently.
 * planted errors: flags that do move the pools, marked inert, fail that same proof.
 """
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -20,6 +22,14 @@ except ImportError:
     ft, TABLE = None, {"rows": []}
 
 INERT = [r for r in TABLE["rows"] if r["status"] == "inert"]
+REFUSED_BY_SGLANG_ROWS = [r for r in TABLE["rows"] if r.get("sglang_refuses") and "proof" in r]
+INERT_SAMPLE, REFUSED_SAMPLE = 8, 3
+
+
+def _seed() -> int:
+    from tests.pytest_glm_kv import run_seed
+
+    return run_seed()
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +58,15 @@ def test_every_option_of_the_parser_is_in_a_row(sglang_ready):
     assert options - in_rows == set()
 
 
+def test_no_bare_not_modelled_refusal():
+    """Every refusal says SGLang's reason, the pool SGLang's sizing moves, or why it cannot run on a CPU."""
+    for r in TABLE["rows"]:
+        if r["status"] == "refused":
+            assert r["why"] != "not modelled by glm-kv", r
+            assert ("SGLang 0.5.23" in r["why"]), r
+            assert r.get("sglang_refuses") or r.get("cpu") or r.get("moves"), r
+
+
 def test_modelled_rows_are_the_launch_readers_flags(sglang_ready):
     from glm_kv.inputs.launch import CHECKED, DERIVED, FLAGS, MODELLED, REFUSED_BY_SGLANG, RUNTIME_ONLY
 
@@ -55,20 +74,34 @@ def test_modelled_rows_are_the_launch_readers_flags(sglang_ready):
     assert modelled == set(MODELLED)
     for r in TABLE["rows"]:
         if r["status"] == "modelled" and r["field"] != "model_path":
-            # read into a profile field (FLAGS), checked for its value only (CHECKED: nothing moves) or
-            # read after the pools are sized (RUNTIME_ONLY: test_flags_dspark.py sizes the same pools) or
-            # folded into other fields (DERIVED: the CUDA-graph bs list and JSON, test_flags_graph.py)
             assert any(f in FLAGS or f in CHECKED or f in RUNTIME_ONLY or f in DERIVED for f in r["flags"]), r
         if r["field"] in REFUSED_BY_SGLANG:   # refused in SGLang's words, in the table as on the command line
             assert r["status"] == "refused" and r["why"] == REFUSED_BY_SGLANG[r["field"]], r
 
 
-@pytest.mark.parametrize("row", INERT, ids=[r["field"] for r in INERT])
-def test_inert_row_moves_no_pool_byte(base, row):
-    p = ft.parser()
-    ns = p.parse_args(["--model-path", "unused", *row["proof"]["argv"]])
-    why = ft.prove_inert(row["field"], {row["field"]: getattr(ns, row["field"])}, base)
-    assert why is None, f"{row['field']} {row['proof']['argv']}: {why}"
+def _kwargs(row: dict) -> dict:
+    ns = ft.parser().parse_args(["--model-path", "unused", *ft._substitute(row["proof"]["argv"])])
+    return {row["field"]: getattr(ns, row["field"])}
+
+
+def test_sampled_inert_rows_move_no_pool_byte(base):
+    """INERT_SAMPLE inert rows drawn with the run's seed, re-proven through SGLang's sizing."""
+    rows = random.Random(_seed()).sample(INERT, min(INERT_SAMPLE, len(INERT)))
+    assert rows
+    for row in rows:
+        r = ft.prove(row["field"], _kwargs(row), base)
+        assert "moves" not in r, f"seed {_seed()}: {row['field']} {row['proof']['argv']}: {r}"
+        assert set(r["inert_on"]) == set(row["proof"]["profiles"]), f"seed {_seed()}: {row['field']}: {r}"
+
+
+def test_sampled_sglang_refusals_are_sglangs(base):
+    """REFUSED_SAMPLE rows refused in SGLang's words: SGLang still refuses them, with the quoted message."""
+    rows = random.Random(_seed() + 1).sample(REFUSED_BY_SGLANG_ROWS, min(REFUSED_SAMPLE, len(REFUSED_BY_SGLANG_ROWS)))
+    for row in rows:
+        r = ft.prove(row["field"], _kwargs(row), base)
+        assert not r["inert_on"] and "moves" not in r, f"seed {_seed()}: {row['field']}: SGLang accepts it: {r}"
+        first = r["refused_on"][ft.PROOF_PROFILES[0][0]]
+        assert " ".join(first["message"].split())[:200] in row["why"], (row["why"], first)
 
 
 # Planted errors: flags that move SGLang's pools, as if someone marked them inert.
@@ -76,7 +109,8 @@ MOVERS = [("mem_fraction_static", ["--mem-fraction-static", "0.7"]),
           ("max_total_tokens", ["--max-total-tokens", "100000"]),
           ("cuda_graph_max_bs_decode", ["--cuda-graph-max-bs-decode", "600"]),
           ("mamba_full_memory_ratio", ["--mamba-full-memory-ratio", "0.5"]),
-          ("max_mamba_cache_size", ["--max-mamba-cache-size", "40"])]
+          ("max_mamba_cache_size", ["--max-mamba-cache-size", "40"]),
+          ("hicache_ratio", ["--hicache-ratio", "3.0"])]   # moves only the HiCache profile's host pools
 
 
 @pytest.mark.parametrize("field,argv", MOVERS, ids=[m[0] for m in MOVERS])
@@ -84,3 +118,39 @@ def test_a_flag_that_moves_the_pools_fails_the_proof(base, field, argv):
     ns = ft.parser().parse_args(["--model-path", "unused", *argv])
     why = ft.prove_inert(field, {field: getattr(ns, field)}, base)
     assert why is not None and "moves the pools" in why, why
+
+
+@pytest.mark.parametrize("flag,words", [
+    ("--cuda-graph-max-bs", "64"),   # a prefix of -decode and -prefill: argparse's ambiguity refusal
+    ("--zzz-not-a-flag", ""),        # no such option: argparse's unrecognized-arguments refusal
+])
+def test_launch_parser_refusals_quote_sglangs_parser(sglang_ready, capsys, flag, words):
+    """glm-kv's refusal quotes what SGLang 0.5.23's own launch parser (server_args.prepare_server_args's
+    ArgumentParser) prints when it refuses the flag."""
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    from glm_kv.errors import ProfileError
+    from glm_kv.inputs.launch import parse_launch_command
+
+    p = argparse.ArgumentParser(prog="sglang serve")
+    ServerArgs.add_cli_args(p)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--model-path", "m", flag, *words.split()])
+    said = capsys.readouterr().err.strip().splitlines()[-1].split("error: ", 1)[1]
+    with pytest.raises(ProfileError) as e:
+        parse_launch_command(f"python -m sglang.launch_server --model-path m {flag} {words}", layout="0.5.23")
+    assert f'"{said}"' in e.value.rule, (said, e.value.rule)
+
+
+@pytest.mark.parametrize("argv", [["--attention-backend", "fa3"], ["--disable-custom-all-reduce"],
+                                  ["--attention-backend", "flashinfer"]], ids=lambda a: " ".join(a))
+def test_issue_30_commands_are_inert_through_sglang(base, argv):
+    """The pasted flags of issue 30 that glm-kv now plans through: SGLang's own sizing moves nothing with
+    them, at the very value the user gave (not only the table's sample value)."""
+    ns = ft.parser().parse_args(["--model-path", "unused", *argv])
+    dest = next(a.dest for a in ft.parser()._actions if argv[0] in a.option_strings)
+    assert ft.prove_inert(dest, {dest: getattr(ns, dest)}, base) is None
+    row = next(r for r in TABLE["rows"] if r["field"] == dest)
+    assert row["status"] == "inert", row

@@ -266,6 +266,9 @@ def vllm_plan(launch: dict) -> dict:
     try:
         return _plan(path, launch, gpu, tp)
     except Refused as e:
+        import traceback
+
+        traceback.print_exception(e.exc, file=sys.stderr)   # stderr: shown only when a test fails
         return {"refused": {"stage": e.stage, "type": type(e.exc).__name__, "message": str(e.exc)}}
     finally:
         shutil.rmtree(path, ignore_errors=True)
@@ -291,8 +294,9 @@ def _plan(path: str, launch: dict, gpu: dict, tp: int) -> dict:
     except Exception as e:  # noqa: BLE001
         raise Refused("engine_config", e)
 
-    with set_current_vllm_config(vllm_config), _cuda_as_meta():
+    with set_current_vllm_config(vllm_config):
         _one_process_world(vllm_config, tp)
+    with set_current_vllm_config(vllm_config), _cuda_as_meta():
         try:
             model, draft = _build_models(vllm_config)
         except Exception as e:  # noqa: BLE001
@@ -303,17 +307,20 @@ def _plan(path: str, launch: dict, gpu: dict, tp: int) -> dict:
 def _build_models(vllm_config):
     from vllm.compilation.backends import set_model_tag
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
-    from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.config import get_layers_from_vllm_config
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.utils.torch_utils import set_default_torch_dtype
 
-    model = initialize_model(vllm_config=vllm_config, model_config=vllm_config.model_config)
+    # as the loaders do (model_loader/base_loader.py): layers read the default dtype
+    with set_default_torch_dtype(vllm_config.model_config.dtype):
+        model = initialize_model(vllm_config=vllm_config, model_config=vllm_config.model_config)
     draft = None
     spec = vllm_config.speculative_config
     if spec is not None and spec.draft_model_config is not None:
         target = set(get_layers_from_vllm_config(vllm_config, AttentionLayerBase))
         draft_config = replace(vllm_config, attention_config=replace(vllm_config.attention_config,
                                                                       backend=spec.attention_backend))
-        with set_model_tag("eagle_head"):
+        with set_model_tag("eagle_head"), set_default_torch_dtype(spec.draft_model_config.dtype):
             draft = initialize_model(vllm_config=draft_config, model_config=spec.draft_model_config)
         for name, layer in get_layers_from_vllm_config(vllm_config, AttentionLayerBase).items():
             if name not in target:
@@ -373,7 +380,10 @@ def _size(vllm_config, platform, model) -> dict:
         "groups": [{"layer_names": list(g.layer_names), **_spec_dict(g.kv_cache_spec)}
                    for g in sched.kv_cache_groups],
         "num_blocks": int(sched.num_blocks),
-        "kv_cache_tensors": [{"size_bytes": int(t.size), "shared_by": len(t.shared_by)}
+        # one backing allocation of size_bytes; layer l of block b at offset + l*layer_stride + b*block_stride
+        "kv_cache_tensors": [{"size_bytes": int(t.size), "layers": list(t.layers), "offset_bytes": int(t.offset),
+                              "layer_stride_bytes": int(t.layer_stride), "block_stride_bytes": int(t.block_stride),
+                              "num_blocks": int(configs[0].num_blocks_of(t))}
                              for t in configs[0].kv_cache_tensors],
         "gpu_kv_cache_size_tokens": int(tokens),
         "maximum_concurrency": float(concurrency),
@@ -407,6 +417,10 @@ def main(argv: list[str]) -> int:
         return 2
     os.environ.setdefault("VLLM_KIMI_K3_GEMM_AR", "0")   # else Kimi-K3 imports the cutlass DSL GEMM path
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    # An empty CUDA_VISIBLE_DEVICES is vLLM's "distributed start-up" case (triton_utils/importing.py): triton
+    # counts as present with no active driver, as on a GPU host, instead of being replaced by placeholders
+    # (which break the Mamba kernels' module imports and switch off Model Runner V2).
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import torch  # noqa: F401  - before the stub libcuda, as in the study's recipe
 
     out = vllm_plan(json.loads(argv[0]))

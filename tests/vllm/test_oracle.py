@@ -97,29 +97,40 @@ def check_invariants(plan: dict) -> None:
     """What vLLM's own output must satisfy, whatever the formulas inside."""
     mem = plan["kv_cache_memory_bytes"]
     n = plan["num_blocks"]
-    assert n > 0, plan["num_blocks"]
-    # 1. the tensors vLLM would allocate fit in the memory it was given
-    total = sum(t["size_bytes"] for t in plan["kv_cache_tensors"])
-    assert 0 < total <= mem, (total, mem)
-    # 2. every tensor holds whole blocks
-    assert all(t["size_bytes"] % n == 0 for t in plan["kv_cache_tensors"]), (n, plan["kv_cache_tensors"])
-    # 3. one block of every group fits, all groups together: num_blocks x page bytes <= memory
-    for g in plan["groups"]:
-        assert n * g["page_size_bytes"] <= mem, (n, g)
-    # 4. every layer with a spec is in exactly one group
+    assert n > 1, n   # block 0 is the null block
+    tensors = plan["kv_cache_tensors"]
+    # 1. one backing allocation (vLLM's allocate_kv_cache asserts it) and it fits the memory given
+    sizes = {t["size_bytes"] for t in tensors}
+    assert len(sizes) == 1, sizes
+    backing = sizes.pop()
+    assert 0 < backing <= mem, (backing, mem)
+    # 2. every layer's every block lies inside it: offset + l*layer_stride + b*block_stride + page <= size
+    for t in tensors:
+        page = max(plan["layers"][name]["page_size_bytes"] for name in t["layers"])
+        last = t["offset_bytes"] + (len(t["layers"]) - 1) * t["layer_stride_bytes"] \
+            + (t["num_blocks"] - 1) * t["block_stride_bytes"] + page
+        assert t["num_blocks"] >= n and last <= backing, (t["num_blocks"], n, last, backing, t["layers"][:3])
+    # 3. every layer with a spec is in exactly one group, and is backed by a tensor
     grouped = [name for g in plan["groups"] for name in g["layer_names"]]
     assert sorted(grouped) == sorted(plan["layers"]), "layers and groups disagree"
-    # 5. the printed line: GPU KV cache size = int(concurrency x max_model_len)
+    assert set(plan["layers"]) <= {name for t in tensors for name in t["layers"]}
+    # 4. the printed line: GPU KV cache size = int(concurrency x max_model_len)
     assert plan["gpu_kv_cache_size_tokens"] == int(plan["maximum_concurrency"] * plan["max_model_len"])
     assert plan["maximum_concurrency_printed"] == f"{plan['maximum_concurrency']:.2f}x"
-    # 6. a request of max_model_len tokens needs ceil(len / block) blocks in each full-attention group
-    #    (a sparse/windowed group may need fewer, never a full one), all from the one shared pool
+    assert plan["maximum_concurrency"] > 0
+    # 5. a request of max_model_len tokens needs ceil(len / block) blocks of every group that keeps one KV
+    #    entry per token (full attention or MLA, no window, one token per state), all from the one pool
+    #    of num_blocks (less the null block)
+    #    (a group's layers may mix specs of one type: the scheduler shows one of them, so read each layer's)
+    def per_token(name: str) -> bool:
+        spec = plan["layers"][name]
+        return (spec["kind"] in ATTENTION_KINDS and spec.get("sliding_window") is None
+                and spec.get("tokens_per_state", 1) == 1)
+
     need = sum(math.ceil(plan["max_model_len"] / g["block_size"]) for g in plan["groups"]
-               if g["kind"] in ATTENTION_KINDS and g.get("sliding_window") is None
-               and not g.get("tokens_per_state"))
-    assert plan["maximum_concurrency"] * need <= n + 1e-6, (plan["maximum_concurrency"], need, n)
-    # 7. the attention block is the cache block size, and for a hybrid model a multiple of it
-    assert all(g["block_size"] > 0 for g in plan["groups"])
+               if any(per_token(name) for name in g["layer_names"]))
+    assert need > 0, [g["kind"] for g in plan["groups"]]
+    assert plan["maximum_concurrency"] * need <= n - 1 + 1e-6, (plan["maximum_concurrency"], need, n)
 
 
 def random_launch(rng: random.Random, model: str) -> dict:

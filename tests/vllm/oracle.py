@@ -172,8 +172,9 @@ class _Dummy:
 
 
 @contextlib.contextmanager
-def _cuda_as_meta():
-    """Every tensor factory, .cuda() and .to(cuda) lands on meta; CUDA streams/events are dummies."""
+def _cuda_as_meta(gpu: dict):
+    """Every tensor factory, .cuda() and .to(cuda) lands on meta; CUDA streams/events are dummies; the
+    device queries kernels make while layers are built (FlashInfer's SM count) answer from ``gpu``."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -203,7 +204,19 @@ def _cuda_as_meta():
                 return args[0]
             return func(*args, **kwargs)
 
-    saved = {k: getattr(torch.cuda, k) for k in ("Stream", "Event", "current_stream", "stream", "synchronize")}
+    from types import SimpleNamespace
+
+    props = SimpleNamespace(name=gpu["name"], major=gpu["capability"][0], minor=gpu["capability"][1],
+                            total_memory=gpu["total_memory_bytes"], multi_processor_count=gpu["sms"],
+                            is_integrated=False)
+    saved = {k: getattr(torch.cuda, k) for k in ("Stream", "Event", "current_stream", "stream", "synchronize",
+                                                 "get_device_properties", "get_device_capability",
+                                                 "get_device_name", "current_device", "device_count")}
+    torch.cuda.get_device_properties = lambda *a, **k: props
+    torch.cuda.get_device_capability = lambda *a, **k: tuple(gpu["capability"])
+    torch.cuda.get_device_name = lambda *a, **k: gpu["name"]
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.device_count = lambda: 8
     torch.cuda.Stream = _Dummy
     torch.cuda.Event = _Dummy
     torch.cuda.current_stream = lambda *a, **k: _Dummy()
@@ -296,7 +309,7 @@ def _plan(path: str, launch: dict, gpu: dict, tp: int) -> dict:
 
     with set_current_vllm_config(vllm_config):
         _one_process_world(vllm_config, tp)
-    with set_current_vllm_config(vllm_config), _cuda_as_meta():
+    with set_current_vllm_config(vllm_config), _cuda_as_meta(gpu):
         try:
             model, draft = _build_models(vllm_config)
         except Exception as e:  # noqa: BLE001

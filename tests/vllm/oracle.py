@@ -318,6 +318,11 @@ def _plan(path: str, launch: dict, gpu: dict, tp: int) -> dict:
 
 
 def _build_models(vllm_config):
+    import torch
+    from vllm.v1.worker.workspace import init_workspace_manager
+
+    # the worker does this before loading the model (v1/worker/gpu_worker.py); B200's MLA backends use it
+    init_workspace_manager(torch.device("cuda", 0))
     from vllm.compilation.backends import set_model_tag
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
     from vllm.config import get_layers_from_vllm_config

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # .venv-vllm: vLLM 0.33.0's own KV-cache sizing driven on a CPU (tests/vllm). Idempotent: a marker named
-# after a hash of this script, tests/vllm/requirements.txt and tests/vllm/stub_libcuda.c says the venv is
+# after a hash of this script, tests/vllm/requirements.txt, constraints.txt and stub_libcuda.c says the venv is
 # complete; with it present nothing is done. Recipe: ../shared/reference/vllm-0.33.md (appendix A).
 # Cost: several GB of downloads (torch's CUDA-13 wheel and its nvidia libraries), about 10 minutes.
 set -euo pipefail
@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 VENV="${VLLM_VENV:-.venv-vllm}"
 PYTHON="${PYTHON311:-python3.11}"
 REQ=tests/vllm/requirements.txt
+CONSTRAINTS=tests/vllm/constraints.txt
 STUB_SRC=tests/vllm/stub_libcuda.c
-HASH=$(cat scripts/vllm-env.sh "$REQ" "$STUB_SRC" | sha256sum | cut -c1-16)
+HASH=$(cat scripts/vllm-env.sh "$REQ" "$CONSTRAINTS" "$STUB_SRC" | sha256sum | cut -c1-16)
 MARKER="$VENV/.vllm-env-$HASH"
 if [ -f "$MARKER" ]; then
   echo "vllm-env: $VENV is up to date ($MARKER)"
@@ -18,7 +19,8 @@ fi
 START=$(date +%s)
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 rm -f "$VENV"/.vllm-env-*
-PIP="$VENV/bin/python -m pip install --quiet --progress-bar off --disable-pip-version-check"
+# every package pinned (constraints.txt: the freeze of a venv that passed tests/vllm)
+PIP="$VENV/bin/python -m pip install --quiet --progress-bar off --disable-pip-version-check -c $CONSTRAINTS"
 # vLLM 0.33.0 pins torch 2.14.0; this machine's pip constraints cap torch at what lies on its disk.
 $PIP torch==2.14.0 torchvision==0.29.0
 $PIP --no-deps vllm==0.33.0

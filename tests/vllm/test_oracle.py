@@ -25,6 +25,8 @@ STUDY = "../shared/reference/vllm-0.33.md"
 MODELS = ("glm-5.3-flash", "kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deepseek-v3.2",
           "glm-5.1")
 HYBRID = {"glm-5.3-flash", "kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8"}
+# The vendored Kimi-K3 config has num_nextn_predict_layers: 0 (no MTP layers in the checkpoint)
+NO_MTP_LAYERS = {"kimi-k3"}
 
 # The study's set-up for every anchor: fake H200 (sm_90), TP=8, vLLM's default flags (prefix caching on,
 # mamba_cache_mode align), 60 GiB available per rank.
@@ -147,7 +149,7 @@ def random_launch(rng: random.Random, model: str) -> dict:
         launch["kv_cache_dtype"] = rng.choice(["auto", "fp8", "bfloat16"])
     if model in HYBRID and rng.random() < 0.4:
         launch["mamba_ssm_cache_dtype"] = rng.choice(["float32", "bfloat16"])
-    if rng.random() < 0.3:
+    if model not in NO_MTP_LAYERS and rng.random() < 0.3:
         launch["speculative_config"] = {"method": "mtp", "num_speculative_tokens": rng.randint(1, 3)}
     return launch
 
@@ -184,3 +186,12 @@ def test_more_memory_more_blocks(vllm_plan):
     assert two["num_blocks"] >= 2 * one["num_blocks"] - 1, (one["num_blocks"], two["num_blocks"])
     assert two["maximum_concurrency"] >= one["maximum_concurrency"]
     assert two["cache_block_size"] == one["cache_block_size"] and two["layers"] == one["layers"]
+
+
+def test_mtp_on_a_checkpoint_without_mtp_layers_crashes_vllm(vllm_plan):
+    """Found by a random launch (seed 680826868): --speculative-config mtp on Kimi-K3, whose config has
+    num_nextn_predict_layers 0, is not refused in words by vLLM 0.33.0: SpeculativeConfig.__post_init__
+    (vllm/config/speculative.py) computes num_speculative_tokens % n_predict with n_predict 0."""
+    plan = vllm_plan({**BASE, "model": "kimi-k3", "speculative_config": {"method": "mtp", "num_speculative_tokens": 3}})
+    assert plan.get("refused", {}).get("stage") == "engine_config", plan.get("refused", plan.get("num_blocks"))
+    assert plan["refused"]["type"] == "ZeroDivisionError", plan["refused"]

@@ -11,7 +11,7 @@ PROFILE ?= h200-0.5.23
 KERNEL := glm-kv
 KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json
 
-.PHONY: setup book books html lab test test-unit test-sglang test-book chromium cjk-font bench clean mutants
+.PHONY: setup book books html lab test test-unit test-sglang test-book test-vllm chromium cjk-font bench clean mutants
 
 setup: $(STAMP) $(KERNEL_SPEC)
 
@@ -72,6 +72,12 @@ test-book: setup
 	$(BIN)/python scripts/test_groups.py --seed "$(SEED)" --only book
 test-unit: setup
 	$(BIN)/python scripts/test_groups.py --seed "$(SEED)" --only unit --only notebooks
+
+## vLLM 0.33.0's own KV sizing driven on the CPU (tests/vllm): its own .venv-vllm (scripts/vllm-env.sh,
+## several GB, ~10 min the first time), then the group. Not in `make test` yet (CI time budget).
+test-vllm: setup
+	scripts/vllm-env.sh
+	GLM_KV_SEED="$(SEED)" $(BIN)/python -m pytest tests/vllm $(PYTEST_ARGS)
 
 ## Mutation score of glm_kv/inputs and glm_kv/ledgers under the fast tests (mutmut, in its own
 ## .venv-mutants; not part of `make test`). MODULES="token request" scopes it (default: the

@@ -195,7 +195,8 @@ def show(df, *, caption: str | None = None, css: str = "wrap sticky-first") -> "
     import pandas as pd
 
     out = df.copy()
-    if isinstance(out.index, pd.RangeIndex) or out.index.name is None and list(out.index) == list(range(len(out))):
+    # an unnamed integer index is row numbers (a filtered 0..n one included: the flags table), never labels
+    if isinstance(out.index, pd.RangeIndex) or out.index.name is None and pd.api.types.is_integer_dtype(out.index):
         out = out.reset_index(drop=True)
         keep_index = False
     else:

@@ -26,6 +26,10 @@ def test_show_has_no_index_and_never_truncates():
     assert html.startswith('<div class="glm-kv-table wrap sticky-first">'), "wide tables scroll in their own box"
     named = show(pd.DataFrame({"v": [1]}, index=pd.Index(["bf16"], name="variant")))._repr_html_()
     assert "<th>variant</th>" in named and ">bf16<" in named
+    # a filtered table keeps pandas' row numbers (5, 9): still row numbers, not labels (the flags page)
+    df = pd.DataFrame({"field": [f"f{i}" for i in range(10)], "n": range(100, 110)})
+    filtered = show(df[df.n.isin([105, 106, 109])])._repr_html_()   # rows 5, 6, 9: not a range
+    assert not re.search(r"<t[dh][^>]*>[569]</t[dh]>", filtered) and "<td class=\"text\">f5</td>" in filtered
 
 
 def test_definitions_escape_and_wrap():

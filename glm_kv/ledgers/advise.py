@@ -340,6 +340,34 @@ def _plan_at(profile: Profile, max_running_requests: int) -> Plan | None:
         return None
 
 
+def _largest_count(prof: Profile, start: int, n: int, attn_dp: int, t: int, prefix: int):
+    """The most requests per worker m < n some split serves at ``--max-running-requests m x attn_dp``,
+    from ``start`` (a count known to be served), and (candidates, index, value) of the split at m
+    (None when m is 0).
+
+    A smaller --max-running-requests can leave a larger rest (SGLang's default mem_fraction_static
+    reserves CUDA-graph memory per request; under MTP the verify scratch holds min(m, K // spr) + 1
+    slots): walk up while it still fits.
+    """
+    m, found = start, None
+    while m + 1 < n:
+        plan_m = _plan_at(prof, (m + 1) * attn_dp)
+        if plan_m is None:
+            break
+        c_m = candidates(plan_m, m + 1, t, prefix)
+        i_m, v_m = _pick(c_m)
+        if c_m.served[i_m] < m + 1:
+            break
+        m, found = m + 1, (c_m, i_m, v_m)
+    if found is None and m > 0:
+        # choose the split again at the count the flags will carry (the rest and, under MTP,
+        # the verify scratch depend on it)
+        plan_m = _plan_at(prof, m * attn_dp)
+        c_m = candidates(plan_m, m, t, prefix)
+        found = (c_m, *_pick(c_m))
+    return m, found
+
+
 def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
     """The flags that serve ``workload`` on ``profile``, checked by re-planning them."""
     base_plan = compute_plan(profile)
@@ -369,7 +397,22 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
         if c.served[i] >= n:
             break
     fits_any = [x for x in tried if x[4].served[x[5]] >= n]
-    dtype_flags, prof, plan_n, t, c, i, value = fits_any[0] if fits_any else max(tried, key=lambda x: x[4].served[x[5]])
+    walk = None
+    if fits_any:
+        chosen = fits_any[0]
+    else:
+        # Not fitting, the count advised is the most requests m any dtype serves at
+        # --max-running-requests m (its verify scratch and rest), not what each serves at n:
+        # every dtype is walked, the profile's own kept on a tie. (Seed 1829838217: the pinned
+        # pool refused n in both dtypes, the tie at -1 kept bf16, walked to 22 per worker where
+        # fp8 serves 34.)
+        walks = [(x, _largest_count(x[1], max(int(x[4].served[x[5]]), 0), n, attn_dp, x[3], prefix))
+                 for x in tried]
+        chosen, walk = max(walks, key=lambda w: w[1][0])
+        if chosen[0]:
+            notes.append(f"{' '.join(chosen[0])}: with the profile's own KV dtype at most "
+                         f"{walks[0][1][0] * attn_dp} requests of this size fit, with it {walk[0] * attn_dp}")
+    dtype_flags, prof, plan_n, t, c, i, value = chosen
     best = int(c.served[i])
     fits = best >= n
     spr = plan_n.request.slots_per_request
@@ -398,24 +441,7 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
             resource = "mamba"
         else:
             resource = "mamba" if state_b >= token_b else "tokens"
-        # A smaller --max-running-requests can leave a larger rest (SGLang's default
-        # mem_fraction_static reserves CUDA-graph memory per request): walk up while it still fits.
-        m, found = max(best, 0), None
-        while m + 1 < n:
-            plan_m = _plan_at(prof, (m + 1) * attn_dp)
-            if plan_m is None:
-                break
-            c_m = candidates(plan_m, m + 1, t, prefix)
-            i_m, v_m = _pick(c_m)
-            if c_m.served[i_m] < m + 1:
-                break
-            m, found = m + 1, (c_m, i_m, v_m)
-        if found is None and m > 0:
-            # choose the split again at the count the flags will carry (the rest and, under MTP,
-            # the verify scratch depend on it)
-            plan_m = _plan_at(prof, m * attn_dp)
-            c_m = candidates(plan_m, m, t, prefix)
-            found = (c_m, *_pick(c_m))
+        m, found = walk
         if found is not None:
             c, i, value = found
         largest = LargestFitting(m * attn_dp, int(ctx), resource)

@@ -384,6 +384,54 @@ def test_the_ratio_bound_is_a_split_of_its_own_by_hand(tmp_path):
     assert adv.plan.capacity.max_total_num_tokens == 2_241_024
 
 
+def test_not_fitting_walks_every_kv_dtype_by_hand(tmp_path, capsys):
+    """Seed 1829838217's random-11: advise said 44 requests (bf16) where fp8 KV serves 68.
+
+    H100 TP 4, DP-attention 2, KV auto (bf16, cell 12,684 B; fp8 6,732 B; page 256), fp32 slot
+    73,809,920 B, 4 slots per request (extra_buffer, overlap off), EAGLE verify scratch of 4 draft
+    tokens holding min(m, K // 4) + 1 slots, --max-mamba-cache-size 472 pinned (K = 236 per
+    worker); rest 31,285,088,662 B. 504 requests of p99 16,384 tokens beside 1,048,576 cached.
+    At the workload's 252 per worker both dtypes are refused: scratch 60 x 4 slot + pool 237 slot
+    = 35,207,331,840 B > rest. With K = 4m (the least that holds m; more K only takes tokens):
+    scratch + pool = (4 (m + 1) + 4m + 1) slot = (8m + 5) slot, tokens = (rest - that) // cell
+    // 256 x 256, served = min(K // 4, (tokens - 1,048,576) // 16,384).
+    bf16: m = 22: 17,925,493,142 B, 1,413,120 tokens, 364,544 // 16,384 = 22, served 22;
+          m = 23: 17,335,013,782 B, 1,366,528 tokens, 317,952 // 16,384 = 19 < 23.
+    fp8:  m = 34: 277 slot = 20,445,347,840 B, 10,839,740,822 B left, 1,609,984 tokens,
+          561,408 // 16,384 = 34, served 34 (K 137 already serves 33: 1,598,976 tokens);
+          m = 35: 285 slot, 10,249,261,462 B, 1,522,432 tokens, 473,856 // 16,384 = 28 < 35.
+    So the largest fitting is 34 per worker = 68 global, in fp8, at K = 136 (flag 272); the
+    old advise kept bf16 (both dtypes tied at "refused" at 252) and walked it to 22 (44 global).
+    """
+    prof = {"available_bytes": 31_285_088_662, "disable_overlap_schedule": True, "dp_size": 2,
+            "enable_dp_attention": True, "gpu": "H100", "kv_cache_dtype": "auto", "mamba_ssm_dtype": "float32",
+            "max_mamba_cache_size": 472, "max_running_requests": 64, "sglang_layout": "0.5.23",
+            "speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 4, "tp_size": 4}
+    path = tmp_path / "random-11.yaml"
+    path.write_text(yaml.safe_dump(prof))
+    work = make_workload({"concurrent_requests": 504, "tokens_per_request": {"p50": 8192, "p99": 16384},
+                          "prefix_cache_tokens": 1 << 20})
+    p = load_profile(str(path))
+    # the plan at the hand's points (the engine's pools, not advise's choice)
+    for over, tokens in (({"max_running_requests": 44, "max_mamba_cache_size": 176}, 1_413_120),
+                         ({"max_running_requests": 46, "max_mamba_cache_size": 184}, 1_366_528),
+                         ({"kv_cache_dtype": "fp8_e4m3", "max_running_requests": 70, "max_mamba_cache_size": 280},
+                          1_522_432)):
+        assert load_plan(p, over).capacity.max_total_num_tokens == tokens, over
+    for dtype in ("bfloat16", "fp8_e4m3"):
+        with pytest.raises(ProfileError):
+            load_plan(p, {"kv_cache_dtype": dtype, "max_running_requests": 504})
+    adv = advise(p, work)
+    assert not adv.fits
+    assert adv.flags == ("--max-mamba-cache-size 272", "--max-running-requests 68", "--kv-cache-dtype fp8_e4m3")
+    assert adv.largest_fitting.concurrent_requests == 68 and adv.served_per_worker == 34
+    cap = adv.plan.capacity
+    assert (cap.max_mamba_cache_size, cap.spec_scratch_bytes, cap.token_pool_budget_bytes,
+            cap.max_total_num_tokens) == (136, 10_333_388_800, 10_839_740_822, 1_609_984)
+    check(str(path), work, capsys)
+
+
 def test_state_pool_cap_of_the_issue_is_lifted():
     """--max-mamba-cache-size 64 at 5 slots per request serves 12 requests, not 16 (issue 14)."""
     prof = load_profile("worked-example-0.5.23", {"max_mamba_cache_size": 64})

@@ -67,6 +67,8 @@ KEYS: dict[str, str] = {
     "capacity.spec_scratch_bytes": "function: _handle_max_mamba_cache (verify scratch)",
     "capacity.token_pool_budget_bytes": "function: rest after the mamba pool",
     "capacity.max_total_num_tokens": "function: config_from_budget",
+    "capacity.context_length": "function: ModelConfig.context_len (the context the pools are sized for)",
+    "memory.mem_fraction_static": "function: ServerArgs resolution (memory_hook's default-fraction heuristic)",
     "capacity.max_running_requests": "function: resolve_max_num_reqs",
     "host.entries": "measured: build_hybrid_mamba_stack HostPoolGroup entries",
     "host.entry_classes": "measured: host pool classes",
@@ -101,6 +103,16 @@ SGLANG_ONLY: dict[str, str] = {
 # tests/sglang/README.md lists the same table; `test_engine_only_table_in_readme` keeps them equal.
 # Keys compared with SGLang by test_memory_agreement (compare_memory.KEYS) are not listed here.
 ENGINE_ONLY: dict[str, tuple[str, str]] = {
+    "memory.mem_fraction_static_source": ("a label: the profile's fraction or SGLang's default",
+                                          "memory.mem_fraction_static compared"),
+    "request.spec_scratch_bytes_per_request": ("the verify scratch one request reserves; SGLang keeps only the "
+                                               "pool's total", "tests/sglang/test_flags_plan_keys.py (SGLang's "
+                                               "_handle_max_mamba_cache at two request caps)"),
+    "capacity.requests_fit_at_context": ("the book's answer: the smallest of three SGLang figures; SGLang "
+                                         "never computes it", "max_running_requests, max_total_num_tokens, "
+                                         "max_mamba_cache_size, slots_per_request and context_length compared"),
+    "capacity.binds_at_context": ("which of those three is smallest (the book's 'binds')",
+                                  "the same three figures compared"),
     "model.name": ("a label of the model config file", "tests/test_inputs (config loading)"),
     "model.source": ("a label", "none needed"),
     "gpu.name": ("the profile's input, echoed", "tests/inputs (GPU table)"),

@@ -348,6 +348,9 @@ def _plan(profile: dict, measured: dict, gpu: FakeGpu, config: dict) -> dict:
                 int(cache_params.replayssm_ring_bytes_per_req(record_len=v.linear_replayssm_cache_len))
                 if getattr(v, "enable_linear_replayssm_spec", False) else 0),
         },
+        # ServerArgs.mem_fraction_static as SGLang resolves it at launch (the profile's, else its
+        # default-fraction heuristic), with or without weights
+        "memory": {"mem_fraction_static": v.mem_fraction_static},
         "resolved": {
             "mem_fraction_static": v.mem_fraction_static,
             "disable_overlap_schedule": v.disable_overlap_schedule,
@@ -364,7 +367,8 @@ def _plan(profile: dict, measured: dict, gpu: FakeGpu, config: dict) -> dict:
     capacity = None
     if profile.get("available_bytes") is not None or profile.get("weights_bytes") is not None:
         capacity = _sizing(kvc, profile, measured, gpu, KVCacheConfigurator)
-        out["capacity"] = capacity
+        # the context the pools are sized for (ModelConfig.context_len, before W6 shortens it below)
+        out["capacity"] = {**capacity, "context_length": mc.context_len}
         n_workers_reqs = capacity["max_running_requests"]
 
     # ---- 3. the pools, on CPU at small sizes (W6), bytes from their tensors

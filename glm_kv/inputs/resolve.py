@@ -61,6 +61,7 @@ class ServerArgs:
     draft_kv_bytes_per_token: int = 0         # DFLASH/DSPARK: dflash_draft_cell_size_per_token on one rank
     dspark: DSparkFields | None = None        # DSPARK: gamma, Markov head, mask token of the draft
     draft_model_path: str | None = None       # the draft folder read (DSPARK may default it to <model>/dspark)
+    decode_extra_slots: int = 0               # PD decode: req_to_token rows beyond the per-worker cap
 
     @property
     def verify_state_draft_tokens(self) -> int:
@@ -75,6 +76,29 @@ class ServerArgs:
         if self.profile.enable_linear_replayssm_spec:   # the replay ring owns rollback: no verify scratch
             return 0
         return 0 if self.profile.disaggregation_mode == "prefill" else self.draft_tokens
+
+
+DECODE_EXTRA_SLOTS_MAX_PER_WORKER = 32   # pd_disaggregation_hook: "per_worker <= 32"
+DECODE_EXTRA_SLOTS_PER_REQUEST = 2       # pd_disaggregation_hook: "extra_slots = per_worker * 2"
+
+
+def decode_extra_slots(p: Profile) -> int:
+    """``handle_pd_disaggregation`` (arg_groups/pd_disaggregation_hook.py): the default
+    ``disaggregation_decode_extra_slots`` of a decode server, the pre-allocation rows
+    ``DecodeReqToTokenPool`` adds to ``req_to_token`` (``size + pre_alloc_size + 1`` rows).
+
+    Only a launch that gives ``--max-running-requests`` gets any: the hook runs before the
+    speculative hooks reset an unset cap (so their 48 counts as unset here) and before the pools
+    size an automatic one. Per worker = max(1, cap // DP ranks) (``num_dp_ranks_of``: replicas x
+    attention-DP groups, one of them 1); 2 x per worker when that is <= 32, else 0. Not on a
+    prefill or a co-located server.
+    """
+    if p.disaggregation_mode != "decode" or p.max_running_requests is None:
+        return 0
+    per_worker = max(1, p.max_running_requests // max(1, p.dp_size))
+    if per_worker <= DECODE_EXTRA_SLOTS_MAX_PER_WORKER:
+        return DECODE_EXTRA_SLOTS_PER_REQUEST * per_worker
+    return 0
 
 
 def resolve_kv_dtype(p: Profile, gpu: Gpu) -> str:
@@ -452,4 +476,5 @@ def resolve(p: Profile) -> ServerArgs:
         requests_per_worker=None if mrr is None else requests_per_worker(mrr, attn_dp),
         context_length=p.context_length, draft=draft, draft_attn_tp_size=draft_tp,
         draft_kv_bytes_per_token=draft_kv, dspark=dspark, draft_model_path=draft_path,
+        decode_extra_slots=decode_extra_slots(p),
     )

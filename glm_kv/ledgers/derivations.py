@@ -385,7 +385,10 @@ def _tail(plan: "Plan") -> list[Derivation]:
     if not t.rows:
         return []
     # the tail is sized by the requests per worker SGLang resolved (capped, or automatic)
-    rows = Var("requests_per_worker", t.rows - TAIL_EXTRA_ROWS) + Num(TAIL_EXTRA_ROWS)
+    extra = plan.args.decode_extra_slots   # a PD decode server's pre-allocation rows
+    rows = Var("requests_per_worker", t.rows - TAIL_EXTRA_ROWS - extra) + Num(TAIL_EXTRA_ROWS)
+    if extra:
+        rows = rows + Var("decode_extra_slots", extra)
     expr = rows * Var("tail_width", t.width) * Var("index_head_dim", t.head_dim) * Var(
         "itemsize", _itemsize(t.dtype)) * Num(2) * Var("full_layers", t.num_layers)
     return [Derivation("compress_tail_bytes", expr, "B", "tail.bytes",

@@ -144,7 +144,8 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
     draft_dev = device_kv_bytes(device_tokens, token, draft_layers) if draft_layers else 0
     size_gb = p.hicache_size
     ratio, ratio_src = p.hicache_ratio, "profile"
-    if size_gb > 0:
+    if size_gb > 0:   # the size wins; the ratio SGLang still resolves is the given one, else 2.0
+        ratio = p.hicache_ratio if explicit_ratio(p) else DEFAULT_HICACHE_RATIO
         ratio_src = "unused (hicache_size)"
     elif not explicit_ratio(p):
         host_mem = p.host_memory_bytes
@@ -169,7 +170,10 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
     ledger.update(kv_host_tokens=tokens, kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
                   mamba_host_slots=slots, mamba_host_bytes=mamba_b, total_host_bytes=total,
                   kv_tokens=tokens, kv_bytes=kv_b, indexer_bytes=idx_b, mamba_slots=slots,
-                  mamba_bytes=mamba_b, total_bytes=total, hicache_ratio=None if size_gb > 0 else ratio,
+                  mamba_bytes=mamba_b, total_bytes=total,
+                  # 0.5.23 resolves a ratio even when --hicache-size sizes the pools
+                  # (handle_hicache_ratio_default: the given one, else 2.0); it is unused for sizing
+                  hicache_ratio=None if size_gb > 0 and not rules.auto_hicache_ratio else ratio,
                   hicache_ratio_source=ratio_src, kv_layers=layers, indexer_logged_bytes=idx_logged,
                   device_bytes=kv_dev + mamba_dev + draft_dev)
     return HostLedger(**ledger)

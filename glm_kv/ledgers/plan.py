@@ -111,7 +111,7 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
         notes.append("compress tail not sized: max_running_requests is automatic and capacity is unknown")
         tail = tail_ledger(model, 0, args.draft_tokens)
     else:
-        tail = tail_ledger(model, reqs, args.draft_tokens)
+        tail = tail_ledger(model, reqs, args.draft_tokens, args.decode_extra_slots)
     host = host_ledger(model, p, tok, req.state_slot_bytes,
                        cap.max_total_num_tokens if cap else None,
                        cap.max_mamba_cache_size if cap else None,

@@ -16,7 +16,8 @@ from ..errors import ProfileError
 from ..inputs.gpus import resolve_gpu
 from ..inputs.model import load_model
 from ..inputs.profile import Profile, load_profile, make_profile
-from ..inputs.resolve import SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, resolve_context_length
+from ..inputs.resolve import (DECODE_EXTRA_SLOTS_MAX_PER_WORKER, DECODE_EXTRA_SLOTS_PER_REQUEST,
+                              SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, resolve_context_length)
 from ..units import GiB, requests_per_worker
 from .capacity import BINDING_LABELS, pool_sizes, refusal
 from .memory import no_memory_rule, rest_for_profile
@@ -129,6 +130,7 @@ def _combo_row(base: dict, combo: dict) -> dict:
             "attn_dp_size": plan.parallel.attn_dp_size, "attn_tp_size": plan.parallel.attn_tp_size,
             "draft_tokens": plan.draft_tokens, "verify_state_draft_tokens": plan.args.verify_state_draft_tokens,
             "tail_bytes_per_row": plan.tail.bytes_per_row,
+            "_pd_decode": int(p.disaggregation_mode == "decode"), "_dp_ranks": p.dp_size,
             "_profile": p}
 
 
@@ -157,7 +159,7 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
             combo_err[i] = _message_code(messages, c["error"])
     err = combo_err[codes]
     out: dict[str, Any] = {}
-    for col in COMBO_COLUMNS:
+    for col in COMBO_COLUMNS + ("_pd_decode", "_dp_ranks"):
         out[col] = _take(np.array([c.get(col, 0) for c in combos], dtype=np.int64), codes)
     per_combo = {k: _take(np.array([np.nan if c[k] is None else float(c[k]) for c in combo_keys]), codes)
                  for k in ("mamba_full_memory_ratio", "max_mamba_cache_size", "max_total_tokens",
@@ -199,7 +201,13 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
                                              categories=["fits", "tokens", "mamba"])
     out["fits"] = good & (requests > 0) & (limit == 0)
     reqs_for_tail = np.where(good, cap["max_running_requests_resolved"], requests)
-    rows = np.where(out["tail_bytes_per_row"] > 0, reqs_for_tail + TAIL_EXTRA_ROWS, 0)
+    # a PD decode server's pre-allocation rows (resolve.decode_extra_slots, on the user's cap)
+    user_per_worker = np.maximum(1, np.where(np.isnan(mrr_user), 1, mrr_user).astype(np.int64)
+                                 // np.maximum(out.pop("_dp_ranks"), 1))
+    extra = np.where((out.pop("_pd_decode") > 0) & ~np.isnan(mrr_user)
+                     & (user_per_worker <= DECODE_EXTRA_SLOTS_MAX_PER_WORKER),
+                     DECODE_EXTRA_SLOTS_PER_REQUEST * user_per_worker, 0)
+    rows = np.where(out["tail_bytes_per_row"] > 0, reqs_for_tail + extra + TAIL_EXTRA_ROWS, 0)
     out["tail_rows"] = rows
     out["tail_bytes"] = rows * out["tail_bytes_per_row"]
     bad = err != 0

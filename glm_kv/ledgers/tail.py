@@ -38,11 +38,13 @@ def tail_bytes_per_row(model: ModelConfig, draft_tokens: int) -> int:
             * len(model.dsa_indexed_layers))
 
 
-def tail_ledger(model: ModelConfig, requests_per_worker: int, draft_tokens: int) -> TailLedger:
-    """rows = req_to_token rows + 1 = per-worker requests + 2; width = index_kpool + draft tokens."""
+def tail_ledger(model: ModelConfig, requests_per_worker: int, draft_tokens: int,
+                decode_extra_slots: int = 0) -> TailLedger:
+    """rows = req_to_token rows + 1 = per-worker requests + 2 (+ a decode server's pre-allocation
+    rows, ``ServerArgs.decode_extra_slots``); width = index_kpool + draft tokens."""
     if not kpool_use_compress(model):
         return TailLedger(0, 0, model.index_head_dim, TAIL_DTYPE, 0, 0, 0)
-    rows = requests_per_worker + TAIL_EXTRA_ROWS
+    rows = requests_per_worker + decode_extra_slots + TAIL_EXTRA_ROWS
     per_row = tail_bytes_per_row(model, draft_tokens)
     return TailLedger(rows, model.index_kpool + draft_tokens, model.index_head_dim, TAIL_DTYPE,
                       len(model.dsa_indexed_layers), per_row, rows * per_row)

@@ -283,7 +283,8 @@ def _host(configurator, profile, tokens, max_reqs, v, host: bool = True, r=None)
         "kv_layers": int(kvh.layer_num),
         "indexer_bytes": int(idx_bytes) if idx is not None else 0,
         "mamba_slots": int(mh.size), "mamba_bytes": int(mh.size * mh.size_per_token),
-        "hicache_ratio": None if get_memory().hicache_size > 0 else float(get_memory().hicache_ratio),
+        # the ratio SGLang resolved (handle_hicache_ratio_default), also when --hicache-size sizes the pools
+        "hicache_ratio": None if get_memory().hicache_ratio is None else float(get_memory().hicache_ratio),
         "auto_sized": fraction is not None,
     }
     out["total_bytes"] = out["kv_bytes"] + out["indexer_bytes"] + out["mamba_bytes"]

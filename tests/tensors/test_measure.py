@@ -366,8 +366,8 @@ PLANTED = {
          "* DTYPE_BYTES[p.mamba_ssm_dtype] + 4"),
         ["--profile", "article"], "mamba_pool.temporal"),
     "tail: one row too few": (
-        ("glm_kv.ledgers.tail", "tail_ledger", "rows = requests_per_worker + TAIL_EXTRA_ROWS",
-         "rows = requests_per_worker + TAIL_EXTRA_ROWS - 1"),
+        ("glm_kv.ledgers.tail", "tail_ledger", "rows = requests_per_worker + decode_extra_slots + TAIL_EXTRA_ROWS",
+         "rows = requests_per_worker + decode_extra_slots + TAIL_EXTRA_ROWS - 1"),
         ["--profile", "article"], "full_kv_pool._compress_tail_k[0]"),
     "tail: width without the draft tokens": (
         ("glm_kv.ledgers.tail", "tail_bytes_per_row", "width = model.index_kpool + draft_tokens",

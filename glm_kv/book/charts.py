@@ -504,20 +504,26 @@ def fits_map_data(profile, gpus: Iterable[str], requests: Iterable[int], context
     df = sweep(prof, grid=True, gpu=list(gpus), max_running_requests=[r * attn_dp for r in requests],
                context_length=list(contexts))
     out = df.rename(columns={"max_running_requests": "requested (global)"})
-    out["requests per rank"] = df["requests_per_worker"]
+    ok = df["error"].isna()
+    # the requests each point asks for, per rank (a refused point has no plan, but still its grid value)
+    out["requests per rank"] = (df["max_running_requests"].astype("int64") // attn_dp).astype("int64")
     out["served per rank"] = df["max_running_requests_resolved"]
     out["mamba slots"] = df["max_mamba_cache_size_resolved"]
     out["tokens needed"] = df["resident_tokens_per_rank"]  # shown in the tooltip only
-    # requests of this context length that fit at once (glm_kv.ledgers.derivations' one formula)
-    fit = requests_fit_expr(df["requests_per_worker"].to_numpy(), df["max_total_num_tokens"].to_numpy(),
-                            df["context_length"].to_numpy(), df["max_mamba_cache_size_resolved"].to_numpy(),
-                            df["slots_per_request"].to_numpy())
+    # requests of this context length that fit at once (glm_kv.ledgers.derivations' one formula);
+    # refused points (no pools: e.g. the weights leave no memory on that GPU) are 0 and "refused"
+    fit = requests_fit_expr(df["requests_per_worker"].fillna(0).astype("int64").to_numpy(),
+                            df["max_total_num_tokens"].fillna(0).astype("int64").to_numpy(),
+                            df["context_length"].to_numpy(),
+                            df["max_mamba_cache_size_resolved"].fillna(0).astype("int64").to_numpy(),
+                            df["slots_per_request"].fillna(1).astype("int64").to_numpy())
     out["requests that fit"] = fit.value()
     out["binds at this context"] = fit_binding(fit)
     # The verdict is the engine's (sweep's ``limit``); here it only gets words.
     words = {"fits": "fits", "tokens": "too many tokens", "mamba": "too many requests (mamba)"}
     out["verdict"] = df["limit"].astype(object).map(lambda v: words.get(v, "refused"))
-    out.loc[df["error"].notna(), "verdict"] = "refused"
+    out.loc[~ok, ["verdict", "binds at this context"]] = "refused"
+    out.loc[~ok, "requests that fit"] = 0
     out["weights"] = weights_label(prof)
     return out
 

@@ -95,13 +95,17 @@ def test_sampled_inert_rows_move_no_pool_byte(base):
 
 
 def test_sampled_sglang_refusals_are_sglangs(base):
-    """REFUSED_SAMPLE rows refused in SGLang's words: SGLang still refuses them, with the quoted message."""
+    """REFUSED_SAMPLE rows refused in SGLang's words: SGLang still refuses them, with the quoted message.
+
+    A refusal may hold on some proof profiles only (``--qsa-indexer-dtype``: only where HiCache builds its
+    host pools); glm-kv then refuses the flag on every launch, conservatively, and the row's reason quotes
+    the message of a profile SGLang refuses it on. Nowhere may SGLang's sizing move a pool with it."""
     rows = random.Random(_seed() + 1).sample(REFUSED_BY_SGLANG_ROWS, min(REFUSED_SAMPLE, len(REFUSED_BY_SGLANG_ROWS)))
     for row in rows:
         r = ft.prove(row["field"], _kwargs(row), base)
-        assert not r["inert_on"] and "moves" not in r, f"seed {_seed()}: {row['field']}: SGLang accepts it: {r}"
-        first = r["refused_on"][ft.PROOF_PROFILES[0][0]]
-        assert " ".join(first["message"].split())[:200] in row["why"], (row["why"], first)
+        assert r["refused_on"] and "moves" not in r, f"seed {_seed()}: {row['field']}: SGLang accepts it: {r}"
+        quoted = [" ".join(e["message"].split())[:200] for e in r["refused_on"].values()]
+        assert any(q in row["why"] for q in quoted), (row["why"], r["refused_on"])
 
 
 # Planted errors: flags that move SGLang's pools, as if someone marked them inert.

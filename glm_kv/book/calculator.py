@@ -309,7 +309,7 @@ CSS = """
 .glm-kv-calc label.row,.glm-kv-calc div.row{display:flex;flex-direction:row;gap:.4em;align-items:center;flex-wrap:nowrap}
 .glm-kv-calc .row input[type=checkbox]{margin:0;flex:none;width:auto}
 .glm-kv-calc .row input[type=range]{flex:1 1 8em;min-width:6em;width:auto}
-.glm-kv-calc .row input[type=number]{flex:none;width:6.5em;box-sizing:border-box}
+.glm-kv-calc .row input[type=number]{flex:none;width:8em;box-sizing:border-box}
 .glm-kv-calc .row output{flex:0 0 4em;width:4em;display:inline-block;text-align:right}
 .glm-kv-calc select,.glm-kv-calc input[type=number]{max-width:100%;box-sizing:border-box}
 .glm-kv-calc input[type=range]{width:100%}

@@ -110,3 +110,16 @@ def collect_garbage(request: pytest.FixtureRequest):
         for name in [n for n in funcargs if n != request.fixturename]:
             del funcargs[name]
     gc.collect()
+
+
+def skip_folder_unless(ready: bool, reason: str, folder, items) -> None:
+    """A test group with its own venv (tests/sglang, tests/vllm): when that venv is not ``ready``,
+    every test collected under ``folder`` is skipped with ``reason`` (the conftests' one hook)."""
+    from pathlib import Path
+
+    if ready:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if Path(str(item.fspath)).resolve().is_relative_to(folder):
+            item.add_marker(skip)

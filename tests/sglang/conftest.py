@@ -38,12 +38,9 @@ if ENABLED:
 
 
 def pytest_collection_modifyitems(config, items):
-    if ENABLED:
-        return
-    skip = pytest.mark.skip(reason=SKIP_REASON)
-    for item in items:
-        if Path(str(item.fspath)).resolve().is_relative_to(HERE):
-            item.add_marker(skip)
+    from tests.pytest_glm_kv import skip_folder_unless
+
+    skip_folder_unless(ENABLED, SKIP_REASON, HERE, items)
 
 
 @pytest.fixture(scope="session")

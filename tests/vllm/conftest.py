@@ -26,12 +26,9 @@ else:
 
 
 def pytest_collection_modifyitems(config, items):
-    if READY:
-        return
-    skip = pytest.mark.skip(reason=SKIP_REASON)
-    for item in items:
-        if Path(str(item.fspath)).resolve().is_relative_to(HERE):
-            item.add_marker(skip)
+    from tests.pytest_glm_kv import skip_folder_unless
+
+    skip_folder_unless(READY, SKIP_REASON, HERE, items)
 
 
 _CACHE: dict[str, dict] = {}

@@ -56,6 +56,7 @@ def _profile_from_args(args):
 # One vocabulary (issue 29, book/notation.md): "binds" is only ever what limits the requests of the
 # profile's context that fit at once; what set SGLang's own max_running_requests is "set by".
 BINDS_WORDS = {"requested": "requests asked for", "tokens": "token slots", "mamba": "state slots"}
+STATE_WORDS = {"kda_state": "KDA", "gdn_state": "Gated DeltaNet", "mamba2_state": "Mamba-2"}
 CAP_WORDS = {"requested": "--max-running-requests", "auto": "SGLang's automatic value",
              "tokens": "token slots", "mamba": "state slots"}
 
@@ -68,26 +69,35 @@ def render_plan(plan, ignored: list[str]) -> None:
     from .ledgers.derivations import binding_at_context, requests_fit
 
     p, tok, req, tail, cap, host = plan.profile, plan.token, plan.request, plan.tail, plan.capacity, plan.host
-    t = Table(title=f"glm-kv plan: {escape(one_line(p.label))} (layout {p.sglang_layout}, {plan.gpu.name}, "
+    t = Table(title=f"glm-kv plan: {escape(one_line(p.label))} ({escape(one_line(plan.config.name))}, "
+                    f"layout {p.sglang_layout}, {plan.gpu.name}, "
                     f"tp {p.tp_size}, attn_tp {plan.parallel.attn_tp_size}, attn_dp {plan.parallel.attn_dp_size})",
               show_lines=False)
     t.add_column("ledger")
     t.add_column("quantity")
     t.add_column("per rank", justify="right")
-    rows = [
+    state = STATE_WORDS.get(req.state_kind or "", "state")
+    rows = [(("layers", f"{kind} x {d['layers']}",
+              f"{d['bytes_per_layer']:,} B per layer per {'token' if d['pool'] == 'token' else 'state slot'}"))
+            for kind, d in plan.layers.by_kind().items()]
+    rows += [
         ("token", "kv_cache_dtype / layout", f"{tok.kv_cache_dtype} / {tok.kv_layout}"),
         ("token", "kv_cache_dim", f"{tok.kv_cache_dim}"),
         ("token", f"KV over {tok.num_full_layers} full layers", f"{tok.kv_bytes_per_token:,} B/token"),
         ("token", "indexer K", f"{tok.indexer_bytes_per_token:,} B/token"),
         ("token", "cell_size (token budget divisor)", f"{tok.cell_size_bytes:,} B/token"),
         ("token", "page_size / indexer page", f"{tok.page_size} / {tok.indexer_page_bytes:,} B"),
-        ("request", "conv / temporal state", f"{tuple(req.conv_state_shape)} bf16 / "
-                                               f"{tuple(req.temporal_state_shape)} {req.temporal_dtype}"),
-        ("request", f"state slot ({req.num_linear_layers} KDA layers)", fmt_bytes(req.state_slot_bytes)),
-        ("request", f"slots per request ({req.mamba_strategy})", f"{req.slots_per_request}"),
-        ("request", "KDA state per request", fmt_bytes(req.state_bytes_per_request)),
-        ("tail", f"compress tail ({tail.rows} rows x {tail.width})", fmt_bytes(tail.bytes)),
     ]
+    if plan.hybrid:
+        rows += [
+            ("request", "conv / temporal state", f"{tuple(req.conv_state_shape)} bf16 / "
+                                                   f"{tuple(req.temporal_state_shape)} {req.temporal_dtype}"),
+            ("request", f"state slot ({req.num_linear_layers} {state} layers)", fmt_bytes(req.state_slot_bytes)),
+            ("request", f"slots per request ({req.mamba_strategy})", f"{req.slots_per_request}"),
+            ("request", f"{state} state per request", fmt_bytes(req.state_bytes_per_request)),
+        ]
+    if tail.rows:
+        rows.append(("tail", f"compress tail ({tail.rows} rows x {tail.width})", fmt_bytes(tail.bytes)))
     if cap is not None:
         rows += [
             *([("capacity", f"mem_fraction_static ({plan.memory.mem_fraction_source})",
@@ -98,8 +108,8 @@ def render_plan(plan, ignored: list[str]) -> None:
                 fmt_bytes(plan.memory.weights_bytes, "GiB"))]
               if plan.memory and plan.memory.weights_bytes is not None and p.available_bytes is None else []),
             ("capacity", "rest for pools", fmt_bytes(cap.available_bytes)),
-            ("capacity", "max_mamba_cache_size", f"{cap.max_mamba_cache_size:,}"),
-            ("capacity", "Mamba Cache size", fmt_bytes(cap.mamba_pool_bytes)),
+            *([("capacity", "max_mamba_cache_size", f"{cap.max_mamba_cache_size:,}"),
+               ("capacity", "Mamba Cache size", fmt_bytes(cap.mamba_pool_bytes))] if plan.hybrid else []),
             ("capacity", "max_total_num_tokens", f"{cap.max_total_num_tokens:,}"),
             ("capacity", "KV Cache size", fmt_bytes(cap.token_pool_bytes)),
             ("capacity", "max_running_requests (per worker)",
@@ -122,56 +132,10 @@ def render_plan(plan, ignored: list[str]) -> None:
                              + " ".join(one_line(w, 200) for w in ignored)))
 
 
-def render_model_plan(plan) -> None:
-    """The other hybrid models' ledgers (issue 22) as one table."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    tok, req, cap = plan.token, plan.request, plan.capacity
-    t = Table(title=escape(f"glm-kv plan: {one_line(plan.config.name)} ({plan.config.family}, {plan.gpu.name}, "
-                           f"attn_tp {tok.attn_tp_size}, attn_dp {plan.attn_dp_size})"))
-    for col in ("ledger", "item", "value"):
-        t.add_column(col)
-    for kind, d in plan.layers.by_kind().items():
-        unit = "token" if d["pool"] == "token" else "state slot"
-        t.add_row("layers", f"{kind} x {d['layers']}", f"{fmt_bytes(d['bytes_per_layer'])} per layer per {unit}")
-    rows = [("token", "cell_size (per token, all layers)", fmt_bytes(tok.cell_size_bytes)),
-            ("token", "kv_cache_dtype / page_size", f"{tok.kv_cache_dtype} / {tok.page_size}"),
-            ("request", "state slot (mamba_cache_per_req)", fmt_bytes(req.state_slot_bytes)),
-            ("request", f"slots per request ({req.mamba_strategy})", str(req.slots_per_request)),
-            ("request", "state bytes per request", fmt_bytes(req.state_bytes_per_request))]
-    if cap is not None:
-        rows += [("capacity", "available_bytes", fmt_bytes(cap.available_bytes, "GiB")),
-                 ("capacity", "max_total_num_tokens", f"{cap.max_total_num_tokens:,}"),
-                 ("capacity", "max_running_requests", f"{cap.max_running_requests:,} ({cap.binding_limit})")]
-        if cap.max_mamba_cache_size is not None:
-            rows.append(("capacity", "max_mamba_cache_size", f"{cap.max_mamba_cache_size:,}"))
-    for r in rows:
-        t.add_row(*r)
-    console = Console()
-    console.print(t)
-    for note in plan.notes:
-        console.print(escape(f"note: {one_line(note, 2000)}"))
-
-
 def cmd_plan(args) -> int:
     from .ledgers.plan import compute_plan
 
     profile, ignored = _profile_from_args(args)
-    from .inputs.hf_config import names_other_model   # issue 22 entry point: the other hybrid models
-    if names_other_model(profile.model):
-        from .ledgers.model_plan import model_plan
-
-        other = model_plan(profile)
-        if args.json:
-            d = other.to_dict()
-            if ignored:
-                d["inert_flags"] = ignored
-            print(json.dumps(d, indent=2, allow_nan=False))
-        else:
-            render_model_plan(other)
-        return 0
     plan = compute_plan(profile)
     if args.json:
         d = plan.to_dict()

@@ -72,6 +72,17 @@ class HfConfig:
         return "text_config" in self.top
 
     @property
+    def num_nextn_predict_layers(self) -> int:
+        """MTP layers the checkpoint ships (SGLang's NEXTN draft); 0 without any."""
+        v = self.text.get("num_nextn_predict_layers", 0)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+    @property
+    def vocab_size(self) -> int:
+        v = self.text.get("vocab_size", self.top.get("vocab_size", 0))
+        return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+    @property
     def kv_cache_quant_algo(self) -> str | None:
         """ModelOpt's ``kv_cache_quant_algo`` (hf_quant_config.json or quantization_config)."""
         for owner in (self.quant or {}).get("quantization") or {}, self.top.get("quantization_config") or {}:
@@ -170,6 +181,22 @@ def load_hf_config(model: str) -> HfConfig:
     cfg = _read_json_file(path, "model")
     return hf_config_from_dict(cfg, path.parent.name or str(path), str(path),
                                quant=_quant_beside(path, "model"))
+
+
+@lru_cache(maxsize=32)
+def glm_hf_config(model: str) -> HfConfig:
+    """GLM-5.3-Flash's config as any model's (``HfConfig``), for the model ``inputs.model.load_model``
+    has already read and checked: the shipped one, or a user's config.json whose ``model_type`` may
+    be left out (that reader's rule: no ``model_type`` means GLM-5.3-Flash)."""
+    if shipped_name(model) == "glm-5.3-flash":
+        return load_hf_config("glm-5.3-flash")
+    path = Path(model)
+    if path.is_dir():
+        path = path / "config.json"
+    cfg = _read_json_file(path, "model")
+    if isinstance(cfg, dict) and "model_type" not in cfg:
+        cfg = {**cfg, "model_type": "glm5_next"}
+    return hf_config_from_dict(cfg, path.parent.name or str(path), str(path), quant=_quant_beside(path, "model"))
 
 
 def names_other_model(model: str) -> bool:

@@ -15,9 +15,10 @@ from ..units import requests_per_worker
 from .draft import (DFLASH_DEFAULT_BLOCK_SIZE, DSPARK_DEFAULT_GAMMA, DraftConfig, DSparkFields,
                     check_dspark_draft, draft_kv_bytes_per_token, dspark_draft_path, dspark_fields, load_draft)
 from .gpus import Gpu, resolve_gpu
+from .hf_config import HfConfig, glm_hf_config, load_hf_config, names_other_model
 from .model import ModelConfig, load_model
 from .profile import Profile
-from .rules import rules_for
+from .rules import RULES, SglangRules, rules_for
 
 ARTICLE_PAGE_SIZE = 64  # upstream f4de6abee6: DSATokenToKVPool asserts page_size == 64 on CUDA
 SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
@@ -39,10 +40,16 @@ ENCODER_DISAGG_ARCHITECTURES = (
 
 @dataclass(frozen=True)
 class ServerArgs:
-    """The subset of SGLang's resolved ``ServerArgs`` that decides KV-cache memory on a rank."""
+    """The subset of SGLang's resolved ``ServerArgs`` that decides KV-cache memory on a rank.
+
+    Every model is the same kind of data here: ``config`` (its config.json) and ``layers`` (the
+    cache specs SGLang allocates per layer, built from the config and these resolved arguments).
+    ``model`` is GLM-5.3-Flash's validated reading of its config, kept for the book's GLM chapters;
+    None for every other model. No ledger reads it.
+    """
 
     profile: Profile                       # context_length filled in
-    model: ModelConfig
+    model: ModelConfig | None
     gpu: Gpu
     kv_cache_dtype: str                    # "bfloat16" or "fp8_e4m3" (never "auto")
     dsa_prefill_backend: str
@@ -62,6 +69,10 @@ class ServerArgs:
     dspark: DSparkFields | None = None        # DSPARK: gamma, Markov head, mask token of the draft
     draft_model_path: str | None = None       # the draft folder read (DSPARK may default it to <model>/dspark)
     decode_extra_slots: int = 0               # PD decode: req_to_token rows beyond the per-worker cap
+    config: HfConfig | None = None            # the model's config.json (any model)
+    rules: SglangRules | None = None          # the layout's rules, looked up once (rules_for)
+    attn_tp_size: int = 1                     # tp // attn_dp // attn_cp
+    linear_attn_tp_size: int = 1              # the TP that splits the state heads (CP-TP sharing: tp)
 
     @property
     def verify_state_draft_tokens(self) -> int:
@@ -128,17 +139,6 @@ def resolve_dsa_backends(p: Profile, gpu: Gpu, kv_dtype: str) -> tuple[str, str]
         raise ProfileError("dsa_prefill_backend", f"CUDA TileLang FP8 KV requires SM89 or newer "
                                                   f"(this GPU is SM{gpu.sm}); SGLang 0.5.23 refuses it at start-up")
     return prefill, decode
-
-
-def effective_kpool(model: ModelConfig) -> int:
-    return model.index_kpool if model.index_kpool_compress else 1
-
-
-def resolve_page_size(model: ModelConfig, layout: str) -> int:
-    """article: 64-token pages; 0.5.23 forces 64 x index_kpool (256) for this model."""
-    if rules_for(layout).page_times_kpool:
-        return ARTICLE_PAGE_SIZE * effective_kpool(model)
-    return ARTICLE_PAGE_SIZE
 
 
 def dspark_draft_token_count(p: Profile, dspark: DSparkFields | None) -> int:
@@ -211,6 +211,10 @@ def validate_strategy(p: Profile, strategy: str, page_size: int) -> None:
     """The start-up refusals SGLang 0.5.23 gives for this model; the article layout had none."""
     if not rules_for(p).startup_refusals:
         return
+    if strategy == "no_buffer" and p.mamba_scheduler_strategy == "no_buffer" and not p.disable_overlap_schedule:
+        # validate_mamba_no_buffer (arg_groups/mamba_hook.py); auto turns the overlap schedule off itself
+        raise ProfileError("mamba_scheduler_strategy", "SGLang 0.5.23 refuses it: \"no_buffer do not support overlap "
+                                                       "schedule. Try to set disable_overlap_schedule=True.\"")
     if strategy == "no_buffer" and page_size > 1:
         field = ("mamba_scheduler_strategy" if p.mamba_scheduler_strategy == "no_buffer"
                  else "linear_attn_backend")
@@ -239,8 +243,8 @@ def validate_caps(p: Profile, page_size: int, attn_dp: int) -> None:
                                                    f"once divided over the {attn_dp} DP-attention workers")
 
 
-def validate_combination(p: Profile, model: ModelConfig) -> None:
-    """Combinations SGLang refuses at start-up, whatever the sizes."""
+def validate_combination(p: Profile, model) -> None:
+    """Combinations SGLang refuses at start-up, whatever the sizes (``model``: its ``ModelFacts``)."""
     if p.language_model_only:  # handle_language_model_only (arg_groups/model_hook.py)
         if p.language_only:
             raise ProfileError("language_model_only", "cannot be combined with language_only")
@@ -414,39 +418,180 @@ def draft_attn_tp(p: Profile) -> int:
     return p.tp_size
 
 
-def resolve_context_length(profile: Profile, model: ModelConfig) -> Profile:
+def resolve_context_length(profile: Profile, model) -> Profile:
     """SGLang's context_len: --context-length when given, else the model's max_position_embeddings.
 
     Longer than the model's maximum is a start-up error (``ModelConfig._derive_context_length``)
     unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (``allow_overwrite_longer_context_len``).
+    ``model``: anything with ``max_position_embeddings`` (None: the config has none).
     """
+    longest = model.max_position_embeddings
     if profile.context_length is not None:
-        if (profile.context_length > model.max_position_embeddings
+        if (longest is not None and profile.context_length > longest
                 and not profile.allow_overwrite_longer_context_len):
             raise ProfileError("context_length", f"{profile.context_length:,} is longer than the model's "
-                                                 f"max_position_embeddings ({model.max_position_embeddings:,}); "
+                                                 f"max_position_embeddings ({longest:,}); "
                                                  f"SGLang refuses it unless SGLANG_ALLOW_OVERWRITE_LONGER_"
                                                  f"CONTEXT_LEN=1 (allow_overwrite_longer_context_len: true)")
         return profile
-    return profile.model_copy(update={"context_length": model.max_position_embeddings})
+    if longest is None:
+        raise ProfileError("context_length", "give it: the config has no max_position_embeddings")
+    return profile.model_copy(update={"context_length": longest})
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What resolution reads of any model's config besides its layers: the architecture, the MTP
+    layers, the longest context, the vocabulary, the DSA indexer's pooling (1 without one)."""
+
+    architectures: tuple[str, ...]
+    num_nextn_predict_layers: int
+    max_position_embeddings: int | None
+    vocab_size: int
+    family: str
+    index_kpool: int          # the config's index_kpool (get_dsa_index_kpool: 1 when absent)
+    is_dsa: bool
+
+    @property
+    def has_state_layers(self) -> bool:
+        """A hybrid family: linear-attention / SSM layers hold per-request state (MambaPool)."""
+        return "+" in self.family
+
+
+def model_facts(config: HfConfig, model: ModelConfig | None) -> ModelFacts:
+    """The facts from GLM-5.3-Flash's checked reader when there is one, else from the config."""
+    from .hf_config import config_int, config_where
+
+    t = config.text
+    if model is not None:
+        longest = model.max_position_embeddings
+    elif t.get("max_position_embeddings") is None:
+        longest = None
+    else:   # a bad value is refused naming the config key (it was int()-ed: 1.5 -> 1, "x" a traceback)
+        longest = config_int(t, "max_position_embeddings", config_where(config))
+    dsa = bool(set(config.architectures) & set(DSA_ARCHITECTURES)) and t.get("index_topk") is not None
+    kpool = t.get("index_kpool", 1) if dsa else 1
+    return ModelFacts(architectures=config.architectures, num_nextn_predict_layers=config.num_nextn_predict_layers,
+                      max_position_embeddings=longest, vocab_size=config.vocab_size, family=config.family,
+                      index_kpool=kpool if isinstance(kpool, int) and not isinstance(kpool, bool) and kpool > 0 else 1,
+                      is_dsa=dsa)
+
+
+# is_deepseek_dsa's architectures (the config must also have index_topk)
+DSA_ARCHITECTURES = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM",
+                     "Glm5NextForConditionalGeneration")
+# families whose draft pools, context parallel and replay ring glm-kv sizes today (KDA + DSA: GLM-5.3-Flash's)
+SPECULATIVE_FAMILIES = ("mla_dsa+kda",)
+
+
+def load_config(p: Profile) -> tuple[HfConfig, ModelConfig | None]:
+    """The model's config.json (any model), and GLM-5.3-Flash's checked reading of it (None otherwise)."""
+    if names_other_model(p.model):
+        return load_hf_config(p.model), None
+    model = load_model(p.model)   # GLM-5.3-Flash's reader: its checks and messages
+    return glm_hf_config(p.model), model
+
+
+def resolve_kv(p: Profile, facts: ModelFacts, config: HfConfig, gpu: Gpu, rules: SglangRules) -> tuple[str, str, str]:
+    """(kv_cache_dtype, DSA prefill backend, DSA decode backend) as SGLang 0.5.23 resolves them.
+
+    DSA models: ``_dsa_kv_cache_dtype_resolution`` and the split backends (shared by GLM-5.3-Flash,
+    DeepSeek-V3.2, GLM-5.1). Others: ``configure_kv_cache_dtype``, the checkpoint's
+    ``kv_cache_quant_algo`` FP8 else the model dtype, after the family backend's refusals."""
+    if facts.is_dsa:
+        kv = resolve_kv_dtype(p, gpu)
+        return (kv, *resolve_dsa_backends(p, gpu, kv))
+    rules.check_kv_dtype(facts.family, gpu.sm, p.kv_cache_dtype)
+    kv = p.kv_cache_dtype if p.kv_cache_dtype != "auto" else (
+        "fp8_e4m3" if (config.kv_cache_quant_algo or "").upper() == "FP8" else "bfloat16")
+    return kv, p.dsa_prefill_backend or "", p.dsa_decode_backend or ""
+
+
+def resolve_page(p: Profile, facts: ModelFacts, gpu: Gpu, rules: SglangRules) -> int:
+    """DSA models: 64 x index_kpool (model_overrides/deepseek_v2.py: "a logical page must own a whole
+    pooled index group"; the article's layout: 64); others: the family's backend default on this GPU."""
+    if facts.is_dsa:
+        return ARTICLE_PAGE_SIZE * (facts.index_kpool if rules.page_times_kpool else 1)
+    return rules.page_size(facts.family, gpu.sm, p.page_size)
+
+
+def resolve_tp(p: Profile, facts: ModelFacts, config: HfConfig, attn_dp: int) -> tuple[int, int]:
+    """(attn_tp, linear_attn_tp): tp // attn_dp // attn_cp; the state heads split over attn_tp, or
+    over the whole TP under GLM-5.3-Flash's CP-TP group sharing (``resolve_cp_tp_group_sharing``)."""
+    if p.enable_dp_attention and p.tp_size % p.dp_size:
+        raise ProfileError("dp_size", f"with enable_dp_attention, tp_size ({p.tp_size}) must be divisible "
+                                      f"by dp_size ({p.dp_size})")
+    if p.tp_size % (attn_dp * p.attn_cp_size):
+        raise ProfileError("attn_cp_size", f"tp_size ({p.tp_size}) must be divisible by attn_dp x attn_cp "
+                                           f"({attn_dp} x {p.attn_cp_size})")
+    attn_tp = p.tp_size // attn_dp // p.attn_cp_size
+    heads = config.text.get("num_attention_heads")
+    if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 and heads % attn_tp:
+        raise ProfileError("tp_size", f"attention TP {attn_tp} must divide num_attention_heads ({heads})")
+    return attn_tp, (p.tp_size if cp_tp_group_sharing(p, facts) else attn_tp)
+
+
+CP_TP_SHARING_ARCHS = ("Glm5NextForConditionalGeneration",)
+
+
+def cp_tp_group_sharing(p: Profile, facts: ModelFacts) -> bool:
+    """``resolve_cp_tp_group_sharing``: prefill CP over the whole TP group shares it with KDA.
+
+    Then ``linear_attn_tp_size()`` is the TP size, not attn_tp (1); SGLang refuses a CP group
+    narrower than TP and any strategy but interleave for this model.
+    """
+    archs = facts.architectures
+    if not p.enable_prefill_cp or p.attn_cp_size <= 1:
+        return False
+    if archs and archs[0] not in CP_TP_SHARING_ARCHS:
+        return False
+    if p.attn_cp_size != p.tp_size:
+        raise ProfileError("attn_cp_size", f"CP-TP group sharing requires attn_cp_size == tp_size, got "
+                                           f"attn_cp_size={p.attn_cp_size}, tp_size={p.tp_size}")
+    if p.cp_strategy != "interleave":
+        raise ProfileError("cp_strategy", f"CP-TP group sharing requires cp_strategy interleave for "
+                                          f"this model, got {getattr(p, 'cp_strategy', None)!r}")
+    return True
+
+
+def refuse_unsized(p: Profile, facts: ModelFacts) -> None:
+    """What glm-kv does not size yet for a family (refused by name, never planned without it)."""
+    if facts.family in SPECULATIVE_FAMILIES:
+        return
+    what = {"speculative_algorithm": "speculative decoding's draft pools",
+            "speculative_draft_model_path": "speculative decoding's draft pools",
+            "enable_linear_replayssm_spec": "the replay-SSM ring", "attn_cp_size": "context parallel"}
+    for f, words in what.items():
+        if getattr(p, f) not in (None, False, 1):
+            raise ProfileError(f, f"{words} for {facts.family} models ({', '.join(facts.architectures) or 'this model'}) "
+                                  f"are not sized by glm-kv yet (issue 31); leave it out for a plan")
 
 
 def resolve(p: Profile) -> ServerArgs:
-    """Resolve a validated profile once; raises ProfileError for what SGLang refuses at start-up."""
-    model = load_model(p.model)
-    p = resolve_context_length(p, model)
+    """Resolve a validated profile once, for any model; raises ProfileError for what SGLang refuses
+    at start-up. The rules, the config and the model's facts are looked up here and nowhere else."""
+    rules = rules_for(p)
+    config, model = load_config(p)
+    facts = model_facts(config, model)
+    if model is None and not rules.other_models:
+        modelled = ", ".join(v for v, r in RULES.items() if r.other_models)
+        raise ProfileError("sglang_layout", f"other models are modelled for SGLang {modelled} only (the "
+                                            f"{rules.version} layout describes GLM-5.3-Flash)")
+    p = resolve_context_length(p, facts)
     if p.disaggregation_mode == "decode" and not p.disable_radix_cache:
         # handle_pd_disaggregation (pd_disaggregation_hook.py): a 0.5.23 decode server runs
         # without the radix cache (no --disaggregation-decode-enable-radix-cache modelled)
         p = p.model_copy(update={"disable_radix_cache": True})
-    validate_combination(p, model)
+    refuse_unsized(p, facts)
+    validate_combination(p, facts)
     gpu = resolve_gpu(p)
-    kv_dtype = resolve_kv_dtype(p, gpu)
-    prefill, decode = resolve_dsa_backends(p, gpu, kv_dtype)
-    page = resolve_page_size(model, p.sglang_layout)
-    strategy = resolve_strategy(p, page)
-    validate_strategy(p, strategy, page)
+    kv_dtype, prefill, decode = resolve_kv(p, facts, config, gpu, rules)
+    page = resolve_page(p, facts, gpu, rules)
+    strategy = resolve_strategy(p, page) if facts.has_state_layers else "none"
+    if facts.has_state_layers:
+        validate_strategy(p, strategy, page)
     attn_dp = p.dp_size if p.enable_dp_attention else 1
+    attn_tp, linear_tp = resolve_tp(p, facts, config, attn_dp)
     validate_caps(p, page, attn_dp)
     mrr = effective_max_running_requests(p)
     draft_path = dspark = None
@@ -458,7 +603,7 @@ def resolve(p: Profile) -> ServerArgs:
     draft = load_draft(draft_path) if draft_path is not None else None
     draft_tokens = draft_token_count(p, draft, dspark)
     if dspark is not None:
-        check_dspark_draft(dspark, model.vocab_size)
+        check_dspark_draft(dspark, facts.vocab_size)
     validate_replayssm_spec(p, draft_tokens)
     draft_tp = draft_attn_tp(p)
     draft_kv = 0
@@ -469,12 +614,13 @@ def resolve(p: Profile) -> ServerArgs:
         draft_kv = draft_kv_bytes_per_token(draft, draft_tp, 1 if kv_dtype == "fp8_e4m3" else 2)
     return ServerArgs(
         profile=p, model=model, gpu=gpu, kv_cache_dtype=kv_dtype, dsa_prefill_backend=prefill,
-        dsa_decode_backend=decode, index_kpool=effective_kpool(model), page_size=page,
+        dsa_decode_backend=decode, index_kpool=facts.index_kpool, page_size=page,
         mamba_strategy=strategy, draft_tokens=draft_tokens,
-        draft_layers=model.num_nextn_predict_layers if p.speculative_algorithm in ("EAGLE", "NEXTN") else 0,
+        draft_layers=facts.num_nextn_predict_layers if p.speculative_algorithm in ("EAGLE", "NEXTN") else 0,
         attn_dp_size=attn_dp, max_running_requests_global=mrr,
         requests_per_worker=None if mrr is None else requests_per_worker(mrr, attn_dp),
         context_length=p.context_length, draft=draft, draft_attn_tp_size=draft_tp,
         draft_kv_bytes_per_token=draft_kv, dspark=dspark, draft_model_path=draft_path,
-        decode_extra_slots=decode_extra_slots(p),
+        decode_extra_slots=decode_extra_slots(p), config=config, rules=rules,
+        attn_tp_size=attn_tp, linear_attn_tp_size=linear_tp,
     )

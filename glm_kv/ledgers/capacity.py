@@ -246,7 +246,7 @@ def pool_point(p, *, rest_gib: float, slot: int, ratio: int, cell_size: int, pag
                attn_dp: int, requests_per_worker: int | None, context_len: int) -> dict[str, int]:
     """``pool_sizes`` at one point with the profile's limits, as ints; SGLang's refusal raised.
 
-    Shared by GLM-5.3-Flash's capacity ledger and the other models' (``model_plan``)."""
+    Shared by the capacity ledger and the advice's sweeps."""
     nan = float("nan")
     out = pool_sizes(
         rest_gib, slot=slot, slots_per_request=ratio, cell_size=cell_size, page_size=page_size,
@@ -299,7 +299,34 @@ def requests_fit_at(requested: int, tokens: int, context_length: int, mamba_slot
     and ``binds_at_context``; ``derivations.requests_fit_expr`` is the same formula as a shown
     derivation (and over sweep arrays), and a test holds the two equal.
     """
-    terms = (int(requested), int(tokens) // int(context_length), int(mamba_slots) // int(slots_per_request))
+    spr = int(slots_per_request)
+    # a model without state layers (0 slots per request) has no state term: it never binds
+    state = int(mamba_slots) // spr if spr else int(requested)
+    terms = (int(requested), int(tokens) // int(context_length), state)
     n = min(terms)
     return n, FIT_LIMITS[terms.index(n)]
 
+
+
+def attention_capacity_ledger(p, *, available_bytes: int, available_source: str, cell_size: int, page_size: int,
+                              requests_per_worker: int | None, context_len: int) -> CapacityLedger:
+    """A model without state layers (MLA + DSA, plain GQA): every byte left goes to the token pool
+    (``DefaultPoolConfigurator.calculate_pool_sizes``: rest // cell_size, page-aligned, trimmed by
+    --max-total-tokens), then ``resolve_max_num_reqs`` (the requested cap or the automatic one,
+    at most half the tokens). No mamba pool: its fields are 0."""
+    tokens = available_bytes // cell_size // page_size * page_size
+    if p.max_total_tokens is not None and p.max_total_tokens < tokens:
+        tokens = p.max_total_tokens // page_size * page_size
+    if tokens <= 0:
+        raise refusal(6)
+    est = max(min(int(tokens / context_len * AUTO_REQS_PER_CONTEXT), AUTO_REQS_MAX), AUTO_REQS_MIN)
+    requested = requests_per_worker if requests_per_worker is not None else est
+    n = min(requested, tokens // 2)
+    binding = "tokens" if n < requested else "requested" if requests_per_worker is not None else "auto"
+    return CapacityLedger(
+        available_bytes=available_bytes, available_source=available_source, mamba_pool_source="none",
+        mamba_budget_bytes=0, max_mamba_cache_size=0, mamba_pool_bytes=0, spec_scratch_bytes=0,
+        token_pool_budget_bytes=available_bytes, max_total_num_tokens=tokens, token_pool_bytes=tokens * cell_size,
+        requested_max_running_requests_per_worker=requested,
+        requested_source="profile" if requests_per_worker is not None else "auto",
+        max_running_requests_per_worker=n, binding_limit=binding, capped_message=None)

@@ -439,10 +439,13 @@ def requests_fit(plan: "Plan", context_length: int | None = None) -> Derivation 
 
 def requests_fit_expr(requested, tokens, context_length, mamba_slots, slots_per_request) -> Min:
     """The one formula for requests that fit, over scalars (a plan) or arrays (a sweep):
-    min(requested, tokens // context_length, mamba_slots // slots_per_request)."""
-    return Min((Var("max_running_requests", requested),
-                Var("max_total_num_tokens", tokens) // Var("context_length", context_length),
-                Var("max_mamba_cache_size", mamba_slots) // Var("slots_per_request", slots_per_request)))
+    min(requested, tokens // context_length, mamba_slots // slots_per_request); a model without state
+    layers (slots_per_request 0, scalars) has the first two terms only."""
+    terms = (Var("max_running_requests", requested),
+             Var("max_total_num_tokens", tokens) // Var("context_length", context_length))
+    if np.ndim(slots_per_request) == 0 and slots_per_request == 0:
+        return Min(terms)
+    return Min(terms + (Var("max_mamba_cache_size", mamba_slots) // Var("slots_per_request", slots_per_request),))
 
 
 

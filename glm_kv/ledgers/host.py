@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ProfileError
-from ..inputs.model import ModelConfig
-from ..inputs.rules import rules_for
+from ..inputs.rules import SglangRules, rules_for
 from ..units import GB, GiB, index_page_count
+from .layers import STATE_KINDS, DsaIndexerK, MlaKv
+from .model_layers import ModelLayers
 from .token import TokenLedger
 
 DEFAULT_HICACHE_RATIO = 2.0                 # handle_hicache_ratio_default (cache mode)
@@ -58,11 +59,19 @@ class HostLedger:
 
 HOST_POOL_CLASSES = {"kv": "MLATokenToKVPoolHost", "indexer": "DSAIndexerPoolHost",
                      "mamba": "MambaPoolHost"}
+MHA_HOST_POOL_CLASS = "MHATokenToKVPoolHost"   # GQA/MHA models' host KV pool
 
 
-def host_entries(layout: str) -> tuple[str, ...]:
-    """article: _MambaStrategy builds KV + MAMBA; 0.5.23 adds the INDEXER sidecar of KV."""
-    return ("kv", "indexer", "mamba") if rules_for(layout).host_indexer_pool else ("kv", "mamba")
+def host_entries(layers: ModelLayers, rules: SglangRules) -> tuple[str, ...]:
+    """The HostPoolGroup's entries: KV, the INDEXER sidecar of a DSA model's KV (0.5.23; the
+    article's _MambaStrategy built KV + MAMBA only), MAMBA for a hybrid's state slots."""
+    dsa = bool(layers.specs((DsaIndexerK,))) and rules.host_indexer_pool
+    return ("kv",) + (("indexer",) if dsa else ()) + (("mamba",) if layers.specs(STATE_KINDS) else ())
+
+
+def host_classes(layers: ModelLayers, entries: tuple[str, ...]) -> tuple[str, ...]:
+    mla = bool(layers.specs((MlaKv,)))
+    return tuple(MHA_HOST_POOL_CLASS if e == "kv" and not mla else HOST_POOL_CLASSES[e] for e in entries)
 
 
 def host_size(device_capacity: int, page_size: int, ratio: float, size_gb: float, per_unit: int) -> int:
@@ -98,38 +107,41 @@ def auto_ratio(device_bytes: int, host_memory_bytes: int, ranks_per_host: int) -
     return ratio, budget
 
 
-def validate_host(p) -> None:
-    """Host-side combinations 0.5.23 refuses for this hybrid model."""
-    if not p.enable_hierarchical_cache or not rules_for(p).startup_refusals:
+def validate_host(p, rules: SglangRules | None = None, hybrid: bool = True) -> None:
+    """Host-side combinations 0.5.23 refuses for a hybrid model (MambaPoolHost's layout assert)."""
+    if not p.enable_hierarchical_cache or not hybrid or not (rules or rules_for(p)).startup_refusals:
         return
     if p.hicache_mem_layout not in MAMBA_HOST_LAYOUTS:
         raise ProfileError("hicache_mem_layout", f"{p.hicache_mem_layout!r} fails MambaPoolHost's layout "
                                                  f"assert in SGLang 0.5.23 (page_first or page_first_direct)")
 
 
-def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
+def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                 device_tokens: int | None, device_slots: int | None, *,
-                mamba_device_bytes: int | None = None, draft_layers: int = 0) -> HostLedger:
-    """The host pool group; sizes when HiCache is on and the device pools are known.
+                mamba_device_bytes: int | None = None, draft_layers: int = 0,
+                rules: SglangRules | None = None) -> HostLedger:
+    """The host pool group of any model; sizes when HiCache is on and the device pools are known.
 
     ``mamba_device_bytes``: the device mamba pool's bytes (slots + 1, plus the speculative
     intermediate buffers); ``draft_layers``: MTP layers packed into the host KV / indexer pools.
     """
-    validate_host(p)
-    rules = rules_for(p)
-    entries = host_entries(p.sglang_layout)
-    if rules.host_row_is_device_row:
+    rules = rules or rules_for(p)
+    hybrid = bool(layers.specs(STATE_KINDS))
+    validate_host(p, rules, hybrid)
+    entries = host_entries(layers, rules)
+    mla = layers.specs((MlaKv,))
+    if rules.host_row_is_device_row or not mla:
         row = token.kv_row_bytes
     else:
         # the article's build_kv_host_pool passes no override_kv_cache_dim: 512 elements even for a
         # 528 device row
-        row = (model.kv_lora_rank + model.qk_rope_head_dim) * token.kv_item_bytes
+        row = (mla[0].kv_lora_rank + mla[0].qk_rope_head_dim) * token.kv_item_bytes
     indexer = token.indexer_bytes_per_token if rules.host_indexer_pool else 0
     if not rules.host_packs_draft:
         draft_layers = 0
     kv_per_token = row * token.num_full_layers
     ledger = dict(enabled=p.enable_hierarchical_cache, entries=entries,
-                  entry_classes=tuple(HOST_POOL_CLASSES[e] for e in entries), kv_row_bytes=row,
+                  entry_classes=host_classes(layers, entries), kv_row_bytes=row,
                   kv_bytes_per_token=kv_per_token, kv_page_size=token.page_size,
                   indexer_bytes_per_token=indexer, mamba_slot_bytes=slot_bytes, mamba_page_size=1,
                   mem_layout=p.hicache_mem_layout)
@@ -137,8 +149,9 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
         return HostLedger(**ledger)
     layers = token.num_full_layers + draft_layers
     kv_spt = row * layers
-    idx_layers = (len(model.dsa_indexed_layers) + draft_layers) if indexer else 0
-    mamba_dev = mamba_device_bytes if mamba_device_bytes is not None else (device_slots + 1) * slot_bytes
+    idx_layers = (len(layers.layer_ids(DsaIndexerK)) + draft_layers) if indexer else 0
+    mamba_dev = (mamba_device_bytes if mamba_device_bytes is not None
+                 else (device_slots + 1) * slot_bytes if slot_bytes else 0)
     kv_dev = device_kv_bytes(device_tokens, token, token.num_full_layers)
     # a packed draft adds its own device pool's bytes to the auto-size total (one slot per target slot)
     draft_dev = device_kv_bytes(device_tokens, token, draft_layers) if draft_layers else 0
@@ -161,7 +174,7 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
         kv_share = size_gb * kv_dev / (kv_dev + mamba_dev)
         mamba_share = size_gb * mamba_dev / (kv_dev + mamba_dev)
     tokens = host_size(device_tokens, token.page_size, ratio, kv_share, kv_spt)
-    slots = host_size(device_slots, 1, ratio, mamba_share, slot_bytes)
+    slots = host_size(device_slots, 1, ratio, mamba_share, slot_bytes) if slot_bytes else 0
     kv_b, mamba_b = tokens * kv_spt, slots * slot_bytes
     # DSAIndexerPoolHost allocates (size + page + 1) // page pages; its log line counts one fewer.
     idx_b = index_page_count(tokens, token.page_size) * token.indexer_page_bytes * idx_layers

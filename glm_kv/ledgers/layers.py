@@ -22,12 +22,13 @@ from ..inputs.rules import SglangRules
 from ..units import DTYPE_BYTES
 
 TOKEN, STATE = "token", "state"
+LINEAR_TP = "linear-attention TP"   # how a state spec names the TP that splits its heads
 
 
-def _divide(n: int, d: int, what: str) -> int:
+def _divide(n: int, d: int, what: str, tp: str = "attention TP") -> int:
     """SGLang's ``divide``: exact, else the server cannot start (refused naming tp_size)."""
     if d <= 0 or n % d:
-        raise ProfileError("tp_size", f"attention TP {d} must divide the {what} ({n} is not divisible by {d})")
+        raise ProfileError("tp_size", f"{tp} {d} must divide the {what} ({n} is not divisible by {d})")
     return n // d
 
 
@@ -69,8 +70,16 @@ class DsaIndexerK:
     index_head_dim: int
     index_kpool: int
     rules: SglangRules
+    index_topk: int = 0            # tokens the indexer keeps (scored as index_topk // index_kpool groups)
+    kpool_compress: bool = False   # index_kpool_compress: GLM-5.3-Flash's pooled K (and its compress tail)
     kind = "dsa_indexer_k"
     pool = TOKEN
+
+    @property
+    def kpool_use_compress(self) -> bool:
+        """``DSATokenToKVPool._init_kpool_compress_tail_buffers``: ``index_kpool > 1 and
+        index_kpool_compress``; a kpool of 1 pools nothing, so no tail even with the flag set."""
+        return self.index_kpool > 1 and self.kpool_compress
 
     @property
     def unpooled_bytes(self) -> int:
@@ -79,10 +88,26 @@ class DsaIndexerK:
 
     @property
     def bytes_per_token(self) -> int:
-        """``_compute_dsa_indexer_cell_size``: ceil(132 / index_kpool) x element size."""
+        """``_compute_dsa_indexer_cell_size``: ceil(132 / index_kpool) x element size (0.5.23's pooled
+        rows); the article's layout reserves the unpooled 132 B row per token and layer."""
+        r = self.rules
+        if not r.indexer_pooled_rows:
+            return self.unpooled_bytes
+        return self.pooled_bytes
+
+    @property
+    def pooled_bytes(self) -> int:
+        """What index_kpool pooling writes per token: one pooled K per index_kpool tokens."""
         r = self.rules
         elems = self.index_head_dim + self.index_head_dim // r.fp8_scale_group * r.fp8_scale_bytes
         return math.ceil(elems / self.index_kpool) * r.indexer_item_bytes
+
+    def page_bytes(self, page_size: int) -> int:
+        """One IndexKeyCache page (a buffer row) of one layer: page_size // kpool pooled rows
+        (0.5.23), or page_size unpooled rows (the article)."""
+        if self.rules.indexer_pooled_rows:
+            return page_size // self.index_kpool * self.unpooled_bytes
+        return page_size * self.unpooled_bytes
 
 
 @dataclass(frozen=True)
@@ -149,18 +174,19 @@ class KdaState(_ConvSsmState):
     attn_tp: int
     conv_item_bytes: int
     ssm_item_bytes: int
+    ssm_dtype: str = "float32"
     kind = "kda_state"
     pool = STATE
 
     @property
     def conv_shape(self) -> tuple[int, int]:
         proj = self.num_heads * self.head_dim
-        return (self.conv_kernel - 1, _divide(proj, self.attn_tp, "KDA projection")
-                + 2 * _divide(proj, self.attn_tp, "KDA projection"))
+        part = _divide(proj, self.attn_tp, "KDA projection", LINEAR_TP)
+        return (self.conv_kernel - 1, part + 2 * part)
 
     @property
     def temporal_shape(self) -> tuple[int, int, int]:
-        return (_divide(self.num_heads, self.attn_tp, "KDA heads"), self.head_dim, self.head_dim)
+        return (_divide(self.num_heads, self.attn_tp, "KDA heads", LINEAR_TP), self.head_dim, self.head_dim)
 
 
 @dataclass(frozen=True)
@@ -178,6 +204,7 @@ class Mamba2State(_ConvSsmState):
     attn_tp: int
     conv_item_bytes: int
     ssm_item_bytes: int
+    ssm_dtype: str = "float32"
     kind = "mamba2_state"
     pool = STATE
 
@@ -190,11 +217,11 @@ class Mamba2State(_ConvSsmState):
 
     @property
     def conv_shape(self) -> tuple[int, int]:
-        return (_divide(self.conv_dim, self.attn_tp, f"{self.kind} conv dim"), self.conv_kernel - 1)
+        return (_divide(self.conv_dim, self.attn_tp, f"{self.kind} conv dim", LINEAR_TP), self.conv_kernel - 1)
 
     @property
     def temporal_shape(self) -> tuple[int, int, int]:
-        return (_divide(self.num_heads, self.attn_tp, f"{self.kind} heads"), self.head_dim, self.state_size)
+        return (_divide(self.num_heads, self.attn_tp, f"{self.kind} heads", LINEAR_TP), self.head_dim, self.state_size)
 
 
 @dataclass(frozen=True)

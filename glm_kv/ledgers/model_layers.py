@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..errors import ProfileError, shown
 from ..inputs.hf_config import HfConfig, config_where, config_int as _int
+from ..inputs.model import LINEAR_LAYER_TYPES
 from ..inputs.rules import SglangRules
 from ..units import DTYPE_BYTES
 from .layers import (STATE_KINDS, TOKEN_KINDS, DsaIndexerK, GatedDeltaNetState, GqaKv, KdaState, LayerSpec,
@@ -40,6 +41,13 @@ class CacheArgs:
     attn_tp: int
     ssm_dtype: str                 # "float32" or "bfloat16"
     ssm_dtype_from_config: bool    # True: the flag was not given (GDN/Mamba-2 read the config's)
+    # the TP width that splits the linear-attention (state) heads: attn_tp, except under GLM-5.3-Flash's
+    # CP-TP group sharing, where it is the whole TP (``linear_attn_tp_size()``); None: attn_tp
+    linear_tp: int | None = None
+
+    @property
+    def state_tp(self) -> int:
+        return self.linear_tp or self.attn_tp
 
 
 @dataclass(frozen=True)
@@ -117,21 +125,32 @@ def _indexer(cfg: HfConfig, rules: SglangRules, where: str) -> DsaIndexerK:
     d = _int(t, "index_head_dim", where)
     if d % rules.fp8_scale_group:
         raise ProfileError(f"{where}.index_head_dim", f"must be a multiple of {rules.fp8_scale_group}, got {d}")
-    return DsaIndexerK(index_head_dim=d, index_kpool=_int(t, "index_kpool", where, default=1), rules=rules)
+    return DsaIndexerK(index_head_dim=d, index_kpool=_int(t, "index_kpool", where, default=1), rules=rules,
+                       index_topk=_int(t, "index_topk", where), kpool_compress=bool(t.get("index_kpool_compress", False)))
 
 
-def _ssm_item(cfg: HfConfig, args: CacheArgs, reads_config: bool) -> int:
+def _ssm_dtype(cfg: HfConfig, args: CacheArgs, reads_config: bool) -> str:
     """``mamba2_state_dtype``: the flag, else (GDN/Mamba-2 only) the config's mamba_ssm_dtype, else fp32."""
     dtype = args.ssm_dtype
     if args.ssm_dtype_from_config and reads_config:
         dtype = cfg.text.get("mamba_ssm_dtype") or cfg.top.get("mamba_ssm_dtype") or dtype
         if dtype not in ("float32", "bfloat16", "float16"):
             dtype = "float32"   # SGLang warns and uses its default
-    return DTYPE_BYTES[dtype]
+    return dtype
+
+
+def _ssm_item(cfg: HfConfig, args: CacheArgs, reads_config: bool) -> dict:
+    """The SSM element's size and name, as the state specs take them."""
+    dtype = _ssm_dtype(cfg, args, reads_config)
+    return {"ssm_item_bytes": DTYPE_BYTES[dtype], "ssm_dtype": dtype}
 
 
 def _kda_layers(cfg: HfConfig, n: int, where: str) -> set[int]:
     lac = cfg.text.get("linear_attn_config")
+    types = cfg.text.get("layer_types")
+    if (cfg.model_type == "glm5_next" and isinstance(lac, dict) and lac.get("kda_layers") is None
+            and isinstance(types, list)):   # Glm5NextTextConfig also reads layer_types (checked in inputs.model)
+        return {i for i, kind in enumerate(types) if kind in LINEAR_LAYER_TYPES}
     if not isinstance(lac, dict) or not isinstance(lac.get("kda_layers"), list):
         raise ProfileError(f"{where}.linear_attn_config.kda_layers", "missing: a KDA model lists its KDA layers")
     kda = lac["kda_layers"]
@@ -155,8 +174,8 @@ def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLay
         kda = KdaState(num_heads=_int(lac, "num_heads", f"{where}.linear_attn_config"),
                        head_dim=_int(lac, "head_dim", f"{where}.linear_attn_config"),
                        conv_kernel=_int(lac, "short_conv_kernel_size", f"{where}.linear_attn_config", lo=2),
-                       attn_tp=args.attn_tp, conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype],
-                       ssm_item_bytes=_ssm_item(cfg, args, reads_config=False))
+                       attn_tp=args.state_tp, conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype],
+                       **_ssm_item(cfg, args, reads_config=False))
         full = (_mla(cfg, args, rules, where),) + ((_indexer(cfg, rules, where),) if is_dsa(cfg) else ())
         skip = _shared_indexer_layers(t, n)
         for i in range(n):
@@ -169,8 +188,8 @@ def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLay
             intermediate_size=_int(t, "linear_value_head_dim", where) * _int(t, "linear_num_value_heads", where),
             n_groups=_int(t, "linear_num_key_heads", where), num_heads=_int(t, "linear_num_value_heads", where),
             head_dim=_int(t, "linear_value_head_dim", where), state_size=_int(t, "linear_key_head_dim", where),
-            conv_kernel=_int(t, "linear_conv_kernel_dim", where, lo=2), attn_tp=args.attn_tp,
-            conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype], ssm_item_bytes=_ssm_item(cfg, args, True))
+            conv_kernel=_int(t, "linear_conv_kernel_dim", where, lo=2), attn_tp=args.state_tp,
+            conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype], **_ssm_item(cfg, args, True))
         gqa = _gqa(cfg, args, where)
         for i in range(n):
             layers.append((i, (gqa,) if (i + 1) % interval == 0 else (gdn,)))
@@ -187,8 +206,8 @@ def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLay
                          num_heads=heads, head_dim=hdim, state_size=_int(t, "ssm_state_size", where),
                          conv_kernel=_int(t, "conv_kernel", where, lo=2) if "conv_kernel" in t else
                          _int(t, "mamba_d_conv", where, default=4, lo=2),
-                         attn_tp=args.attn_tp, conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype],
-                         ssm_item_bytes=_ssm_item(cfg, args, True))
+                         attn_tp=args.state_tp, conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype],
+                         **_ssm_item(cfg, args, True))
         gqa = _gqa(cfg, args, where)
         for i, c in enumerate(pattern):
             layers.append((i, (m2,) if c == "M" else (gqa,) if c == "*" else ()))
@@ -233,3 +252,20 @@ def _shared_indexer_layers(t: dict, n: int) -> set[int]:
     if not isinstance(types, list):
         return set()
     return {i for i in range(min(n, len(types))) if types[i] == "shared"}
+
+
+def cache_args(args) -> CacheArgs:
+    """The launch facts the specs need, from resolved ``ServerArgs``."""
+    p = args.profile
+    return CacheArgs(kv_cache_dtype=args.kv_cache_dtype, dsa_prefill_backend=args.dsa_prefill_backend,
+                     dsa_decode_backend=args.dsa_decode_backend, attn_tp=args.attn_tp_size,
+                     ssm_dtype=p.mamba_ssm_dtype, ssm_dtype_from_config="mamba_ssm_dtype" not in p.model_fields_set,
+                     linear_tp=args.linear_attn_tp_size)
+
+
+def layers_for(args) -> ModelLayers:
+    """The model's layers for resolved ``ServerArgs`` (any model: its config and these arguments).
+
+    The plan builds them once and hands them to every ledger; a ledger called on its own (the
+    calculator, a test that changes one argument) builds them from the arguments it is given."""
+    return build_layers(args.config, cache_args(args), args.rules)

@@ -5,26 +5,29 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import ProfileError
 from ..inputs.gpus import Gpu
+from ..inputs.hf_config import HfConfig
 from ..inputs.model import ModelConfig
 from ..inputs.profile import Profile, load_profile, make_profile
 from ..inputs.resolve import ServerArgs, resolve
-from ..inputs.rules import rules_for
 from ..units import GiB, fmt_bytes
 from . import capacity as capacity_module
 from . import token as token_module
-from .capacity import CapacityLedger, capacity_ledger
+from .capacity import CapacityLedger, attention_capacity_ledger, capacity_ledger
 from .host import HostLedger, host_ledger
 from .memory import PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, memory_ledger, no_memory_rule
+from .model_layers import ModelLayers, layers_for
 from .parallel import ParallelLedger, parallel_ledger
 from .request import RequestLedger, request_ledger
-from .tail import TailLedger, tail_ledger
+from .tail import TailLedger, indexed_layers, tail_ledger
 from .token import TokenLedger, token_ledger
 
 
 @dataclass(frozen=True)
 class Plan:
+    """Every ledger of one deployment, for any model: the same fields, the same contract."""
+
     profile: Profile
-    model: ModelConfig
+    model: ModelConfig | None      # GLM-5.3-Flash's checked config reading (None for other models)
     gpu: Gpu
     args: ServerArgs
     parallel: ParallelLedger
@@ -36,6 +39,16 @@ class Plan:
     draft_tokens: int
     notes: tuple[str, ...] = field(default=())
     memory: MemoryLedger | None = None
+    layers: ModelLayers | None = None
+
+    @property
+    def config(self) -> HfConfig:
+        return self.args.config
+
+    @property
+    def hybrid(self) -> bool:
+        """Has state layers (a MambaPool): the request ledger and the mamba-first sizing apply."""
+        return self.request.state_slot_bytes > 0
 
     @property
     def requests_per_worker(self) -> int | None:
@@ -48,23 +61,25 @@ class Plan:
         return plan_to_dict(self)
 
 
-def _memory(args: ServerArgs, attn_tp: int, overrides: dict | None = None) -> MemoryLedger:
+def _memory(args: ServerArgs, attn_tp: int, overrides: dict | None = None) -> MemoryLedger | None:
     """The device-to-rest path (fraction, pre-load memory, weights) for resolved arguments.
 
     ``overrides``: measured inputs (``pre_model_load_bytes``, ``target_weights_bytes``,
     ``draft_weights_bytes`` with their sources), e.g. read off a boot log by ``verify``.
     """
     p = args.profile
+    if args.model is None:   # the device-to-rest path reads GLM-5.3-Flash's config reading today
+        return None
     return memory_ledger(p, args.model, args.gpu, args.attn_dp_size, p.max_running_requests, attn_tp,
                          **(overrides or {}))
 
 
-def _available(args: ServerArgs, mem: MemoryLedger) -> tuple[int | None, str, float | None]:
+def _available(args: ServerArgs, mem: MemoryLedger | None) -> tuple[int | None, str, float | None]:
     """Bytes left for the pools, where they come from, and SGLang's float rest in GiB."""
     p, gpu = args.profile, args.gpu
     if p.available_bytes is not None:
         return p.available_bytes, "available_bytes from the profile", p.available_bytes / GiB
-    if mem.rest_gib is None:
+    if mem is None or mem.rest_gib is None:
         return None, "unknown (give available_bytes, or weights_bytes with gpu)", None
     rest_gib, mfs = mem.rest_gib, mem.mem_fraction_static
     avail = int(rest_gib * GiB)
@@ -81,54 +96,76 @@ def _available(args: ServerArgs, mem: MemoryLedger) -> tuple[int | None, str, fl
                    f"({mem.pre_model_load_source}) x (1 - {mfs:.6g}) ({how}){mm}"), rest_gib
 
 
+def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int, source: str,
+              rest_gib: float) -> CapacityLedger:
+    """The pools from the bytes left: mamba first for a hybrid, tokens only for an attention model."""
+    p = args.profile
+    if req.state_slot_bytes:
+        return capacity_ledger(p, rest_gib=rest_gib, available_bytes=avail, available_source=source,
+                               attn_dp=args.attn_dp_size, slot=req.budget_slot_bytes,
+                               ratio=req.slots_per_request, cell_size=tok.cell_size_bytes,
+                               page_size=tok.page_size, draft_tokens=args.verify_state_draft_tokens,
+                               requests_per_worker=args.requests_per_worker, context_len=args.context_length)
+    return attention_capacity_ledger(p, available_bytes=avail, available_source=source,
+                                     cell_size=tok.cell_size_bytes, page_size=tok.page_size,
+                                     requests_per_worker=args.requests_per_worker, context_len=args.context_length)
+
+
 def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Plan:
-    """Every ledger for resolved server arguments (``memory_overrides``: see ``_memory``)."""
-    p, model = args.profile, args.model
+    """Every ledger for resolved server arguments, any model (``memory_overrides``: see ``_memory``).
+
+    The layers are built once here, from the config and the resolved arguments, and every ledger
+    sums them; the rules come resolved with the arguments."""
+    p, rules = args.profile, args.rules
+    layers = layers_for(args)
     par = parallel_ledger(args)
-    tok = token_ledger(args)
-    req = request_ledger(args, par.linear_attn_tp_size)
+    tok = token_ledger(args, layers)
+    req = request_ledger(args, par.linear_attn_tp_size, layers)
     notes: list[str] = []
     mem = _memory(args, par.attn_tp_size, memory_overrides)
     avail, source, rest_gib = _available(args, mem)
-    if mem.rest_gib is not None and p.available_bytes is None and mem.pre_model_load_source == "estimate":
+    if mem is not None and mem.rest_gib is not None and p.available_bytes is None \
+            and mem.pre_model_load_source == "estimate":
         notes.append(PRE_LOAD_ESTIMATE_NOTE)
     if avail is not None and p.available_bytes is None and "estimate" in (mem.weights_source or ""):
         notes.append(WEIGHTS_ESTIMATE_NOTE.format(weights=fmt_bytes(mem.weights_bytes)))
     cap = None
     if avail is not None:
-        cap = capacity_ledger(p, rest_gib=rest_gib, available_bytes=avail, available_source=source,
-                              attn_dp=args.attn_dp_size, slot=req.budget_slot_bytes,
-                              ratio=req.slots_per_request, cell_size=tok.cell_size_bytes,
-                              page_size=tok.page_size, draft_tokens=args.verify_state_draft_tokens,
-                              requests_per_worker=args.requests_per_worker, context_len=args.context_length)
+        cap = _capacity(args, tok, req, avail, source, rest_gib)
         if cap.capped_message:
             notes.append(cap.capped_message)
+    elif mem is None:
+        notes.append("capacity not sized: give available_bytes (SGLang's rest after weights, per rank); the "
+                     "weights and the default mem_fraction_static of this model are not computed yet (issue 31)")
     if args.max_running_requests_global != p.max_running_requests:
         notes.append(f"max_running_requests unset under speculative decoding: SGLang resets it to "
                      f"{args.max_running_requests_global}")
     reqs = cap.max_running_requests_per_worker if cap else args.requests_per_worker
+    indexed = indexed_layers(layers)
     if reqs is None:
-        notes.append("compress tail not sized: max_running_requests is automatic and capacity is unknown")
-        tail = tail_ledger(model, 0, args.draft_tokens)
+        if indexed.index_kpool > 1 and indexed.index_kpool_compress:
+            notes.append("compress tail not sized: max_running_requests is automatic and capacity is unknown")
+        tail = tail_ledger(indexed, 0, args.draft_tokens)
     else:
-        tail = tail_ledger(model, reqs, args.draft_tokens, args.decode_extra_slots)
-    host = host_ledger(model, p, tok, req.state_slot_bytes,
+        tail = tail_ledger(indexed, reqs, args.draft_tokens, args.decode_extra_slots)
+    host = host_ledger(layers, p, tok, req.state_slot_bytes,
                        cap.max_total_num_tokens if cap else None,
                        cap.max_mamba_cache_size if cap else None,
                        mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes) if cap else None,
-                       draft_layers=tok.draft_layers)
+                       draft_layers=tok.draft_layers, rules=rules)
     if host.hicache_ratio_source == "default":
         notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "
                      "hicache_ratio nor hicache_size is given; give host_memory_bytes and ranks_per_host")
-    if cap is not None and rules_for(p).capacity_note:
-        notes.append(rules_for(p).capacity_note)
+    if cap is not None and rules.capacity_note:
+        notes.append(rules.capacity_note)
     if args.draft_tokens:
         notes.append("MTP: counted are the draft layer's KV + indexer in cell_size, the verify scratch "
                      "in the mamba budget and the wider compress tail; not modelled: the draft "
                      "worker's CUDA-graph buffers")
     if p.page_size is not None and p.page_size != tok.page_size:
         notes.append(f"page_size {p.page_size} is overridden: this model runs with {tok.page_size}")
-    return Plan(p, model, args.gpu, args, par, tok, req, tail, cap, host, args.draft_tokens, tuple(notes), mem)
+    return Plan(p, args.model, args.gpu, args, par, tok, req, tail, cap, host, args.draft_tokens, tuple(notes), mem,
+                layers)
 
 
 def compute_plan(p: Profile) -> Plan:
@@ -142,15 +179,20 @@ def _json(obj, renames: dict[str, str]) -> dict:
 
 
 def plan_to_dict(plan: Plan) -> dict:
-    """The plan-contract JSON: keys are never renamed or dropped; new keys may be added."""
-    tok, req, tail, par = plan.token, plan.request, plan.tail, plan.parallel
+    """The plan-contract JSON, the same keys for every model: keys are never renamed or dropped;
+    new keys may be added (appended at the end of their section)."""
+    tok, req, tail, par, m = plan.token, plan.request, plan.tail, plan.parallel, plan.layers
+    cfg = plan.config
     d = {
         "profile": {"name": plan.profile.label, **plan.profile.model_dump(exclude={"name"})},
         "model": {
-            "name": plan.model.name, "source": plan.model.source,
-            "num_hidden_layers": plan.model.num_hidden_layers,
-            "full_attention_layers": list(plan.model.full_attention_layers),
-            "linear_attention_layers": list(plan.model.linear_attention_layers),
+            "name": cfg.name if plan.model is None else plan.model.name,
+            "source": cfg.source if plan.model is None else plan.model.source,
+            "num_hidden_layers": m.num_hidden_layers,
+            "full_attention_layers": list(m.full_attention_layers),
+            "linear_attention_layers": list(m.state_layers),
+            # appended (issue 31): which config class and layer kinds
+            "model_type": cfg.model_type, "family": cfg.family,
         },
         "gpu": asdict(plan.gpu),
         "parallel": asdict(par),
@@ -172,6 +214,7 @@ def plan_to_dict(plan: Plan) -> dict:
                        "mem_fraction_static_source": plan.memory.mem_fraction_source}
     if plan.capacity is not None:
         d["capacity"] = {**_json(plan.capacity, capacity_module.JSON_NAMES), **memory_keys(plan), **answer_keys(plan)}
+    d["layers"] = m.by_kind()     # appended (issue 31): per layer kind, its layers and bytes
     return d
 
 

@@ -1,11 +1,12 @@
-"""The per-request ledger: KDA state slots (MambaPool) and how many a request holds."""
+"""The per-request ledger: state slots (MambaPool: KDA, Gated DeltaNet, Mamba-2) and how many a request holds."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..errors import ProfileError
 from ..inputs.resolve import ServerArgs
 from ..units import DTYPE_BYTES
+from .layers import STATE_KINDS
+from .model_layers import ModelLayers, layers_for
 
 CONV_DTYPE = "bfloat16"  # mamba2_state_dtype(): conv is always bf16; only temporal follows the SSM dtype
 
@@ -26,6 +27,7 @@ class RequestLedger:
     slots_per_request: int
     state_bytes_per_request: int
     replayssm_ring_bytes_per_slot: int = 0   # --enable-linear-replayssm-spec: the KDA replay ring of one slot
+    state_kind: str | None = None            # "kda_state", "gdn_state", "mamba2_state" (None: no state layer)
 
     @property
     def budget_slot_bytes(self) -> int:
@@ -65,28 +67,33 @@ def replayssm_ring_bytes(temporal_shape: tuple[int, int, int], num_layers: int, 
     return per_layer * num_layers
 
 
-def request_ledger(args: ServerArgs, linear_tp: int) -> RequestLedger:
-    model, p = args.model, args.profile
-    conv_dim = model.kda_proj_size + 2 * model.kda_proj_size  # proj + 2 x proj_k (k heads = heads)
-    for what, value in (("KDA projection", model.kda_proj_size), ("KDA conv dim", conv_dim),
-                        ("KDA heads", model.kda_num_heads)):
-        if value % linear_tp:
-            raise ProfileError("tp_size", f"linear-attention TP {linear_tp} must divide the {what} "
-                                          f"({value} is not divisible by {linear_tp})")
-    conv_shape = (model.short_conv_kernel_size - 1, conv_dim // linear_tp)
-    temporal_shape = (model.kda_num_heads // linear_tp, model.kda_head_dim, model.kda_head_dim)
-    conv_b = conv_shape[0] * conv_shape[1] * DTYPE_BYTES[CONV_DTYPE]
-    temporal_b = temporal_shape[0] * temporal_shape[1] * temporal_shape[2] * DTYPE_BYTES[p.mamba_ssm_dtype]
-    slot = model.num_linear_layers * (conv_b + temporal_b)
+def request_ledger(args: ServerArgs, linear_tp: int | None = None, layers: ModelLayers | None = None) -> RequestLedger:
+    """The per-request ledger summed over the model's state specs (KDA, Gated DeltaNet, Mamba-2):
+    one state slot is SGLang's ``mamba_cache_per_req``. ``linear_tp``: the TP that splits the state
+    heads (default: the resolved one). A model without state layers has an empty request ledger."""
+    p = args.profile
+    m = layers or layers_for(args)
+    tp = args.linear_attn_tp_size if linear_tp is None else linear_tp
+    states = [s if s.attn_tp == tp else replace(s, attn_tp=tp) for s in m.specs(STATE_KINDS)]
+    if not states:
+        return RequestLedger(
+            num_linear_layers=0, linear_attn_tp_size=tp, conv_state_shape=(), temporal_state_shape=(),
+            conv_dtype=CONV_DTYPE, temporal_dtype=p.mamba_ssm_dtype, conv_state_bytes=0, temporal_state_bytes=0,
+            state_bytes_per_layer=0, state_slot_bytes=0, mamba_strategy=args.mamba_strategy, slots_per_request=0,
+            state_bytes_per_request=0)
+    s = states[0]
+    conv_shape, temporal_shape = tuple(s.conv_shape), tuple(s.temporal_shape)
+    slot = sum(x.bytes_per_slot for x in states)
     spr = slots_per_request(p, args.mamba_strategy)
     return RequestLedger(
-        num_linear_layers=model.num_linear_layers, linear_attn_tp_size=linear_tp,
+        num_linear_layers=len(states), linear_attn_tp_size=tp,
         conv_state_shape=conv_shape, temporal_state_shape=temporal_shape,
-        conv_dtype=CONV_DTYPE, temporal_dtype=p.mamba_ssm_dtype,
-        conv_state_bytes=conv_b, temporal_state_bytes=temporal_b,
-        state_bytes_per_layer=conv_b + temporal_b, state_slot_bytes=slot,
+        conv_dtype=CONV_DTYPE, temporal_dtype=s.ssm_dtype,
+        conv_state_bytes=s.conv_bytes, temporal_state_bytes=s.temporal_bytes,
+        state_bytes_per_layer=s.bytes_per_slot, state_slot_bytes=slot,
         mamba_strategy=args.mamba_strategy, slots_per_request=spr, state_bytes_per_request=spr * slot,
-        replayssm_ring_bytes_per_slot=(replayssm_ring_bytes(temporal_shape, model.num_linear_layers,
+        replayssm_ring_bytes_per_slot=(replayssm_ring_bytes(temporal_shape, len(states),
                                                             p.linear_replayssm_cache_len)
                                        if p.enable_linear_replayssm_spec else 0),
+        state_kind=s.kind,
     )

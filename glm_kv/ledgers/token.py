@@ -1,14 +1,15 @@
-"""The per-token ledger: MLA latent KV and DSA indexer K over the full-attention layers."""
+"""The per-token ledger: the KV rows (MLA latent or GQA K+V) and the DSA indexer K over the full-attention layers."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..errors import ProfileError
-from ..inputs.model import ModelConfig
 from ..inputs.resolve import ARTICLE_PAGE_SIZE, ServerArgs
-from ..inputs.rules import rules_for
 from ..units import DTYPE_BYTES, FP8_SCALE_BYTES, FP8_SCALE_GROUP, KV_STORE_DTYPE
+from .layers import DsaIndexerK, GqaKv, MlaKv, SlidingWindowKv
+from .model_layers import ModelLayers, layers_for
+
+KV_KINDS = (MlaKv, GqaKv, SlidingWindowKv)
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,9 @@ JSON_NAMES = {"store_dtype": "kv_storage_dtype",
               "indexer_unpooled_bytes_per_token_per_layer": "indexer_row_bytes"}
 
 
-def kv_cache_dim(model: ModelConfig, kv_dtype: str, prefill: str, decode: str) -> tuple[int, str]:
-    """Row width as ``calculate_mla_kv_cache_dim``: raw 512 for trtllm/tilelang, scaled 528 else."""
+def kv_cache_dim(model, kv_dtype: str, prefill: str, decode: str) -> tuple[int, str]:
+    """Row width as ``calculate_mla_kv_cache_dim``: raw 512 for trtllm/tilelang, scaled 528 else
+    (``model``: anything with ``kv_lora_rank`` and ``qk_rope_head_dim``; the book's figures use it)."""
     base = model.kv_lora_rank + model.qk_rope_head_dim
     if kv_dtype != "fp8_e4m3":
         return base, "bf16"
@@ -62,51 +64,64 @@ def kv_cache_dim(model: ModelConfig, kv_dtype: str, prefill: str, decode: str) -
     return scaled, "fp8_scaled"
 
 
-def indexer_unpooled_bytes(model: ModelConfig) -> int:
+def indexer_unpooled_bytes(spec: DsaIndexerK) -> int:
     """One token's indexer K with its fp8 scales: 128 + 128/128 x 4 = 132 B per layer."""
-    return model.index_head_dim + model.index_head_dim // FP8_SCALE_GROUP * FP8_SCALE_BYTES
+    return spec.unpooled_bytes
 
 
-def token_ledger(args: ServerArgs) -> TokenLedger:
-    model, kpool = args.model, args.index_kpool
+def _kv_shape(spec) -> tuple[int, str]:
+    """(elements of one token's row in one layer, the row layout) of a KV spec."""
+    if isinstance(spec, MlaKv):
+        return spec.kv_cache_dim, spec.row
+    return spec.heads_per_rank * (spec.head_dim + spec.v_head_dim), "bf16" if spec.item_bytes == 2 else "fp8_raw"
+
+
+def _check_kpool(idx: DsaIndexerK) -> None:
+    """The indexer page holds 64 / index_kpool pooled groups, and top-k is scored as
+    index_topk / index_kpool groups: both divisions must be exact."""
+    kpool = idx.index_kpool
     if ARTICLE_PAGE_SIZE % kpool:
         raise ProfileError("model.index_kpool", f"index_kpool ({kpool}) must divide the 64-token indexer page")
-    if model.index_topk % kpool:
-        raise ProfileError("model.index_kpool", f"index_kpool ({kpool}) must divide index_topk ({model.index_topk})")
+    if idx.index_topk % kpool:
+        raise ProfileError("model.index_kpool", f"index_kpool ({kpool}) must divide index_topk ({idx.index_topk})")
+
+
+def token_ledger(args: ServerArgs, layers: ModelLayers | None = None) -> TokenLedger:
+    """The per-token ledger summed over the model's token-pool specs (any model: MLA or GQA KV,
+    the DSA indexer where the model has one), plus the MTP draft layers and a DFLASH draft's pool."""
+    m = layers or layers_for(args)
+    kv_specs = m.specs(KV_KINDS)
+    idx_specs = m.specs((DsaIndexerK,))
+    idx = idx_specs[0] if idx_specs else None
+    if idx is not None:
+        _check_kpool(idx)
     kv_dtype = args.kv_cache_dtype
-    dim, layout = kv_cache_dim(model, kv_dtype, args.dsa_prefill_backend, args.dsa_decode_backend)
-    item = DTYPE_BYTES[kv_dtype]
-    n_full = model.num_full_layers
-    n_indexed = len(model.dsa_indexed_layers)
-    row = indexer_unpooled_bytes(model)
+    dim, layout = _kv_shape(kv_specs[0])
+    row_bytes = kv_specs[0].bytes_per_token
     psize = args.page_size
-    if rules_for(args.profile).indexer_pooled_rows:
-        # 0.5.23: one page of page_size tokens holds page_size // kpool pooled rows.
-        idx_page_tokens, idx_page_bytes = psize, psize // kpool * row
-        per_layer = math.ceil(row / kpool)  # _compute_dsa_indexer_cell_size
-    else:
-        # article: IndexKeyCache holds 64 tokens x 132 B per page: capacity is reserved at 132 B/token/layer.
-        idx_page_tokens, idx_page_bytes = psize, psize * row
-        per_layer = row
+    kv = sum(s.bytes_per_token for s in kv_specs)
+    indexer = sum(s.bytes_per_token for s in idx_specs)
+    kpool = idx.index_kpool if idx else 1
+    per_layer = idx.bytes_per_token if idx else 0
+    effective = idx.pooled_bytes if idx else 0
     # The MTP draft layer is one more full-attention layer with the target's row widths: article-era
     # builds reserve it at the unpooled 132 B indexer row (644 B/token with raw fp8, exactly one target
     # layer: 7,084 / 11; public 4 x B200 boot logs: 3.80 GiB for 6,327,680 tokens), 0.5.23 at the pooled
-    # ceil(132 / kpool) = 33 B (545 B/token). The article layout used to apply 0.5.23's 33 B here.
-    draft = args.draft_layers * (dim * item + per_layer)
-    kv = dim * item * n_full
-    indexer = per_layer * n_indexed
+    # ceil(132 / kpool) = 33 B (545 B/token).
+    draft = args.draft_layers * (row_bytes + per_layer)
     return TokenLedger(
-        kv_cache_dtype=kv_dtype, store_dtype=KV_STORE_DTYPE[kv_dtype], kv_item_bytes=item,
+        kv_cache_dtype=kv_dtype, store_dtype=KV_STORE_DTYPE[kv_dtype], kv_item_bytes=DTYPE_BYTES[kv_dtype],
         kv_layout=layout, dsa_prefill_backend=args.dsa_prefill_backend,
         dsa_decode_backend=args.dsa_decode_backend,
-        kv_cache_dim=dim, kv_row_bytes=dim * item, num_full_layers=n_full,
+        kv_cache_dim=dim, kv_row_bytes=row_bytes, num_full_layers=len(m.full_attention_layers),
         kv_bytes_per_token=kv, page_size=psize, index_kpool=kpool,
-        indexer_unpooled_bytes_per_token_per_layer=row,
-        indexer_page_bytes=idx_page_bytes, indexer_tokens_per_page=idx_page_tokens,
+        indexer_unpooled_bytes_per_token_per_layer=indexer_unpooled_bytes(idx) if idx else 0,
+        indexer_page_bytes=idx.page_bytes(psize) if idx else 0, indexer_tokens_per_page=psize if idx else 0,
         indexer_bytes_per_token_per_layer=per_layer, indexer_bytes_per_token=indexer,
-        indexer_effective_bytes_per_token_per_layer=math.ceil(row / kpool),
-        indexer_effective_bytes_per_token=math.ceil(row / kpool) * n_indexed,
-        index_groups_per_page=ARTICLE_PAGE_SIZE // kpool, index_topk_groups=model.index_topk // kpool,
+        indexer_effective_bytes_per_token_per_layer=effective,
+        indexer_effective_bytes_per_token=effective * len(idx_specs),
+        index_groups_per_page=ARTICLE_PAGE_SIZE // kpool if idx else 0,
+        index_topk_groups=idx.index_topk // kpool if idx else 0,
         draft_layers=args.draft_layers, draft_bytes_per_token=draft,
         cell_size_bytes=kv + indexer + draft + args.draft_kv_bytes_per_token, target_cell_size_bytes=kv + indexer,
         dflash_draft_bytes_per_token=args.draft_kv_bytes_per_token,

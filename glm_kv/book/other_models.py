@@ -1,8 +1,8 @@
 """The "Other hybrid models" page: GLM-5.3-Flash and its hybrid cousins, ledgers side by side.
 
-Why a module: the page types no number. Every figure comes from ``glm_kv.ledgers.model_plan``
-(the layer specs of each shipped config) and, for GLM-5.3-Flash, from the same layer specs
-(``tests/models/test_glm_same.py`` shows them equal to its own plan's). The pools are sized from
+Why a module: the page types no number. Every figure comes from the one plan
+(``glm_kv.ledgers.plan.load_plan``), which sums the layer specs of each shipped config, GLM-5.3-Flash's
+among them. The pools are sized from
 a stated rest per rank (``REST_BYTES``): the bytes SGLang has left after the weights depend on
 each checkpoint's weights, which glm-kv estimates for GLM-5.3-Flash only, so the page states the
 budget instead of guessing it.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..inputs.hf_config import SHIPPED, load_hf_config
 from ..inputs.profile import make_profile
-from ..ledgers.model_plan import model_plan
+from ..ledgers.plan import load_plan
 from ..units import GiB
 
 MODELS = ("glm-5.3-flash", "kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deepseek-v3.2", "glm-5.1")
@@ -32,7 +32,7 @@ def _plan(model: str, gpu: str, with_capacity: bool = True):
     fields = {"model": model, "gpu": gpu, "tp_size": TP}
     if with_capacity:
         fields["available_bytes"] = REST_BYTES[gpu]
-    return model_plan(make_profile(fields))
+    return load_plan(make_profile(fields))
 
 
 def ledger_rows(gpu: str = "H200") -> list[dict]:
@@ -67,10 +67,11 @@ def capacity_rows() -> list[dict]:
         for gpu in GPUS:
             c = _plan(name, gpu).capacity
             row[f"{gpu} tokens"] = c.max_total_num_tokens
-            row[f"{gpu} requests"] = c.max_running_requests
+            row[f"{gpu} requests"] = c.max_running_requests_per_worker
             # requests of CONTEXT tokens resident at once: the request cap (which already holds
             # the state-slot cap) and the token slots over the context length
-            row[f"{gpu} {CONTEXT // 1024}K requests"] = min(c.max_running_requests, c.max_total_num_tokens // CONTEXT)
+            row[f"{gpu} {CONTEXT // 1024}K requests"] = min(c.max_running_requests_per_worker,
+                                                            c.max_total_num_tokens // CONTEXT)
             row[f"{gpu} requests set by"] = c.binding_limit   # SGLang's cap (glossary: "set by", not "binds")
         rows.append(row)
     return rows

@@ -458,14 +458,16 @@ class ModelFacts:
         return "+" in self.family
 
 
-def model_facts(config: HfConfig, model: ModelConfig | None) -> ModelFacts:
-    """The facts from GLM-5.3-Flash's checked reader when there is one, else from the config."""
+def model_facts(config: HfConfig, model: ModelConfig | None, context_given: bool = False) -> ModelFacts:
+    """The facts from GLM-5.3-Flash's checked reader when there is one, else from the config. With a
+    --context-length given, a config's unreadable max_position_embeddings is not read (None)."""
     from .hf_config import config_int, config_where
 
     t = config.text
+    raw = t.get("max_position_embeddings")
     if model is not None:
         longest = model.max_position_embeddings
-    elif t.get("max_position_embeddings") is None:
+    elif raw is None or (context_given and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 1)):
         longest = None
     else:   # a bad value is refused naming the config key (it was int()-ed: 1.5 -> 1, "x" a traceback)
         longest = config_int(t, "max_position_embeddings", config_where(config))
@@ -480,6 +482,8 @@ def model_facts(config: HfConfig, model: ModelConfig | None) -> ModelFacts:
 # is_deepseek_dsa's architectures (the config must also have index_topk)
 DSA_ARCHITECTURES = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM",
                      "Glm5NextForConditionalGeneration")
+# the fields' defaults refuse_unsized compares against
+FIELDS_DEFAULT = {"attn_cp_size": 1, "linear_replayssm_cache_len": 16}
 # families whose draft pools, context parallel and replay ring glm-kv sizes today (KDA + DSA: GLM-5.3-Flash's)
 SPECULATIVE_FAMILIES = ("mla_dsa+kda",)
 
@@ -561,8 +565,12 @@ def refuse_unsized(p: Profile, facts: ModelFacts) -> None:
     what = {"speculative_algorithm": "speculative decoding's draft pools",
             "speculative_draft_model_path": "speculative decoding's draft pools",
             "enable_linear_replayssm_spec": "the replay-SSM ring", "attn_cp_size": "context parallel"}
+    what.update({"linear_replayssm_cache_len": "the replay-SSM ring",
+                 "mem_fraction_static": "the device-to-rest path (default fraction, weights)",
+                 "weights_bytes": "the device-to-rest path (default fraction, weights)",
+                 "pre_model_load_bytes": "the device-to-rest path (default fraction, weights)"})
     for f, words in what.items():
-        if getattr(p, f) not in (None, False, 1):
+        if f in p.model_fields_set and getattr(p, f) != FIELDS_DEFAULT.get(f) and getattr(p, f) not in (None, False):
             raise ProfileError(f, f"{words} for {facts.family} models ({', '.join(facts.architectures) or 'this model'}) "
                                   f"are not sized by glm-kv yet (issue 31); leave it out for a plan")
 
@@ -572,7 +580,7 @@ def resolve(p: Profile) -> ServerArgs:
     at start-up. The rules, the config and the model's facts are looked up here and nowhere else."""
     rules = rules_for(p)
     config, model = load_config(p)
-    facts = model_facts(config, model)
+    facts = model_facts(config, model, p.context_length is not None)
     if model is None and not rules.other_models:
         modelled = ", ".join(v for v, r in RULES.items() if r.other_models)
         raise ProfileError("sglang_layout", f"other models are modelled for SGLang {modelled} only (the "

@@ -55,6 +55,7 @@ class HostLedger:
     kv_layers: int | None = None
     indexer_logged_bytes: int | None = None   # what the "Allocating ... DSA indexer" line prints
     device_bytes: int | None = None           # device pools the ratio / size split is taken over
+    indexer_page_bytes: int = 0               # one DSAIndexerPoolHost page over every indexed layer (appended)
 
 
 HOST_POOL_CLASSES = {"kv": "MLATokenToKVPoolHost", "indexer": "DSAIndexerPoolHost",
@@ -144,11 +145,12 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                   entry_classes=host_classes(layers, entries), kv_row_bytes=row,
                   kv_bytes_per_token=kv_per_token, kv_page_size=token.page_size,
                   indexer_bytes_per_token=indexer, mamba_slot_bytes=slot_bytes, mamba_page_size=1,
-                  mem_layout=p.hicache_mem_layout)
+                  mem_layout=p.hicache_mem_layout,
+                  indexer_page_bytes=token.indexer_page_bytes * len(layers.layer_ids(DsaIndexerK)) if indexer else 0)
     if not (p.enable_hierarchical_cache and device_tokens is not None):
         return HostLedger(**ledger)
-    layers = token.num_full_layers + draft_layers
-    kv_spt = row * layers
+    kv_layers = token.num_full_layers + draft_layers
+    kv_spt = row * kv_layers
     idx_layers = (len(layers.layer_ids(DsaIndexerK)) + draft_layers) if indexer else 0
     mamba_dev = (mamba_device_bytes if mamba_device_bytes is not None
                  else (device_slots + 1) * slot_bytes if slot_bytes else 0)
@@ -187,6 +189,6 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                   # 0.5.23 resolves a ratio even when --hicache-size sizes the pools
                   # (handle_hicache_ratio_default: the given one, else 2.0); it is unused for sizing
                   hicache_ratio=None if size_gb > 0 and not rules.auto_hicache_ratio else ratio,
-                  hicache_ratio_source=ratio_src, kv_layers=layers, indexer_logged_bytes=idx_logged,
+                  hicache_ratio_source=ratio_src, kv_layers=kv_layers, indexer_logged_bytes=idx_logged,
                   device_bytes=kv_dev + mamba_dev + draft_dev)
     return HostLedger(**ledger)

@@ -197,12 +197,14 @@ def plan_to_dict(plan: Plan) -> dict:
         "gpu": asdict(plan.gpu),
         "parallel": asdict(par),
         "token": _json(tok, token_module.JSON_NAMES),
-        "request": {**asdict(req), "conv_state_shape": list(req.conv_state_shape),
+        "request": {**{k: v for k, v in asdict(req).items() if k != "state_kind"},
+                    "conv_state_shape": list(req.conv_state_shape),
                     "temporal_state_shape": list(req.temporal_state_shape),
                     # appended (issue 30): the verify scratch of one request (_handle_max_mamba_cache:
                     # mamba_cache_per_req x speculative_num_draft_tokens; 0 without speculative decoding,
                     # with ReplaySSM and on a PD prefill server)
-                    "spec_scratch_bytes_per_request": req.state_slot_bytes * plan.args.verify_state_draft_tokens},
+                    "spec_scratch_bytes_per_request": req.state_slot_bytes * plan.args.verify_state_draft_tokens,
+                    "state_kind": req.state_kind},   # appended (issue 31)
         "tail": asdict(tail),
         "host": {**asdict(plan.host), "entries": list(plan.host.entries),
                  "entry_classes": list(plan.host.entry_classes)},

@@ -1,10 +1,10 @@
 """Real tensors for the other hybrid models' pools, shaped like SGLang 0.5.23's (issue 22).
 
-Why: the ledgers of ``glm_kv.ledgers.model_plan`` sum layer specs; this module allocates the
+Why: the plan's ledgers (``glm_kv.ledgers.plan``) sum layer specs; this module allocates the
 buffers SGLang's pool constructors allocate and counts their bytes, so a spec that is wrong shows
 up as a difference. The two sides share no byte formula: shapes are restated here from the
 config (``glm_kv.inputs.hf_config``) and the resolved launch facts (kv dtype, DSA backends,
-attention TP, SSM dtype, page size: ``plan.args`` / ``plan.token.page_size``), after SGLang's
+attention TP, SSM dtype, page size: ``plan.args`` / ``plan.profile`` / ``plan.token.page_size``), after SGLang's
 constructors:
 
 * ``MLATokenToKVPool`` / ``DSATokenToKVPool``: ``kv_buffer[i]`` (size + page, 1, kv_cache_dim),
@@ -70,7 +70,7 @@ def _indexed(cfg: HfConfig, layers: list[int]) -> list[int]:
 def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
     """Allocate the pools for ``tokens`` token slots and ``slots`` state slots (plus padding)."""
     cfg, args, page = plan.config, plan.args, plan.token.page_size
-    t, tp = cfg.text, args.attn_tp
+    t, tp, state_tp = cfg.text, args.attn_tp_size, args.linear_attn_tp_size
     full, state = _layer_kinds(cfg)
     fp8 = args.kv_cache_dtype == "fp8_e4m3"
     kv_dtype = torch.uint8 if fp8 else torch.bfloat16
@@ -100,15 +100,16 @@ def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
         pools.index_buffer = [torch.empty((pages, width), dtype=torch.uint8, device=device)
                               for _ in _indexed(cfg, full)]
     if state:
-        ssm = args.ssm_dtype
-        if args.ssm_dtype_from_config and cfg.family in ("gqa+gdn", "gqa+mamba2"):
+        ssm = plan.profile.mamba_ssm_dtype
+        from_config = "mamba_ssm_dtype" not in plan.profile.model_fields_set
+        if from_config and cfg.family in ("gqa+gdn", "gqa+mamba2"):
             ssm = t.get("mamba_ssm_dtype") or ssm
             ssm = ssm if ssm in TORCH else "float32"
         if cfg.family in ("mla+kda", "mla_dsa+kda"):
             lac = t["linear_attn_config"]
             h, hd, k = lac["num_heads"], lac["head_dim"], lac["short_conv_kernel_size"]
-            conv = (k - 1, 3 * h * hd // tp)
-            temporal = (h // tp, hd, hd)
+            conv = (k - 1, 3 * h * hd // state_tp)
+            temporal = (h // state_tp, hd, hd)
         else:
             if cfg.family == "gqa+gdn":
                 h, hd, groups, st, k = (t["linear_num_value_heads"], t["linear_value_head_dim"],
@@ -116,10 +117,10 @@ def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
             else:
                 h, hd, st = t["mamba_num_heads"], t["mamba_head_dim"], t["ssm_state_size"]
                 groups, k = t.get("n_groups", t.get("mamba_n_groups", 8)), t.get("conv_kernel", t.get("mamba_d_conv", 4))
-            if groups % tp:
-                groups = tp
-            conv = ((h * hd + 2 * groups * st) // tp, k - 1)
-            temporal = (h // tp, hd, st)
+            if groups % state_tp:
+                groups = state_tp
+            conv = ((h * hd + 2 * groups * st) // state_tp, k - 1)
+            temporal = (h // state_tp, hd, st)
         n = len(state)
         pools.conv = [torch.empty((n, slots + 1, *conv), dtype=torch.bfloat16, device=device)]
         pools.temporal = [torch.empty((n, slots + 1, *temporal), dtype=TORCH[ssm], device=device)]

@@ -15,7 +15,7 @@ from glm_kv.cli import main
 from glm_kv.errors import ProfileError
 from glm_kv.inputs.profile import make_profile
 from glm_kv.ledgers import layers as layers_module
-from glm_kv.ledgers.model_plan import model_plan
+from glm_kv.ledgers.plan import load_plan
 
 GiB = 1 << 30
 
@@ -33,7 +33,7 @@ SGLANG_60GIB = {
     ("glm-5.1", "H200"): (64, "bfloat16", 100152, 0, 0, 643264, 2048, None),
     ("glm-5.1", "B200"): (64, "fp8_e4m3", 55224, 0, 0, 1166592, 2945, None),
 }
-# GLM-5.3-Flash through the same oracle (its plan goes through the article's ledgers in the CLI)
+# GLM-5.3-Flash through the same oracle (the same plan as every other model)
 SGLANG_60GIB_GLM53 = {
     "H200": (256, "bfloat16", 11627, 147619840, 5, 2925312, 41, 205),
     "B200": (256, "fp8_e4m3", 5995, 147619840, 5, 5673728, 41, 205),
@@ -41,13 +41,13 @@ SGLANG_60GIB_GLM53 = {
 
 
 def plan_of(model, gpu, **kw):
-    return model_plan(make_profile({"model": model, "gpu": gpu, "available_bytes": 60 * GiB, **kw}))
+    return load_plan(make_profile({"model": model, "gpu": gpu, "available_bytes": 60 * GiB, **kw}))
 
 
 def row(plan):
     t, r, c = plan.token, plan.request, plan.capacity
     return (t.page_size, t.kv_cache_dtype, t.cell_size_bytes, r.state_slot_bytes, r.slots_per_request,
-            c.max_total_num_tokens, c.max_running_requests, c.max_mamba_cache_size)
+            c.max_total_num_tokens, c.max_running_requests_per_worker, c.max_mamba_cache_size or None)
 
 
 @pytest.mark.parametrize("key", list(SGLANG_60GIB), ids=lambda k: f"{k[0]}-{k[1]}")
@@ -59,7 +59,7 @@ def test_attention_only_capacity_by_hand():
     """DeepSeek-V3.2 on B200 (fp8, trtllm raw rows): tokens = rest // cell // page x page."""
     p = plan_of("deepseek-v3.2", "B200")
     assert p.capacity.max_total_num_tokens == 60 * GiB // (61 * (576 + 132)) // 64 * 64
-    assert p.capacity.max_running_requests == 4096          # auto: min(max(est, 2048), 4096)
+    assert p.capacity.max_running_requests_per_worker == 4096   # auto: min(max(est, 2048), 4096)
     assert p.request.state_bytes_per_request == 0
 
 
@@ -84,7 +84,7 @@ def test_cli_json_for_a_profile_yaml(tmp_path, capsys):
 def _json_row(d: dict) -> tuple:
     t, r, c = d["token"], d["request"], d["capacity"]
     return (t["page_size"], t["kv_cache_dtype"], t["cell_size_bytes"], r["state_slot_bytes"], r["slots_per_request"],
-            c["max_total_num_tokens"], c["max_running_requests"], c["max_mamba_cache_size"])
+            c["max_total_num_tokens"], c["max_running_requests"], c["max_mamba_cache_size"] or None)
 
 
 @pytest.mark.parametrize("gpu", ["H200", "B200"])
@@ -124,7 +124,7 @@ def test_model_path_in_a_launch_command_selects_the_model(capsys):
     (["model=qwen3.5-35b-a3b", "page_size=64", "mamba_scheduler_strategy=no_buffer"], "mamba_scheduler_strategy"),
     # the article layout's rules do not model other models
     (["model=qwen3.5-35b-a3b", "sglang_layout=article"], "sglang_layout"),
-    # MambaPool's replay ring (every hybrid's state pool): modelled for GLM-5.3-Flash only
+    # MambaPool's replay ring (every hybrid's state pool): sized for KDA + DSA (GLM-5.3-Flash) only, yet
     (["model=kimi-k3", "enable_linear_replayssm_spec=true"], "enable_linear_replayssm_spec"),
     (["model=qwen3.5-35b-a3b", "linear_replayssm_cache_len=32"], "linear_replayssm_cache_len"),
 ])
@@ -181,8 +181,12 @@ def test_hicache_host_pools_by_ratio():
     assert h.kv_tokens == (c.max_total_num_tokens * 2 // 1 + 1) * 1
     assert h.mamba_slots == c.max_mamba_cache_size * 2 + 1
     assert h.total_bytes == h.kv_tokens * 20480 + h.mamba_slots * 64389120
-    with pytest.raises(ProfileError):
-        plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True, hicache_size=100)
+    # --hicache-size (decimal GB) is split over the KV and mamba device pools (_split_hicache_size), by hand
+    s = plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True, hicache_size=100).host
+    kv_dev = (c.max_total_num_tokens + 1) * 20480                 # (size + page) rows x 10 layers x K+V
+    mamba_dev = (c.max_mamba_cache_size + 1) * 64389120
+    share = 100e9 * kv_dev / (kv_dev + mamba_dev)
+    assert s.kv_tokens == int(share // 20480) + 1 and s.mamba_slots == int((100e9 - share) // 64389120) + 1
 
 
 @pytest.mark.parametrize("value", [0, -5, 1.5, "x", True, [4096]])
@@ -196,4 +200,4 @@ def test_bad_max_position_embeddings_is_refused_naming_it(tmp_path, value):
         plan_of(str(tmp_path), "H200")
     assert e.value.field == "model(text_config).max_position_embeddings" and "must be an integer" in e.value.rule
     # a context_length given wins over the config's (the config value is not read)
-    assert plan_of(str(tmp_path), "H200", context_length=4096).context_length == 4096
+    assert plan_of(str(tmp_path), "H200", context_length=4096).args.context_length == 4096

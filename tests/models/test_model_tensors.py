@@ -7,7 +7,7 @@ pytest.importorskip("torch")
 
 from glm_kv.inputs.profile import make_profile  # noqa: E402
 from glm_kv.ledgers import layers as layers_module  # noqa: E402
-from glm_kv.ledgers.model_plan import model_plan  # noqa: E402
+from glm_kv.ledgers.plan import load_plan  # noqa: E402
 from glm_kv.tensors.model_pools import measure_model  # noqa: E402
 
 # TP 8 keeps the state slots small enough to allocate on a CI box (Kimi-K3: 56 MB per slot)
@@ -21,7 +21,7 @@ CASES = [("kimi-k3", {"gpu": "H200"}), ("kimi-k3", {"gpu": "B200", "kv_cache_dty
 
 
 def plan_of(name, launch):
-    return model_plan(make_profile({"model": name, "tp_size": 8, **launch}))
+    return load_plan(make_profile({"model": name, "tp_size": 8, **launch}))
 
 
 @pytest.mark.parametrize("name, launch", CASES, ids=lambda v: v if isinstance(v, str) else ",".join(map(str, v.values())))

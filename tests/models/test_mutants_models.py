@@ -10,14 +10,14 @@ import pytest
 
 from glm_kv.errors import ProfileError
 from glm_kv.inputs.profile import make_profile
-from glm_kv.ledgers.model_plan import model_plan, model_plan_to_dict
+from glm_kv.ledgers.plan import load_plan
 
 GiB = 1 << 30
 MODELS = Path(__file__).resolve().parents[2] / "glm_kv" / "inputs" / "models"
 
 
 def plan_of(model, gpu, **kw):
-    return model_plan(make_profile({"model": model, "gpu": gpu, "available_bytes": 60 * GiB, **kw}))
+    return load_plan(make_profile({"model": model, "gpu": gpu, "available_bytes": 60 * GiB, **kw}))
 
 
 def test_deepseek_v32_host_indexer_pool_by_hand():
@@ -34,7 +34,7 @@ def test_deepseek_v32_host_indexer_pool_by_hand():
 
 def test_plan_dict_names_the_profile():
     """plan-contract.md: ``profile.name`` is the profile's label (what every consumer reads)."""
-    d = model_plan_to_dict(plan_of("qwen3.5-35b-a3b", "H200", name="my-qwen"))
+    d = plan_of("qwen3.5-35b-a3b", "H200", name="my-qwen").to_dict()
     assert d["profile"]["name"] == "my-qwen" and "NAME" not in d["profile"]
 
 
@@ -72,7 +72,7 @@ def test_attention_only_model_has_no_mamba_strategy():
 def test_notes_say_what_to_give():
     """No available_bytes for another model: capacity is not sized, and the note says which field to
     give; HiCache without a ratio: SGLang 0.5.23 auto-sizes from free RAM, the note says glm-kv took 2.0."""
-    p = model_plan(make_profile({"model": "qwen3.5-35b-a3b", "gpu": "H200"}))
+    p = load_plan(make_profile({"model": "qwen3.5-35b-a3b", "gpu": "H200"}))
     assert p.capacity is None
     assert any(n.startswith("capacity not sized: give available_bytes (SGLang's rest after weights, per rank)")
                for n in p.notes), p.notes
@@ -93,4 +93,4 @@ def test_layout_and_page_refusals_say_why():
         plan_of("nemotron-3-super-120b-a12b-fp8", "B200", mamba_scheduler_strategy="no_buffer",
                 disable_overlap_schedule=True)
     assert e.value.field == "mamba_scheduler_strategy"
-    assert e.value.rule == "no_buffer only supports page_size=1 (this model runs with 64)"
+    assert e.value.rule.startswith("no_buffer only supports page_size=1, and SGLang 0.5.23 forces page_size=64 ")

@@ -62,13 +62,12 @@ def test_the_guard_catches_a_planted_layout_branch(planted):
 
 
 def test_the_guard_catches_a_branch_planted_in_a_real_module():
-    src = (PACKAGE / "ledgers" / "token.py").read_text()
-    # the first occurrence only: under `make mutants` token.py is mutmut's copy, which repeats the
+    src = (PACKAGE / "ledgers" / "layers.py").read_text()
+    # the first occurrence only: under `make mutants` layers.py is mutmut's copy, which repeats the
     # function once per mutant
-    planted = src.replace("if rules_for(args.profile).indexer_pooled_rows:",
-                          'if args.profile.sglang_layout != "article":', 1)
+    planted = src.replace("if not r.indexer_pooled_rows:", 'if r.version == "article":', 1)
     assert planted != src
-    assert len(layout_comparisons(planted, "token.py")) == 1
+    assert len(layout_comparisons(planted, "layers.py")) == 1
 
 
 @pytest.mark.parametrize("legit", [

@@ -68,17 +68,23 @@ def article_args():
     (3, 2048, ("index_kpool (3)", "64-token indexer page")),      # 64 % 3 = 1
     (4, 2046, ("index_kpool (4)", "index_topk (2046)")),           # 64 % 4 = 0, 2046 % 4 = 2
 ])
-def test_kpool_must_divide_page_and_topk(article_args, kpool, topk, rule_has):
+def test_kpool_must_divide_page_and_topk(tmp_path, kpool, topk, rule_has):
     """The indexer page holds 64 / index_kpool pooled groups and top-k is scored as
     index_topk / index_kpool groups (article figure 11: 64/4 = 16, 2048/4 = 512), so both
     divisions must be exact; the refusal names the field ``model.index_kpool`` and the rule."""
-    from glm_kv import ProfileError
+    import json
+
+    from glm_kv import ProfileError, load_profile
+    from glm_kv.inputs.model import PACKAGE_DIR
+    from glm_kv.inputs.resolve import resolve
     from glm_kv.ledgers.token import token_ledger
 
-    args = dataclasses.replace(article_args, index_kpool=kpool,
-                               model=dataclasses.replace(article_args.model, index_topk=topk))
+    cfg = json.loads((PACKAGE_DIR / "data" / "glm-5.3-flash.json").read_text())
+    text = cfg.get("text_config", cfg)
+    text.update(index_kpool=kpool, index_topk=topk)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ProfileError) as e:
-        token_ledger(args)
+        token_ledger(resolve(load_profile("article", {"model": str(tmp_path)})))
     assert e.value.field == "model.index_kpool"
     for text in rule_has:
         assert text in e.value.rule, e.value.rule
@@ -470,7 +476,7 @@ def test_cp_tp_group_sharing_conditions():
     from types import SimpleNamespace
 
     from glm_kv import ProfileError
-    from glm_kv.ledgers.parallel import cp_tp_group_sharing
+    from glm_kv.inputs.resolve import cp_tp_group_sharing
 
     glm5 = SimpleNamespace(architectures=("Glm5NextForConditionalGeneration",))
     other = SimpleNamespace(architectures=("Qwen3NextForCausalLM",))
@@ -478,7 +484,7 @@ def test_cp_tp_group_sharing_conditions():
     def sharing(model, **over):
         p = SimpleNamespace(**{"enable_prefill_cp": True, "attn_cp_size": 8, "tp_size": 8,
                                "cp_strategy": "interleave", **over})
-        return cp_tp_group_sharing(SimpleNamespace(profile=p, model=model))
+        return cp_tp_group_sharing(p, model)
 
     assert sharing(glm5) is True
     assert sharing(glm5, enable_prefill_cp=False) is False

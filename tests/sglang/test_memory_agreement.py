@@ -119,9 +119,9 @@ def test_host_mtp_layers_forgotten_fails(sglang_ready, monkeypatch):
 
 
 def test_context_parallel_split_forgotten_fails(sglang_ready, monkeypatch):
-    import glm_kv.ledgers.parallel as parallel
+    import glm_kv.inputs.resolve as resolve_module
 
-    monkeypatch.setattr(parallel, "cp_tp_group_sharing", lambda args: False)
+    monkeypatch.setattr(resolve_module, "cp_tp_group_sharing", lambda p, facts: False)
     res = compare("cp-tp8-interleave", BY_ID["cp-tp8-interleave"])
     assert {"parallel.linear_attn_tp_size", "request.state_slot_bytes",
             "capacity.max_mamba_cache_size"} <= _keys(res), res

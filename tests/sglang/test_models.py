@@ -10,7 +10,8 @@ import pytest
 
 from glm_kv.inputs.profile import make_profile
 from glm_kv.ledgers import layers as layers_module
-from glm_kv.ledgers.model_plan import host_pools, model_plan
+from glm_kv.ledgers.host import host_ledger
+from glm_kv.ledgers.plan import load_plan
 from models_oracle import sglang_model_plan
 
 GiB = 1 << 30
@@ -55,7 +56,7 @@ REFUSED = [
 
 
 def ours(name: str, launch: dict) -> dict:
-    p = model_plan(make_profile({"model": name, **launch}))
+    p = load_plan(make_profile({"model": name, **launch}))
     tok, req, cap, m = p.token, p.request, p.capacity, p.layers
     dsa = tok.indexer_bytes_per_token > 0
     hybrid = bool(m.state_layers)
@@ -64,12 +65,12 @@ def ours(name: str, launch: dict) -> dict:
         "dsa_prefill_backend": p.args.dsa_prefill_backend if dsa else None,
         "dsa_decode_backend": p.args.dsa_decode_backend if dsa else None,
         "mamba_strategy": req.mamba_strategy if hybrid else None,
-        "attn_tp_size": tok.attn_tp_size, "num_hidden_layers": m.num_hidden_layers,
+        "attn_tp_size": p.parallel.attn_tp_size, "num_hidden_layers": m.num_hidden_layers,
         "bytes_per_token": tok.cell_size_bytes, "bytes_per_slot": req.state_slot_bytes,
         "slots_per_request": req.slots_per_request, "bytes_per_request": req.state_bytes_per_request,
         "full_attention_layers": list(m.full_attention_layers), "state_layers": list(m.state_layers),
-        "max_total_num_tokens": cap.max_total_num_tokens, "max_running_requests": cap.max_running_requests,
-        "max_mamba_cache_size": cap.max_mamba_cache_size,
+        "max_total_num_tokens": cap.max_total_num_tokens, "max_running_requests": cap.max_running_requests_per_worker,
+        "max_mamba_cache_size": cap.max_mamba_cache_size if hybrid else None,
         "measured_kv_bytes_per_token": tok.kv_bytes_per_token,
         "measured_indexer_bytes_per_token": tok.indexer_bytes_per_token,
         "measured_bytes_per_slot": req.state_slot_bytes,
@@ -141,16 +142,16 @@ def test_a_planted_graph_reservation_is_caught(sglang_answers, monkeypatch):
     """Planted error: glm-kv takes a 1 GiB decode-graph reservation out of available_bytes when a decode
     backend is given (SGLang does not: available_bytes is the rest after it). The inert check fails, naming
     the pool sizes, for a hybrid and an attention-only model."""
-    import glm_kv.ledgers.model_plan as mp
+    import glm_kv.ledgers.plan as plan_module
 
-    real = mp._capacity
+    real = plan_module._capacity
 
-    def reserving(p, *a, **k):
-        if p.cuda_graph_backend_decode in ("full", "breakable"):
-            p = p.model_copy(update={"available_bytes": p.available_bytes - GiB})
-        return real(p, *a, **k)
+    def reserving(args, tok, req, avail, source, rest_gib):
+        if args.profile.cuda_graph_backend_decode in ("full", "breakable"):
+            avail, rest_gib = avail - GiB, rest_gib - 1
+        return real(args, tok, req, avail, source, rest_gib)
 
-    monkeypatch.setattr(mp, "_capacity", reserving)
+    monkeypatch.setattr(plan_module, "_capacity", reserving)
     for name, value in (("kimi-k3", "full"), ("deepseek-v3.2", "breakable")):
         moved, problems = graph_flag_problems(sglang_answers, name, "cuda_graph_backend_decode", value)
         assert moved == [] and any(p.startswith("max_total_num_tokens:") for p in problems), (name, problems)
@@ -159,14 +160,12 @@ def test_a_planted_graph_reservation_is_caught(sglang_answers, monkeypatch):
 
 def ours_host(name: str, launch: dict, device_tokens: int, device_slots: int) -> dict:
     """glm-kv's HiCache host pools at the device sizes SGLang's host group was built over (W6)."""
-    p = model_plan(make_profile({"model": name, **launch, "enable_hierarchical_cache": True, "hicache_ratio": 2.0}))
-    h = p.host
-    sizes = host_pools(device_tokens, device_slots, page_size=p.token.page_size, ratio=2.0,
-                       kv_bytes_per_token=h.kv_bytes_per_token, indexer_page_bytes=h.indexer_page_bytes,
-                       slot_bytes=h.mamba_slot_bytes)
+    p = load_plan(make_profile({"model": name, **launch, "enable_hierarchical_cache": True, "hicache_ratio": 2.0}))
+    h = host_ledger(p.layers, p.profile, p.token, p.request.state_slot_bytes, device_tokens, device_slots,
+                    rules=p.args.rules)
     return {"entries": sorted(h.entries), "device_tokens": device_tokens, "device_slots": device_slots,
-            "kv_host_tokens": sizes["kv_tokens"], "kv_host_bytes_per_token": h.kv_bytes_per_token,
-            "mamba_host_slots": sizes["mamba_slots"], "mamba_host_slot_bytes": h.mamba_slot_bytes}
+            "kv_host_tokens": h.kv_tokens, "kv_host_bytes_per_token": h.kv_bytes_per_token,
+            "mamba_host_slots": h.mamba_slots, "mamba_host_slot_bytes": h.mamba_slot_bytes}
 
 
 HYBRID_CASES = [(n, launch) for n, launch in CASES if n in ("kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8")]

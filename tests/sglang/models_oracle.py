@@ -232,3 +232,21 @@ def _measure_host(kv, req_pool, page: int, tokens: int, slots: int) -> dict:
     return {"entries": sorted(by_name), "device_tokens": tokens, "device_slots": slots,
             "kv_host_tokens": int(kv_host.size), "kv_host_bytes_per_token": int(kv_host.size_per_token),
             "mamba_host_slots": int(mamba_host.size), "mamba_host_slot_bytes": int(mamba_host.size_per_token)}
+
+
+def sglang_server_args_refusal(name: str, gpu: str, **kw) -> str | None:
+    """SGLang's refusal (its message) of ``ServerArgs(model_path=<name's files>, **kw).resolve_once()``
+    on a fake ``gpu``, or None when it resolves: for start-up rules the pool builders never reach."""
+    quiet_sglang_logs()
+    d = model_dir(name)
+    try:
+        with cpu_as_gpu(fake_gpu({"gpu": gpu})):
+            from sglang.srt.server_args import ServerArgs
+
+            try:
+                ServerArgs(model_path=d, device="cuda", **kw).resolve_once()
+            except Exception as e:  # noqa: BLE001
+                return f"{type(e).__name__}: {e}"
+            return None
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -12,7 +12,7 @@ from glm_kv.inputs.profile import make_profile
 from glm_kv.ledgers import layers as layers_module
 from glm_kv.ledgers.host import host_ledger
 from glm_kv.ledgers.plan import load_plan
-from models_oracle import sglang_model_plan
+from models_oracle import sglang_model_plan, sglang_server_args_refusal
 
 GiB = 1 << 30
 MODELS = ["kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deepseek-v3.2", "glm-5.1", "glm-5.3-flash"]
@@ -168,7 +168,25 @@ def ours_host(name: str, launch: dict, device_tokens: int, device_slots: int) ->
             "mamba_host_slots": h.mamba_slots, "mamba_host_slot_bytes": h.mamba_slot_bytes}
 
 
-HYBRID_CASES = [(n, launch) for n, launch in CASES if n in ("kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8")]
+# HiCache lives on the radix tree: a radix-off launch is refused with it (test below), not sized
+HYBRID_CASES = [(n, launch) for n, launch in CASES if n in ("kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8")
+                and not launch.get("disable_radix_cache")]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_hicache_without_the_radix_cache_is_refused_for_every_model(sglang_ready, name):
+    """SGLang 0.5.23 (arg_groups/kv_cache_hook.py): "The arguments enable-hierarchical-cache and
+    disable-radix-cache are mutually exclusive", for every model; glm-kv refuses it naming the field
+    (before issue 31 only GLM-5.3-Flash's path did)."""
+    from glm_kv.errors import ProfileError
+
+    why = sglang_server_args_refusal(name, "H200", tp_size=8, enable_hierarchical_cache=True,
+                                     disable_radix_cache=True)
+    assert why is not None and "mutually exclusive" in why, why
+    with pytest.raises(ProfileError) as e:
+        ours(name, {"gpu": "H200", "tp_size": 8, "enable_hierarchical_cache": True, "disable_radix_cache": True,
+                    "available_bytes": 60 * GiB})
+    assert e.value.field == "enable_hierarchical_cache"
 
 
 @pytest.mark.parametrize("name, launch", HYBRID_CASES, ids=lambda v: v if isinstance(v, str) else

@@ -18,7 +18,10 @@ HEADER_MAX_BYTES = 100 << 20   # safetensors' own limit on the JSON header
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
                "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1, "F4": 0.5}
 # bytes per parameter of the quantized linear weights, scales included
-BYTES_PER_PARAM = {"bf16": 2.0, "fp8": 1.0 + 4 / (128 * 128), "nvfp4": 0.5 + 1 / 16}
+# fp8_tensor: ModelOpt FP8 (one fp32 scale per tensor); mxfp4: compressed-tensors MXFP4 (e2m1 in
+# groups of 32, one uint8 / e8m0 scale per group: Kimi-K3's routed experts)
+BYTES_PER_PARAM = {"bf16": 2.0, "fp8": 1.0 + 4 / (128 * 128), "nvfp4": 0.5 + 1 / 16, "fp8_tensor": 1.0,
+                   "mxfp4": 0.5 + 1 / 32}
 
 
 def safetensors_bytes(folder: str) -> int | None:

@@ -26,7 +26,68 @@ MLA_PREFILL_GRAPH_MIB = 1536          # reserve_for_graph_mb: MLA prefill graph,
 DEEPEP_PREFILL_GRAPH_MIB = 1024       # ... breakable prefill graph with moe_a2a_backend deepep
 DEEPEP_A2A_MIB = 2048                 # reserve_for_deepep_a2a_mb (after the 10 GiB floor)
 BREAKABLE_PREFILL_A2A = ("none", "deepep", "megamoe", "flashinfer")   # other a2a: prefill graph off
-MULTIMODAL_ARCHS = ("Glm5NextForConditionalGeneration",)              # configs/model_config.py
+# configs/model_config.py multimodal_model_archs (is_multimodal_model), as the 0.5.23 wheel lists them
+MULTIMODAL_ARCHS = (
+    'CLIPModel', 'Cohere2VisionForConditionalGeneration', 'Cosmos3EdgeForConditionalGeneration',
+    'DeepseekVL2ForCausalLM', 'Ernie4_5_VLMoeForConditionalGeneration', 'MiniMaxM3SparseForConditionalGeneration',
+    'Gemma3ForConditionalGeneration', 'Gemma3nForConditionalGeneration', 'Gemma4ForConditionalGeneration',
+    'EmbeddingGemma2Model', 'Gemma4UnifiedForConditionalGeneration', 'DiffusionGemmaForBlockDiffusion',
+    'Glm4vForConditionalGeneration', 'Glm4vMoeForConditionalGeneration', 'Glm5NextForConditionalGeneration',
+    'GlmOcrForConditionalGeneration', 'GlmAsrForConditionalGeneration', 'GlmImageForConditionalGeneration',
+    'Grok1VForCausalLM', 'Grok1AForCausalLM', 'LlavaLlamaForCausalLM', 'Llama4ForConditionalGeneration',
+    'LlavaMistralForCausalLM', 'LlavaQwenForCausalLM', 'LlavaForConditionalGeneration', 'LlavaVidForCausalLM',
+    'Lfm2VlForConditionalGeneration', 'LightOnOCRForConditionalGeneration', 'MiMoV2ForCausalLM',
+    'MiMoV2ASRForCausalLM', 'MiniCPMO', 'MiniCPMV', 'Mistral3ForConditionalGeneration', 'MultiModalityCausalLM',
+    'MllamaForConditionalGeneration', 'MossVLForConditionalGeneration', 'NemotronH_Nano_VL_V2',
+    'NemotronH_Nano_Omni_Reasoning_V3', 'NemotronH_Omni_Reasoning_V3', 'MuseGlimmerForConditionalGeneration',
+    'MuseSparkForConditionalGeneration', 'PixtralForConditionalGeneration', 'Qwen2AudioForConditionalGeneration',
+    'Qwen2VLForConditionalGeneration', 'Qwen2_5_VLForConditionalGeneration', 'Qwen3VLForConditionalGeneration',
+    'Qwen3VLMoeForConditionalGeneration', 'Qwen3_5ForConditionalGeneration', 'Qwen3_5MoeForConditionalGeneration',
+    'Qwen4ExpForConditionalGeneration', 'InternS2PreviewForConditionalGeneration',
+    'InternS2MobiusForConditionalGeneration', 'Qwen3ASRForConditionalGeneration',
+    'Qwen3OmniMoeForConditionalGeneration', 'KimiVLForConditionalGeneration',
+    'LocateAnythingForConditionalGeneration', 'InternVLChatModel', 'InternS1ForConditionalGeneration',
+    'InternS1ProForConditionalGeneration', 'Phi4MMForCausalLM', 'VoxtralForConditionalGeneration',
+    'WhisperForConditionalGeneration', 'Step3VLForConditionalGeneration', 'POINTSV15ChatModel',
+    'DotsVLMForCausalLM', 'Dots3NoteForCausalLM', 'DotsOCRForCausalLM', 'Sarashina2VisionForCausalLM',
+    'NVILAForConditionalGeneration', 'NVILALiteForConditionalGeneration', 'DeepseekOCRForCausalLM',
+    'UnlimitedOCRForCausalLM', 'JetVLMForConditionalGeneration', 'PaddleOCRVLForConditionalGeneration',
+    'MiDashengLMModel', 'StepVLForConditionalGeneration', 'Step3p7ForConditionalGeneration',
+    'KimiK25ForConditionalGeneration', 'BailingMMNativeForConditionalGeneration',
+    'BailingMM2NativeForConditionalGeneration', 'BailingMoeV3VLForConditionalGeneration')
+# ModelConfig.__init__: enable_multimodal defaults to False when the FIRST architecture is one of these
+MM_DISABLED_ARCHS = ("Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                     "Step3VLForConditionalGeneration", "InklingForConditionalGeneration")
+# configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs
+MULTIMODAL_BCG_ARCHS = (
+    "MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
+    "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "PaddleOCRVLForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration", "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
+    "KimiK3ForConditionalGeneration", "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM")
+# ModelConfig._derive_model_shapes: the architectures whose attention_arch is MLA (use_mla_backend,
+# arg_groups/model_override_base.py); PixtralForConditionalGeneration only with a kv_lora_rank and
+# DeepseekVL2ForCausalLM only with use_mla (default True), as there
+MLA_ARCHS = (
+    "DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN",
+    "Dots3NoteForCausalLM", "Dots3NoteForCausalLMNextN", "DotsVLMForCausalLM", "Eagle3DeepseekV2ForCausalLM",
+    "GigaChat35ForCausalLM", "GigaChat35ForCausalLMNextN", "Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN",
+    "Glm5NextForConditionalGeneration", "Glm5NextForConditionalGenerationNextN", "GlmMoeDsaForCausalLM",
+    "GlmMoeDsaForCausalLMNextN", "HYV4ForCausalLM", "HYV4ForCausalLMNextN", "KimiK25ForConditionalGeneration",
+    "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "MistralLarge3ForCausalLM",
+    "MistralLarge3ForCausalLMEagle", "MiniCPM3ForCausalLM", "KimiVLForConditionalGeneration",
+    "KimiLinearForCausalLM", "KimiK3LinearForCausalLM", "KimiK3ForConditionalGeneration",
+    "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration",
+    "SarvamMLAForCausalLM")
+# arg_groups/model_overrides/qwen3_vl.py: large_hopper_qwen3_vl_model_type's model types
+HOPPER_QWEN3_VL_TYPES = ("qwen3_vl", "qwen3_vl_moe")
+# the vision config's (num_hidden_layers, hidden_size) as SGLang's config classes expose them, per
+# top-level model_type: KimiK3VisionConfig maps vt_num_hidden_layers / vt_hidden_size (configs/kimi_k3.py,
+# defaults 27 / 1024); Qwen3_5VisionConfig (Qwen3VLVisionConfig) names the depth "depth", so
+# getattr(..., "num_hidden_layers", 24) gives 24, and its hidden_size defaults to 1152
+VISION_ATTRS = {"kimi_k3": (("vt_num_hidden_layers", 27), ("vt_hidden_size", 1024)),
+                "qwen3_5_moe": (("num_hidden_layers", None), ("hidden_size", 1152)),
+                "qwen3_5": (("num_hidden_layers", None), ("hidden_size", 1152))}
 VLM_CACHE_SIZE_MB = 100  # SGLANG_VLM_CACHE_SIZE_MB: reserved when the architecture is multimodal
 VIT_BASE_LAYERS, VIT_BASE_HIDDEN = 24, 1024   # adjust_mem_fraction_for_vlm's baseline (ViT-L/14)
 
@@ -75,6 +136,20 @@ class FractionInputs:
     # --cuda-graph-backend-prefill given: SGLang locks the prefill backend, so its auto-disable cascade
     # (apply_cuda_graph_compatibility: a2a backend, attn_cp) does not run; "full" has no DeepEP delta
     prefill_graph_backend: str | None = None
+    # issue 31: what the fraction reads of the model beyond GLM-5.3-Flash (defaults: GLM-5.3-Flash's)
+    mla_backend: bool = True               # use_mla_backend: flat 1.5 GiB prefill graph, else len(bs) x 8
+    max_total_tokens: int | None = None    # caps the non-MLA prefill graph's max_bs
+    model_prefill_graph_off: bool = False  # disable_breakable_cudagraph_if_incompatible's model rules
+    expand_decode_to_running: bool = False  # expand_multimodal_decode_graph_to_running_limit applies
+    post_capture_kv_sizing: bool = False   # post_capture_kv_sizing_planned (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING)
+
+
+def prefill_graph_batch_sizes(max_bs: int) -> list[int]:
+    """``generate_prefill_cuda_graph_batch_sizes`` (arg_groups/cuda_graph_hook.py): the prefill
+    capture sizes (tokens) up to ``max_bs``."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_bs + 1, 512)))
+    return [s for s in sizes if s <= max_bs]
 
 
 def gpu_defaults(gpu_mem_mib: float, tp_size: int) -> tuple[int, int]:
@@ -106,7 +181,15 @@ def reserved_mib(f: FractionInputs) -> float:
         max_bs = f.cuda_graph_max_bs_decode
     elif f.max_running_requests is not None and max_bs > f.max_running_requests:
         max_bs = f.max_running_requests
+    # expand_multimodal_decode_graph_to_running_limit (arg_groups/model_overrides/qwen3_vl.py): Qwen3-VL
+    # on a large Hopper keeps decode up to max_running_requests (<= 512) in the graph; never for an
+    # explicit decode max_bs
+    if (f.expand_decode_to_running and f.cuda_graph_max_bs_decode is None and f.max_running_requests is not None
+            and f.max_running_requests <= 512 and max_bs < f.max_running_requests and f.gpu_mem_mib >= 60 * 1024):
+        max_bs = f.max_running_requests
     mode = f.disaggregation_mode or "null"
+    if f.post_capture_kv_sizing:   # graph and activations measured after capture: floor + parallel slack
+        return 1536 + f.tp_size * f.pp_size / 8 * 1024
     # the decode graph's backend (cuda_graph_config.decode): DISABLED drops max_bs x 2 and the DeepEP
     # a2a buffers, not the DP-attention padding term (reserve_for_graph_mb reads max_bs there whatever
     # the backend); a disabled prefill graph drops the MLA prefill graph's flat 1.5 GiB
@@ -115,8 +198,11 @@ def reserved_mib(f: FractionInputs) -> float:
     # its list, or attn_cp_size > 1 (supports_prefill_cp_bcg needs the DSA prefill backend, not yet
     # resolved then), turns the prefill graph off; it comes back only after the fraction is fixed.
     locked = f.prefill_graph_backend is not None
+    # its model rules (KDA other than GLM-5.3-Flash, a multimodal model off the breakable allowlist)
+    # turn it off the same way
     prefill_graph = (mode != "decode" and not f.prefill_graph_disabled
-                     and (locked or (f.moe_a2a_backend in BREAKABLE_PREFILL_A2A and f.attn_cp_size == 1)))
+                     and (locked or (f.moe_a2a_backend in BREAKABLE_PREFILL_A2A and f.attn_cp_size == 1
+                                     and not f.model_prefill_graph_off)))
     if mode == "decode":
         act = max((f.max_running_requests or max_bs or 1) * (f.speculative_num_draft_tokens or 1), 2048)
     elif chunk > 0:
@@ -132,7 +218,11 @@ def reserved_mib(f: FractionInputs) -> float:
         if max_bs > 300:
             graph += max_bs * f.attn_dp_size * 1.5
     if mode != "decode" and prefill_graph:
-        graph += MLA_PREFILL_GRAPH_MIB
+        if f.mla_backend:
+            graph += MLA_PREFILL_GRAPH_MIB
+        else:   # non-MLA: 8 MiB per prefill capture size, max_bs = chunked prefill (capped by max_total_tokens)
+            prefill_max_bs = chunk if f.max_total_tokens is None else min(chunk, f.max_total_tokens)
+            graph += len(prefill_graph_batch_sizes(prefill_max_bs)) * 8
         if f.moe_a2a_backend == "deepep" and (f.prefill_graph_backend or "breakable") == "breakable":
             graph += DEEPEP_PREFILL_GRAPH_MIB
     r += graph
@@ -146,24 +236,107 @@ def reserved_mib(f: FractionInputs) -> float:
 def fraction_from_inputs(f: FractionInputs) -> float:
     """round((gpu_mem - reserved) / gpu_mem, 3), then the VLM factor (not re-rounded)."""
     frac = round((f.gpu_mem_mib - reserved_mib(f)) / f.gpu_mem_mib, 3)
+    if f.is_vlm and f.post_capture_kv_sizing:   # adjust_mem_fraction_for_vlm: a flat 8 GiB instead
+        return frac - 8 * 1024 / f.gpu_mem_mib
     if f.is_vlm:
         frac = frac * vlm_factor(f.vision_num_hidden_layers, f.vision_hidden_size)
     return frac
 
 
-def is_multimodal(model: ModelConfig, p=None) -> bool:
-    """SGLang's ``is_multimodal``: a multimodal architecture, unless --language-model-only."""
-    archs = getattr(model, "architectures", ()) or ()
-    multimodal = not archs or any(a in MULTIMODAL_ARCHS for a in archs)
-    return multimodal and not (p is not None and p.language_model_only)
+@dataclass(frozen=True)
+class ModelFacts:
+    """What SGLang's fraction and rest read of a model, from its config.json (``configs/model_config.py``
+    ModelConfig, before the launch flags): the attention architecture, the multimodal decision, the
+    vision tower's size for ``adjust_mem_fraction_for_vlm``, the prefill-graph model rules."""
+
+    model_type: str
+    use_mla: bool                    # attention_arch == MLA (use_mla_backend)
+    multimodal: bool                 # is_multimodal without --language-model-only
+    has_vision_config: bool
+    vision_num_hidden_layers: int    # getattr(vision_config, "num_hidden_layers", 24)
+    vision_hidden_size: int          # getattr(vision_config, "hidden_size", 1024)
+    kda_prefill_graph_off: bool      # a KDA model other than GLM-5.3-Flash: breakable prefill graph off
+    multimodal_bcg_supported: bool   # is_multimodal_breakable_cuda_graph_supported
 
 
-def fraction_inputs(p, model: ModelConfig, gpu: Gpu, attn_dp: int,
+def _facts_of_glm(model: ModelConfig) -> ModelFacts:
+    """GLM-5.3-Flash's reader (inputs/model.py): the facts as glm-kv has always read them."""
+    archs = tuple(getattr(model, "architectures", ()) or ())
+    return ModelFacts(
+        model_type="glm5_next", use_mla=True,
+        multimodal=not archs or any(a in MULTIMODAL_ARCHS for a in archs),
+        has_vision_config=bool(getattr(model, "has_vision_config", False)),
+        vision_num_hidden_layers=getattr(model, "vision_num_hidden_layers", None) or VIT_BASE_LAYERS,
+        vision_hidden_size=getattr(model, "vision_hidden_size", None) or VIT_BASE_HIDDEN,
+        kda_prefill_graph_off=False, multimodal_bcg_supported=True)
+
+
+def _uses_kda(cfg) -> bool:
+    """``uses_kda_attention`` (configs/model_config.py): linear_attn_config.kda_layers, or linear
+    attention layer types with linear_num_heads and linear_head_dim, on the config or its text part."""
+    for c in (cfg.top, cfg.text):
+        lac = c.get("linear_attn_config")
+        if isinstance(lac, dict) and lac.get("kda_layers"):
+            return True
+        if "linear_attention" in (c.get("layer_types") or []) and c.get("linear_num_heads") is not None \
+                and c.get("linear_head_dim") is not None:
+            return True
+    return False
+
+
+def model_facts(model) -> ModelFacts:
+    """The facts of a model: an ``HfConfig`` (any model, SGLang's rules) or GLM-5.3-Flash's ``ModelConfig``
+    (also inside the ``GlmHfConfig`` its wrapper builds: read by GLM-5.3-Flash's reader, as always)."""
+    glm = getattr(model, "glm_model", None)
+    if glm is not None:
+        return _facts_of_glm(glm)
+    if isinstance(model, ModelConfig) or not hasattr(model, "top"):
+        return _facts_of_glm(model)
+    archs, top, text = tuple(model.architectures), model.top, model.text
+    use_mla = any(a in MLA_ARCHS for a in archs) or (
+        "PixtralForConditionalGeneration" in archs and text.get("kv_lora_rank") is not None) or (
+        "DeepseekVL2ForCausalLM" in archs and text.get("use_mla", True))
+    enable_mm = not (archs and archs[0] in MM_DISABLED_ARCHS)
+    lm_only = bool(top.get("language_model_only", False))
+    has_subconfig = "text_config" in top          # hf_config is not hf_text_config
+    multimodal = enable_mm and not lm_only and (any(a in MULTIMODAL_ARCHS for a in archs) or has_subconfig)
+    vision = top.get("vision_config")
+    (layers_key, layers_default), (hidden_key, hidden_default) = VISION_ATTRS.get(
+        model.model_type, (("num_hidden_layers", None), ("hidden_size", None)))
+    v = vision if isinstance(vision, dict) else {}
+    return ModelFacts(
+        model_type=model.model_type, use_mla=use_mla, multimodal=multimodal,
+        has_vision_config=isinstance(vision, dict),
+        vision_num_hidden_layers=v.get(layers_key) or layers_default or VIT_BASE_LAYERS,
+        vision_hidden_size=v.get(hidden_key) or hidden_default or VIT_BASE_HIDDEN,
+        kda_prefill_graph_off=_uses_kda(model) and "Glm5NextForConditionalGeneration" not in archs,
+        multimodal_bcg_supported=enable_mm and any(a in MULTIMODAL_BCG_ARCHS for a in archs))
+
+
+def is_multimodal(model, p=None) -> bool:
+    """SGLang's ``ModelConfig.is_multimodal``: a multimodal architecture or a text_config sub-config,
+    unless --language-model-only (``model``: an HfConfig, or GLM-5.3-Flash's ModelConfig)."""
+    return model_facts(model).multimodal and not (p is not None and p.language_model_only)
+
+
+def fraction_inputs(p, model, gpu: Gpu, attn_dp: int,
                     max_running_requests: int | None) -> FractionInputs:
-    """The inputs of the default fraction for a profile; ``max_running_requests`` is the user's."""
+    """The inputs of the default fraction for a profile; ``max_running_requests`` is the user's.
+
+    ``model``: an ``HfConfig`` (any model) or GLM-5.3-Flash's ``ModelConfig``. The rules read, all in
+    arg_groups/: ``memory_hook.handle_gpu_memory_settings`` (GPU defaults, activation, parallel slack,
+    10 GiB floor), ``memory_hook.reserve_for_graph_mb`` (decode graph, DP padding, the prefill graph:
+    flat 1.5 GiB for MLA backends, ``len(bs) x 8`` otherwise), ``memory_hook.reserve_for_deepep_a2a_mb``,
+    ``memory_hook.adjust_mem_fraction_for_vlm``, ``cuda_graph_hook.apply_cuda_graph_compatibility`` /
+    ``disable_breakable_cudagraph_if_incompatible`` (which model turns the prefill graph off),
+    ``model_overrides/qwen3_vl.expand_multimodal_decode_graph_to_running_limit`` and
+    ``overrides.post_capture_kv_sizing_planned`` (False: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING is off
+    by default, and the profile has no field for it).
+    """
     mode = p.disaggregation_mode
-    vlm = (is_multimodal(model, p) and getattr(model, "has_vision_config", False)
-           and not p.language_only and mode != "decode")
+    facts = model_facts(model)
+    multimodal = facts.multimodal and not p.language_model_only
+    vlm = multimodal and facts.has_vision_config and not p.language_only and mode != "decode"
     return FractionInputs(
         gpu_mem_mib=gpu.memory_bytes / MiB, tp_size=p.tp_size, pp_size=1, attn_dp_size=attn_dp,
         max_running_requests=max_running_requests,
@@ -173,14 +346,19 @@ def fraction_inputs(p, model: ModelConfig, gpu: Gpu, attn_dp: int,
         disaggregation_mode=mode, moe_a2a_backend=p.moe_a2a_backend,
         speculative_num_draft_tokens=p.speculative_num_draft_tokens,
         attn_cp_size=p.attn_cp_size, is_vlm=vlm,
-        vision_num_hidden_layers=getattr(model, "vision_num_hidden_layers", None) or VIT_BASE_LAYERS,
-        vision_hidden_size=getattr(model, "vision_hidden_size", None) or VIT_BASE_HIDDEN,
+        vision_num_hidden_layers=facts.vision_num_hidden_layers,
+        vision_hidden_size=facts.vision_hidden_size,
         # parse_cuda_graph_config: the per-phase backend flags win over the legacy / boolean switches
         decode_graph_disabled=(p.cuda_graph_backend_decode == "disabled" if p.cuda_graph_backend_decode
                                else p.disable_cuda_graph or p.disable_decode_cuda_graph),
         prefill_graph_disabled=(p.cuda_graph_backend_prefill == "disabled" if p.cuda_graph_backend_prefill
                                 else p.disable_cuda_graph or p.disable_prefill_cuda_graph),
         prefill_graph_backend=p.cuda_graph_backend_prefill,
+        mla_backend=facts.use_mla,
+        max_total_tokens=p.max_total_tokens,
+        model_prefill_graph_off=facts.kda_prefill_graph_off or (multimodal and not facts.multimodal_bcg_supported),
+        expand_decode_to_running=(facts.model_type in HOPPER_QWEN3_VL_TYPES and multimodal and gpu.sm // 10 == 9),
+        post_capture_kv_sizing=False,
     )
 
 
@@ -350,23 +528,31 @@ class MemoryLedger:
                                        # over DP attention): informational, never used for the rest
 
 
-def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_requests: int | None,
-                  attn_tp: int | None = None, *, pre_model_load_bytes: int | None = None,
-                  pre_source: str | None = None, target_weights_bytes: int | None = None,
-                  draft_weights_bytes: int | None = None, weights_source: str | None = None
-                  ) -> MemoryLedger:
-    """The device-to-rest path for a profile (keyword overrides: values read off a boot log).
+def memory_ledger_for(p, cfg, layers, gpu: Gpu, attn_dp: int, max_running_requests: int | None,
+                      attn_tp: int | None = None, *, pre_model_load_bytes: int | None = None,
+                      pre_source: str | None = None, target_weights_bytes: int | None = None,
+                      draft_weights_bytes: int | None = None, weights_source: str | None = None
+                      ) -> MemoryLedger:
+    """The device-to-rest path for any model (issue 31): ``cfg`` an ``HfConfig`` (config.json dicts +
+    hf_quant_config.json), ``layers`` its ``ModelLayers`` (``model_layers.build_layers``).
 
-    ``max_running_requests`` is the user's global value (SGLang computes the fraction before the
-    speculative reset). Without weights the rest is None: give weights_bytes or available_bytes.
+    Reads only those two and the profile: the default fraction (``fraction_inputs`` / ``reserved_mib``:
+    SGLang's arg_groups/memory_hook.py ``handle_gpu_memory_settings``), the pre-load free memory
+    (the profile's, else an estimate), the weights per rank (given, else the local checkpoint's
+    safetensors headers, else ``model_weights.checkpoint_weights`` from config + quantization, an
+    ESTIMATE), the MTP draft (an estimate for MLA models with NextN layers), and the rest as
+    ``KVCacheConfigurator._profile_available_bytes`` computes it (mem_cache/kv_cache_configurator.py,
+    float32 readings, ``mm_runtime_reservation_gb`` for a multimodal model). Keyword overrides:
+    values read off a boot log. ``max_running_requests`` is the user's global value (SGLang computes
+    the fraction before the speculative reset). Without weights the rest is None.
     """
-    f_in = fraction_inputs(p, model, gpu, attn_dp, max_running_requests)
+    f_in = fraction_inputs(p, cfg, gpu, attn_dp, max_running_requests)
     if p.mem_fraction_static is not None:
         mfs, src, reserved = p.mem_fraction_static, "profile", None
     else:
         mfs, src, reserved = fraction_from_inputs(f_in), "default", reserved_mib(f_in)
     world = p.tp_size
-    multimodal = is_multimodal(model, p)
+    multimodal = is_multimodal(cfg, p)
     if pre_model_load_bytes is None:
         if p.pre_model_load_bytes is not None:
             pre_model_load_bytes, pre_source = p.pre_model_load_bytes, "profile"
@@ -376,18 +562,18 @@ def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_req
         target_weights_bytes, weights_source = int(p.weights_bytes), "profile"
     a_tp = attn_tp or max(1, p.tp_size // attn_dp)
     if (target_weights_bytes is None and p.available_bytes is None and p.weights_estimate):
-        target_weights_bytes, weights_source = weights_from_model(p, model, a_tp, attn_dp)
+        target_weights_bytes, weights_source = weights_for(p, cfg, layers, a_tp, attn_dp)
     draft_src = None
     if draft_weights_bytes is None and p.draft_weights_bytes is not None and p.speculative_algorithm:
         draft_weights_bytes, draft_src = int(p.draft_weights_bytes), "profile"
     elif p.speculative_algorithm in ("DFLASH", "DSPARK") and draft_weights_bytes is None:
         draft_weights_bytes, draft_src = dflash_draft_weights(p)
     elif p.speculative_algorithm and draft_weights_bytes is None:
-        draft_weights_bytes = estimate_draft_bytes(model, p.tp_size, a_tp, dp_attention=attn_dp > 1)
+        draft_weights_bytes = estimate_draft_bytes_for(cfg, layers, p.tp_size, a_tp, dp_attention=attn_dp > 1)
         draft_src = "estimate"
     elif draft_weights_bytes is not None and draft_src is None:
         draft_src = weights_source
-    w_est = model_weight_estimate(p, model, a_tp, attn_dp)
+    w_est = weight_estimate_for(p, cfg, layers, a_tp, attn_dp)
     draft = draft_weights_bytes or 0
     weights = rest = rest_b = None
     w_src = weights_source
@@ -406,22 +592,131 @@ def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_req
         weights_estimate_bytes=w_est)
 
 
-def weights_from_model(p, model: ModelConfig, attn_tp: int, attn_dp: int) -> tuple[int, str]:
+def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_requests: int | None,
+                  attn_tp: int | None = None, *, pre_model_load_bytes: int | None = None,
+                  pre_source: str | None = None, target_weights_bytes: int | None = None,
+                  draft_weights_bytes: int | None = None, weights_source: str | None = None
+                  ) -> MemoryLedger:
+    """GLM-5.3-Flash's device-to-rest path (its ``ModelConfig``): ``memory_ledger_for`` over the same
+    model seen as an HfConfig + layer specs (``glm_hf_config``, ``glm_layers``), its facts read by
+    GLM-5.3-Flash's own reader as before."""
+    return memory_ledger_for(p, glm_hf_config(model, p), glm_layers(model), gpu, attn_dp, max_running_requests,
+                             attn_tp, pre_model_load_bytes=pre_model_load_bytes, pre_source=pre_source,
+                             target_weights_bytes=target_weights_bytes, draft_weights_bytes=draft_weights_bytes,
+                             weights_source=weights_source)
+
+
+# GLM-5.3-Flash's ModelConfig field -> config.json name (the rest are named as in config.json)
+_GLM_TEXT_FIELDS = ("num_hidden_layers", "kv_lora_rank", "qk_rope_head_dim", "num_attention_heads", "index_head_dim",
+                    "index_n_heads", "index_topk", "index_kpool", "num_nextn_predict_layers",
+                    "max_position_embeddings", "hidden_size", "vocab_size", "intermediate_size",
+                    "moe_intermediate_size", "first_k_dense_replace", "n_routed_experts", "n_shared_experts")
+
+
+def glm_hf_config(model: ModelConfig, p=None):
+    """GLM-5.3-Flash's ``ModelConfig`` as an ``HfConfig`` (its facts kept from its own reader, the MLA
+    widths with the defaults its estimate always used: q_lora_rank 1536, qk_nope / v_head_dim 256)."""
+    from ..inputs.hf_config import HfConfig
+    from ..inputs.weights import local_config
+
+    text = {k: getattr(model, k) for k in _GLM_TEXT_FIELDS}
+    text.update(q_lora_rank=model.q_lora_rank or 1536, qk_nope_head_dim=model.qk_nope_head_dim or 256,
+                v_head_dim=model.v_head_dim or 256,
+                linear_attn_config={"num_heads": model.kda_num_heads, "head_dim": model.kda_head_dim,
+                                    "short_conv_kernel_size": model.short_conv_kernel_size,
+                                    "kda_layers": list(model.linear_attention_layers)})
+    raw = (local_config(p.model) if p is not None else None) or {}
+    top = {"architectures": list(model.architectures), "model_type": "glm5_next", "text_config": text}
+    q = raw.get("quantization_config") or (raw.get("text_config") or {}).get("quantization_config")
+    if q is not None:
+        top["quantization_config"] = q
+    return GlmHfConfig(name=model.name, source=model.source, model_type="glm5_next", family="mla_dsa+kda",
+                       architectures=tuple(model.architectures), top=top, text=text, glm_model=model)
+
+
+def glm_layers(model: ModelConfig):
+    """GLM-5.3-Flash's layers as specs: MLA + DSA indexer in each full-attention layer, KDA in each
+    linear one (byte widths irrelevant here: the weights read only which kind sits where)."""
+    from ..inputs.rules import RULES
+    from .layers import DsaIndexerK, KdaState, MlaKv
+    from .model_layers import ModelLayers
+
+    r = RULES["0.5.23"]
+    full = (MlaKv(model.kv_lora_rank, model.qk_rope_head_dim, 2, "bf16", r),
+            DsaIndexerK(model.index_head_dim, model.index_kpool, r))
+    kda = KdaState(num_heads=model.kda_num_heads, head_dim=model.kda_head_dim,
+                   conv_kernel=model.short_conv_kernel_size, attn_tp=1, conv_item_bytes=2, ssm_item_bytes=4)
+    full_ids, lin_ids = set(model.full_attention_layers), set(model.linear_attention_layers)
+    layers = tuple((i, full if i in full_ids else (kda,) if i in lin_ids else ())
+                   for i in range(model.num_hidden_layers))
+    return ModelLayers(name=model.name, family="mla_dsa+kda", num_hidden_layers=model.num_hidden_layers,
+                       layers=layers)
+
+
+def _glm_hf_config_class():
+    from dataclasses import field as _field, make_dataclass
+
+    from ..inputs.hf_config import HfConfig
+
+    return make_dataclass("GlmHfConfig", [("glm_model", object, _field(default=None, repr=False, compare=False))],
+                          bases=(HfConfig,), frozen=True)
+
+
+GlmHfConfig = _glm_hf_config_class()
+
+
+def weights_for(p, cfg, layers, attn_tp: int, attn_dp: int) -> tuple[int, str]:
     """(target weights on one rank, "safetensors" or "estimate") for a profile without weights_bytes.
 
     A local checkpoint folder: its safetensors headers give the exact total, split over the ranks in
-    the proportions of ``estimate_weight_bytes`` (experts over TP, attention over attention TP, ...).
-    Otherwise the estimate itself, at the bytes per parameter of the checkpoint's quantization.
+    the proportions of the estimate (experts over TP, attention over attention TP, ...). Otherwise the
+    estimate itself (``model_weights.checkpoint_weights``), at the checkpoint's quantization.
     """
     from ..inputs.weights import local_config, safetensors_bytes
+    from .model_weights import checkpoint_weights
 
-    cfg = local_config(p.model)
-    per_rank = model_weight_estimate(p, model, attn_tp, attn_dp)
-    exact = safetensors_bytes(p.model) if cfg is not None else None
+    cfg_local = local_config(p.model)
+    per_rank = weight_estimate_for(p, cfg, layers, attn_tp, attn_dp)
+    exact = safetensors_bytes(p.model) if cfg_local is not None else None
     if exact is None:
         return per_rank, "estimate"
-    whole = weight_params(model).total * checkpoint_bytes_per_param(p)
-    return int(exact * per_rank / whole), "safetensors"
+    return int(exact * per_rank / checkpoint_weights(cfg, layers).whole_bytes), "safetensors"
+
+
+def weight_estimate_for(p, cfg, layers, attn_tp: int, attn_dp: int) -> int:
+    """The one weight estimate per rank (config + quantization) of any model: what the plan uses when
+    the profile states no weights, and what ``weights_estimate_bytes`` reports beside stated ones."""
+    from .model_weights import checkpoint_weights
+
+    return checkpoint_weights(cfg, layers).per_rank(p.tp_size, attn_tp, dp_attention=attn_dp > 1)
+
+
+def estimate_draft_bytes_for(cfg, layers, tp_size: int, attn_tp_size: int, dp_attention: bool = False) -> int:
+    """The MTP / NextN draft on one rank when the target pools are sized (an ESTIMATE), for MLA models
+    with ``num_nextn_predict_layers`` (GLM-5.3-Flash, DeepSeek-V3.2, GLM-5.1): one MLA (+ DSA indexer)
+    + MoE decoder layer per NextN layer at the checkpoint's width (GLM-5.3-Flash: 1 B, as before),
+    ``eh_proj`` (bf16, replicated) and the draft's OWN embed_tokens and lm_head shards (bf16),
+    which ``set_embed_and_head`` frees only after the target pools exist."""
+    from ..errors import ProfileError
+    from .model_weights import checkpoint_weights, draft_layer_counts
+
+    if not model_facts(cfg).use_mla or cfg.text.get("kv_lora_rank") is None:
+        raise ProfileError("speculative_algorithm", f"the draft weights of {cfg.name} are not estimated (MLA "
+                                                     "models' NextN layers are); give draft_weights_bytes")
+    t = cfg.text
+    h, vocab = t["hidden_size"], t["vocab_size"]
+    bpp = 1.0 if cfg.model_type == "glm5_next" else checkpoint_weights(cfg, layers).quantized_bytes_per_param
+    experts, part, repl = draft_layer_counts(cfg, layers)
+    layer = (experts / tp_size + part / attn_tp_size + repl) * bpp
+    embed = vocab * h * 2 / (attn_tp_size if dp_attention else tp_size)
+    head = vocab * h * 2 / tp_size
+    eh_proj = 2 * h * h * 2
+    return int(layer + embed + head + eh_proj) * max(t.get("num_nextn_predict_layers") or 0, 1)
+
+
+def weights_from_model(p, model: ModelConfig, attn_tp: int, attn_dp: int) -> tuple[int, str]:
+    """GLM-5.3-Flash's ``weights_for`` (its ModelConfig)."""
+    return weights_for(p, glm_hf_config(model, p), glm_layers(model), attn_tp, attn_dp)
 
 
 def checkpoint_bytes_per_param(p) -> float:
@@ -433,10 +728,8 @@ def checkpoint_bytes_per_param(p) -> float:
 
 
 def model_weight_estimate(p, model: ModelConfig, attn_tp: int, attn_dp: int) -> int:
-    """The one weight estimate per rank (config + quantization): what the plan uses when the
-    profile states no weights, and what ``weights_estimate_bytes`` reports beside stated ones."""
-    return estimate_weight_bytes(model, p.tp_size, checkpoint_bytes_per_param(p), attn_tp_size=attn_tp,
-                                 dp_attention=attn_dp > 1)
+    """GLM-5.3-Flash's ``weight_estimate_for`` (its ModelConfig)."""
+    return weight_estimate_for(p, glm_hf_config(model, p), glm_layers(model), attn_tp, attn_dp)
 
 
 def rest_for_profile(p, gpu: Gpu, attn_dp: int, max_running_requests: int | None) -> MemoryLedger:

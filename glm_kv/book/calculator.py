@@ -35,7 +35,9 @@ from ..inputs.profile import load_profile
 from ..inputs.resolve import SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, resolve
 from ..ledgers.capacity import AUTO_REQS_MAX, AUTO_REQS_MIN, AUTO_REQS_PER_CONTEXT, BINDING_LABELS, REFUSALS
 from ..ledgers.memory import (BREAKABLE_PREFILL_A2A, DEEPEP_A2A_MIB, MLA_PREFILL_GRAPH_MIB, VLM_CACHE_SIZE_MB,
-                              fraction_inputs, is_multimodal, memory_ledger, vlm_factor)
+                              fraction_inputs, is_multimodal, memory_ledger_for, vlm_factor)
+from ..ledgers.layers import DsaIndexerK
+from ..ledgers.model_layers import layers_for
 from ..ledgers.parallel import parallel_ledger
 from ..ledgers.request import request_ledger
 from ..ledgers.token import token_ledger
@@ -92,16 +94,16 @@ def combo_groups(overrides: dict) -> dict[str, tuple]:
         p = load_profile(BASE_PROFILE, overrides)
         args = resolve(p)
         par = parallel_ledger(args)
-        tok = token_ledger(args)
-        req = request_ledger(args, par.linear_attn_tp_size)
-        mem = memory_ledger(p, args.model, args.gpu, args.attn_dp_size, None, par.attn_tp_size)
+        layers = layers_for(args)
+        tok = token_ledger(args, layers)
+        req = request_ledger(args, par.linear_attn_tp_size, layers)
+        mem = memory_ledger_for(p, args.config, layers, args.gpu, args.attn_dp_size, None, par.attn_tp_size)
     except ProfileError as e:
         return {"err": (e.field, e.rule), "herr": (e.field, e.rule), "mem": (), "pool": (), "host": ()}
-    model = args.model
-    f_in = fraction_inputs(p, model, args.gpu, args.attn_dp_size, None)
+    f_in = fraction_inputs(p, args.config, args.gpu, args.attn_dp_size, None)
     vlm = vlm_factor(f_in.vision_num_hidden_layers, f_in.vision_hidden_size) if f_in.is_vlm else 0.0
     host_layers = tok.num_full_layers + tok.draft_layers
-    idx_layers = (len(model.dsa_indexed_layers) + tok.draft_layers) if tok.indexer_bytes_per_token else 0
+    idx_layers = (len(layers.layer_ids(DsaIndexerK)) + tok.draft_layers) if tok.indexer_bytes_per_token else 0
     return {
         "err": (),
         # HiCache on (any ratio): refusals of the host side

@@ -565,10 +565,7 @@ def refuse_unsized(p: Profile, facts: ModelFacts) -> None:
     what = {"speculative_algorithm": "speculative decoding's draft pools",
             "speculative_draft_model_path": "speculative decoding's draft pools",
             "enable_linear_replayssm_spec": "the replay-SSM ring", "attn_cp_size": "context parallel"}
-    what.update({"linear_replayssm_cache_len": "the replay-SSM ring",
-                 "mem_fraction_static": "the device-to-rest path (default fraction, weights)",
-                 "weights_bytes": "the device-to-rest path (default fraction, weights)",
-                 "pre_model_load_bytes": "the device-to-rest path (default fraction, weights)"})
+    what["linear_replayssm_cache_len"] = "the replay-SSM ring"
     for f, words in what.items():
         if f in p.model_fields_set and getattr(p, f) != FIELDS_DEFAULT.get(f) and getattr(p, f) not in (None, False):
             raise ProfileError(f, f"{words} for {facts.family} models ({', '.join(facts.architectures) or 'this model'}) "

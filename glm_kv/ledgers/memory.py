@@ -733,14 +733,17 @@ def model_weight_estimate(p, model: ModelConfig, attn_tp: int, attn_dp: int) -> 
 
 
 def rest_for_profile(p, gpu: Gpu, attn_dp: int, max_running_requests: int | None) -> MemoryLedger:
-    """The device-to-rest ledger for a profile (``max_running_requests``: the user's global value).
+    """The device-to-rest ledger for a profile (``max_running_requests``: the user's global value),
+    through the one resolution (any model's config and layers).
 
     Shared by the plan's sweep; ``rest_gib`` is None when the profile gives no weights and turns the
     estimate off.
     """
-    from ..inputs.model import load_model
+    from ..inputs.resolve import resolve
+    from .model_layers import layers_for
 
-    return memory_ledger(p, load_model(p.model), gpu, attn_dp, max_running_requests)
+    args = resolve(p)
+    return memory_ledger_for(p, args.config, layers_for(args), gpu, attn_dp, max_running_requests, args.attn_tp_size)
 
 
 def no_memory_rule(m: MemoryLedger, gpu_name: str) -> str:

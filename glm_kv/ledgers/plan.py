@@ -14,7 +14,7 @@ from . import capacity as capacity_module
 from . import token as token_module
 from .capacity import CapacityLedger, attention_capacity_ledger, capacity_ledger
 from .host import HostLedger, host_ledger
-from .memory import PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, memory_ledger, no_memory_rule
+from .memory import PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, memory_ledger_for, no_memory_rule
 from .model_layers import ModelLayers, layers_for
 from .parallel import ParallelLedger, parallel_ledger
 from .request import RequestLedger, request_ledger
@@ -61,17 +61,15 @@ class Plan:
         return plan_to_dict(self)
 
 
-def _memory(args: ServerArgs, attn_tp: int, overrides: dict | None = None) -> MemoryLedger | None:
-    """The device-to-rest path (fraction, pre-load memory, weights) for resolved arguments.
+def _memory(args: ServerArgs, layers: ModelLayers, overrides: dict | None = None) -> MemoryLedger:
+    """The device-to-rest path (fraction, pre-load memory, weights) for resolved arguments, any model.
 
     ``overrides``: measured inputs (``pre_model_load_bytes``, ``target_weights_bytes``,
     ``draft_weights_bytes`` with their sources), e.g. read off a boot log by ``verify``.
     """
     p = args.profile
-    if args.model is None:   # the device-to-rest path reads GLM-5.3-Flash's config reading today
-        return None
-    return memory_ledger(p, args.model, args.gpu, args.attn_dp_size, p.max_running_requests, attn_tp,
-                         **(overrides or {}))
+    return memory_ledger_for(p, args.config, layers, args.gpu, args.attn_dp_size, p.max_running_requests,
+                             args.attn_tp_size, **(overrides or {}))
 
 
 def _available(args: ServerArgs, mem: MemoryLedger | None) -> tuple[int | None, str, float | None]:
@@ -122,7 +120,7 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     tok = token_ledger(args, layers)
     req = request_ledger(args, par.linear_attn_tp_size, layers)
     notes: list[str] = []
-    mem = _memory(args, par.attn_tp_size, memory_overrides)
+    mem = _memory(args, layers, memory_overrides)
     avail, source, rest_gib = _available(args, mem)
     if mem is not None and mem.rest_gib is not None and p.available_bytes is None \
             and mem.pre_model_load_source == "estimate":
@@ -134,9 +132,6 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
         cap = _capacity(args, tok, req, avail, source, rest_gib)
         if cap.capped_message:
             notes.append(cap.capped_message)
-    elif mem is None:
-        notes.append("capacity not sized: give available_bytes (SGLang's rest after weights, per rank); the "
-                     "weights and the default mem_fraction_static of this model are not computed yet (issue 31)")
     if args.max_running_requests_global != p.max_running_requests:
         notes.append(f"max_running_requests unset under speculative decoding: SGLang resets it to "
                      f"{args.max_running_requests_global}")

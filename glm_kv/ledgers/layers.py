@@ -82,9 +82,14 @@ class DsaIndexerK:
         return self.index_kpool > 1 and self.kpool_compress
 
     @property
-    def unpooled_bytes(self) -> int:
+    def elements(self) -> int:
+        """One token's indexer K with its fp8 scales, in storage elements: 128 + 128/128 x 4 = 132."""
         r = self.rules
-        return (self.index_head_dim + self.index_head_dim // r.fp8_scale_group * r.fp8_scale_bytes) * r.indexer_item_bytes
+        return self.index_head_dim + self.index_head_dim // r.fp8_scale_group * r.fp8_scale_bytes
+
+    @property
+    def unpooled_bytes(self) -> int:
+        return self.elements * self.rules.indexer_item_bytes
 
     @property
     def bytes_per_token(self) -> int:
@@ -98,9 +103,7 @@ class DsaIndexerK:
     @property
     def pooled_bytes(self) -> int:
         """What index_kpool pooling writes per token: one pooled K per index_kpool tokens."""
-        r = self.rules
-        elems = self.index_head_dim + self.index_head_dim // r.fp8_scale_group * r.fp8_scale_bytes
-        return math.ceil(elems / self.index_kpool) * r.indexer_item_bytes
+        return math.ceil(self.elements / self.index_kpool) * self.rules.indexer_item_bytes
 
     def page_bytes(self, page_size: int) -> int:
         """One IndexKeyCache page (a buffer row) of one layer: page_size // kpool pooled rows

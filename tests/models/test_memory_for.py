@@ -14,7 +14,8 @@ from glm_kv.inputs.profile import make_profile
 from glm_kv.inputs.rules import rules_for
 from glm_kv.ledgers import memory
 from glm_kv.ledgers.model_layers import build_layers
-from glm_kv.ledgers.model_plan import resolve_cache_args
+from glm_kv.inputs.resolve import resolve
+from glm_kv.ledgers.model_layers import layers_for
 from glm_kv.ledgers.model_weights import checkpoint_weights
 
 H200_MIB = 143771          # gpus.json: H200 as CUDA reports it
@@ -23,12 +24,10 @@ GiB = 1 << 30
 
 def ledger(name: str, **launch):
     p = make_profile({"model": name, "gpu": "H200", **launch})
-    cfg = load_hf_config(p.model)
-    gpu = resolve_gpu(p)
-    rules = rules_for(p)
-    args, attn_dp, _page = resolve_cache_args(p, cfg, gpu, rules)
-    layers = build_layers(cfg, args, rules)
-    return memory.memory_ledger_for(p, cfg, layers, gpu, attn_dp, p.max_running_requests, args.attn_tp), cfg, layers
+    args = resolve(p)
+    layers = layers_for(args)
+    return (memory.memory_ledger_for(p, args.config, layers, args.gpu, args.attn_dp_size, p.max_running_requests,
+                                     args.attn_tp_size), args.config, layers)
 
 
 def frac(reserved: float) -> float:

@@ -113,12 +113,13 @@ def test_model_path_in_a_launch_command_selects_the_model(capsys):
     # 40 Mamba-2 layers, tp 4: conv (10240/4, 3) bf16 + SSM (128/4, 64, 128) bf16
     assert d["request"]["state_slot_bytes"] == 40 * (2560 * 3 * 2 + 32 * 64 * 128 * 2)
     assert d["token"]["cell_size_bytes"] == 8 * 1 * 256   # 2 KV heads / tp 4 -> 1 head, fp8
-    assert "capacity" not in d and d["notes"]
+    # no weights given: estimated from the config and its ModelOpt FP8 quantization, and said so
+    assert d["capacity"]["weights_bytes_source"] == "estimate" and d["notes"]
 
 
 @pytest.mark.parametrize("sets, field", [
     (["model=kimi-k3", "speculative_algorithm=EAGLE"], "speculative_algorithm"),
-    (["model=kimi-k3", "mem_fraction_static=0.8"], "mem_fraction_static"),
+    (["model=kimi-k3", "mem_fraction_static=0.8"], "weights_bytes"),   # its estimated weights do not fit a rank
     (["model=kimi-k3", "tp_size=5"], "tp_size"),
     (["model=deepseek-v3.2", "available_bytes=1000"], "available_bytes"),
     (["model=qwen3.5-35b-a3b", "page_size=64", "mamba_scheduler_strategy=no_buffer"], "mamba_scheduler_strategy"),

@@ -21,7 +21,8 @@ CASES = [("kimi-k3", {"gpu": "H200"}), ("kimi-k3", {"gpu": "B200", "kv_cache_dty
 
 
 def plan_of(name, launch):
-    return load_plan(make_profile({"model": name, "tp_size": 8, **launch}))
+    # the pools' shapes only: a stated rest (Kimi-K3's estimated weights do not fit 8 x H200)
+    return load_plan(make_profile({"model": name, "tp_size": 8, "available_bytes": 60 << 30, **launch}))
 
 
 @pytest.mark.parametrize("name, launch", CASES, ids=lambda v: v if isinstance(v, str) else ",".join(map(str, v.values())))

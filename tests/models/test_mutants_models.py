@@ -70,12 +70,15 @@ def test_attention_only_model_has_no_mamba_strategy():
 
 
 def test_notes_say_what_to_give():
-    """No available_bytes for another model: capacity is not sized, and the note says which field to
-    give; HiCache without a ratio: SGLang 0.5.23 auto-sizes from free RAM, the note says glm-kv took 2.0."""
+    """No available_bytes nor weights for another model: its weights are estimated (issue 31: every model
+    the same device-to-rest path) and the note says so and what to give instead; with the estimate off
+    there is no capacity. HiCache without a ratio: SGLang 0.5.23 auto-sizes from free RAM, the note says
+    glm-kv took 2.0."""
     p = load_plan(make_profile({"model": "qwen3.5-35b-a3b", "gpu": "H200"}))
-    assert p.capacity is None
-    assert any(n.startswith("capacity not sized: give available_bytes (SGLang's rest after weights, per rank)")
+    assert p.capacity is not None and p.memory.weights_source == "estimate"
+    assert any(n.startswith("weights_bytes is an ESTIMATE from the model's config and quantization")
                for n in p.notes), p.notes
+    assert load_plan(make_profile({"model": "qwen3.5-35b-a3b", "gpu": "H200", "weights_estimate": False})).capacity is None
     h = plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True)
     assert any(n.startswith("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it") for n in h.notes), h.notes
     given = plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True, hicache_ratio=2.0)

@@ -23,13 +23,13 @@ def _failing_keys(res):
 @pytest.mark.parametrize("case", [WORKED, DPATTN], ids=lambda c: c[0])
 def test_wrong_indexer_bytes_fail(sglang_ready, monkeypatch, case):
     """Forget the indexer's fp8 scales (128 instead of 132 B per token and layer)."""
-    import glm_kv.ledgers.token
+    import glm_kv.ledgers.layers
     from compare import compare_one
 
     honest = compare_one(*case)
     assert not honest.mismatches, honest.mismatches
 
-    monkeypatch.setattr(glm_kv.ledgers.token, "indexer_unpooled_bytes", lambda model: 128)
+    monkeypatch.setattr(glm_kv.ledgers.layers.DsaIndexerK, "elements", property(lambda spec: spec.index_head_dim))
     res = compare_one(*case)
     keys = _failing_keys(res)
     assert {"token.indexer_bytes_per_token", "token.indexer_page_bytes",

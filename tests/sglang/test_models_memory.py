@@ -102,25 +102,18 @@ def sglang_memory(name: str, launch: dict, weights: int | None = None, pre: int 
 
 
 def ours(name: str, launch: dict, weights: int | None = None, pre: int | None = None) -> dict:
-    from glm_kv.inputs.gpus import resolve_gpu
-    from glm_kv.inputs.hf_config import load_hf_config
     from glm_kv.inputs.profile import make_profile
-    from glm_kv.inputs.rules import rules_for
-    from glm_kv.ledgers.memory import is_multimodal, memory_ledger_for
-    from glm_kv.ledgers.model_layers import build_layers
-    from glm_kv.ledgers.model_plan import resolve_cache_args
+    from glm_kv.ledgers.memory import is_multimodal
+    from glm_kv.ledgers.plan import load_plan
 
     given = {"weights_bytes": weights, "pre_model_load_bytes": pre} if weights is not None else \
         {"available_bytes": GiB}
     p = make_profile({"model": name, **launch, **given})
-    cfg = load_hf_config(p.model)
-    gpu = resolve_gpu(p)
-    rules = rules_for(p)
-    args, attn_dp, _page = resolve_cache_args(p, cfg, gpu, rules)
-    m = memory_ledger_for(p, cfg, build_layers(cfg, args, rules), gpu, attn_dp, p.max_running_requests, args.attn_tp)
+    plan = load_plan(p)   # the one engine: the plan's own device-to-rest ledger
+    m = plan.memory
     out = {"mem_fraction_static": m.mem_fraction_static}
     if weights is not None:
-        out.update(rest_bytes=m.rest_bytes, is_multimodal=is_multimodal(cfg, p))
+        out.update(rest_bytes=m.rest_bytes, is_multimodal=is_multimodal(plan.config, p))
     return out
 
 

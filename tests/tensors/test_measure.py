@@ -338,6 +338,16 @@ def _plant(monkeypatch, module_name: str, func: str, old: str, new: str) -> None
     import textwrap
 
     module = importlib.import_module(module_name)
+    if "." in func:   # "Class.prop": a layer spec's property (glm_kv.ledgers.layers)
+        cls_name, prop = func.split(".")
+        cls = getattr(module, cls_name)
+        fget = cls.__dict__[prop].fget
+        src = textwrap.dedent(inspect.getsource(fget)).replace("@property\n", "")
+        assert src.count(old) == 1, f"{module_name}.{func}: the formula text {old!r} is not there once"
+        ns = dict(module.__dict__)
+        exec(compile("from __future__ import annotations\n" + src.replace(old, new), module.__file__, "exec"), ns)
+        monkeypatch.setattr(cls, prop, property(ns[prop]))
+        return
     orig = getattr(module, func)
     src = textwrap.dedent(inspect.getsource(orig))
     assert src.count(old) == 1, f"{module_name}.{func}: the formula text {old!r} is not there once"
@@ -351,19 +361,18 @@ def _plant(monkeypatch, module_name: str, func: str, old: str, new: str) -> None
 # (ledger formula, profile + flags, the buffer glm-kv measure must name)
 PLANTED = {
     "token row: fp8 scaled KV row + 4 B": (
-        ("glm_kv.ledgers.token", "kv_cache_dim", "+ model.qk_rope_head_dim * 2)", "+ model.qk_rope_head_dim * 2 + 4)"),
+        ("glm_kv.ledgers.layers", "MlaKv.kv_cache_dim", "+ self.qk_rope_head_dim * r.scaled_rope_item_bytes)",
+         "+ self.qk_rope_head_dim * r.scaled_rope_item_bytes + 4)"),
         ["--profile", "article"], "full_kv_pool.kv_buffer[0]"),
     "indexer row: 132 -> 136 B per token": (
-        ("glm_kv.ledgers.token", "indexer_unpooled_bytes", "// FP8_SCALE_GROUP * FP8_SCALE_BYTES",
-         "// FP8_SCALE_GROUP * FP8_SCALE_BYTES + 4"),
+        ("glm_kv.ledgers.layers", "DsaIndexerK.elements", "// r.fp8_scale_group * r.fp8_scale_bytes",
+         "// r.fp8_scale_group * r.fp8_scale_bytes + 4"),
         ["--profile", "h200-0.5.23"], "full_kv_pool.index_key_cache.buffer[0]"),
     "state slot: conv state counted in fp32": (
-        ("glm_kv.ledgers.request", "request_ledger", "conv_b = conv_shape[0] * conv_shape[1] * DTYPE_BYTES[CONV_DTYPE]",
-         "conv_b = conv_shape[0] * conv_shape[1] * DTYPE_BYTES[CONV_DTYPE] * 2"),
+        ("glm_kv.ledgers.layers", "_ConvSsmState.conv_bytes", "* self.conv_item_bytes", "* self.conv_item_bytes * 2"),
         ["--profile", "article"], "mamba_pool.conv[0]"),
     "state slot: temporal state + 4 B": (
-        ("glm_kv.ledgers.request", "request_ledger", "* DTYPE_BYTES[p.mamba_ssm_dtype]",
-         "* DTYPE_BYTES[p.mamba_ssm_dtype] + 4"),
+        ("glm_kv.ledgers.layers", "_ConvSsmState.temporal_bytes", "* self.ssm_item_bytes", "* self.ssm_item_bytes + 4"),
         ["--profile", "article"], "mamba_pool.temporal"),
     "tail: one row too few": (
         ("glm_kv.ledgers.tail", "tail_ledger", "rows = requests_per_worker + decode_extra_slots + TAIL_EXTRA_ROWS",

@@ -4,7 +4,7 @@ Why a module: the page types no number. Every figure comes from the one plan
 (``glm_kv.ledgers.plan.load_plan``), which sums the layer specs of each shipped config, GLM-5.3-Flash's
 among them. The pools are sized from
 a stated rest per rank (``REST_BYTES``): the bytes SGLang has left after the weights depend on
-each checkpoint's weights, which glm-kv estimates for GLM-5.3-Flash only, so the page states the
+each checkpoint's weights, which glm-kv can only estimate from the config, so the page states the
 budget instead of guessing it.
 """
 from __future__ import annotations

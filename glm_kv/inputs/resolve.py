@@ -207,9 +207,9 @@ def resolve_strategy(p: Profile, page_size: int) -> str:
     return "extra_buffer" if wants and p.linear_attn_backend == "triton" else "no_buffer"
 
 
-def validate_strategy(p: Profile, strategy: str, page_size: int) -> None:
-    """The start-up refusals SGLang 0.5.23 gives for this model; the article layout had none."""
-    if not rules_for(p).startup_refusals:
+def validate_strategy(p: Profile, strategy: str, page_size: int, rules: SglangRules | None = None) -> None:
+    """The start-up refusals SGLang 0.5.23 gives for a hybrid model; the article layout had none."""
+    if not (rules or rules_for(p)).startup_refusals:
         return
     if strategy == "no_buffer" and p.mamba_scheduler_strategy == "no_buffer" and not p.disable_overlap_schedule:
         # validate_mamba_no_buffer (arg_groups/mamba_hook.py); auto turns the overlap schedule off itself
@@ -243,7 +243,7 @@ def validate_caps(p: Profile, page_size: int, attn_dp: int) -> None:
                                                    f"once divided over the {attn_dp} DP-attention workers")
 
 
-def validate_combination(p: Profile, model) -> None:
+def validate_combination(p: Profile, model, rules: SglangRules | None = None) -> None:
     """Combinations SGLang refuses at start-up, whatever the sizes (``model``: its ``ModelFacts``)."""
     if p.language_model_only:  # handle_language_model_only (arg_groups/model_hook.py)
         if p.language_only:
@@ -292,7 +292,7 @@ def validate_combination(p: Profile, model) -> None:
                            "needs speculative_num_steps: without it SGLang 0.5.23 picks steps, topk and "
                            "draft tokens itself and asserts that none of them was given")
     if (p.speculative_num_steps is not None and p.speculative_eagle_topk is None
-            and rules_for(p).eagle_steps_need_topk):
+            and (rules or rules_for(p)).eagle_steps_need_topk):
         # EAGLE/NEXTN here (the draft-model algorithms returned above; they fill topk themselves)
         raise ProfileError("speculative_eagle_topk",
                            "is needed with speculative_num_steps: SGLang 0.5.23 fills topk only when steps is "
@@ -588,13 +588,13 @@ def resolve(p: Profile) -> ServerArgs:
         # without the radix cache (no --disaggregation-decode-enable-radix-cache modelled)
         p = p.model_copy(update={"disable_radix_cache": True})
     refuse_unsized(p, facts)
-    validate_combination(p, facts)
+    validate_combination(p, facts, rules)
     gpu = resolve_gpu(p)
     kv_dtype, prefill, decode = resolve_kv(p, facts, config, gpu, rules)
     page = resolve_page(p, facts, gpu, rules)
     strategy = resolve_strategy(p, page) if facts.has_state_layers else "none"
     if facts.has_state_layers:
-        validate_strategy(p, strategy, page)
+        validate_strategy(p, strategy, page, rules)
     attn_dp = p.dp_size if p.enable_dp_attention else 1
     attn_tp, linear_tp = resolve_tp(p, facts, config, attn_dp)
     validate_caps(p, page, attn_dp)

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 import numpy as np
 
-from ..inputs.rules import rules_for
 from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP
 from .capacity import FIT_LIMITS
 
@@ -306,7 +305,7 @@ def _token(plan: "Plan") -> list[Derivation]:
                    "one token's indexer K with its fp8 scales, one layer, before pooling"),
     ]
     row = Var("indexer_row_bytes", t.indexer_unpooled_bytes_per_token_per_layer)
-    if rules_for(plan.profile).indexer_pooled_rows:
+    if plan.args.rules.indexer_pooled_rows:
         page_bytes: Expr = page // kpool * row
         per_layer: Expr = Ceil(row / kpool)
     else:

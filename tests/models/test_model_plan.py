@@ -202,3 +202,14 @@ def test_bad_max_position_embeddings_is_refused_naming_it(tmp_path, value):
     assert e.value.field == "model(text_config).max_position_embeddings" and "must be an integer" in e.value.rule
     # a context_length given wins over the config's (the config value is not read)
     assert plan_of(str(tmp_path), "H200", context_length=4096).args.context_length == 4096
+
+
+def test_book_for_another_model_is_refused_by_name(tmp_path, capsys):
+    """The chapters walk GLM-5.3-Flash's ledgers; `glm-kv book --profile` with another model is refused
+    in one line naming `model`, exit 2, nothing built (no half-rendered book)."""
+    prof = tmp_path / "k.yaml"
+    prof.write_text(f"model: kimi-k3\ngpu: H200\ntp_size: 8\navailable_bytes: {60 * GiB}\n")
+    out = tmp_path / "out"
+    assert main(["book", "--profile", str(prof), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("glm-kv: error: model: the book's chapters are written for GLM-5.3-Flash") and not out.exists()

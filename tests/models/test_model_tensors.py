@@ -42,3 +42,20 @@ def test_planted_error_in_the_indexer_is_measured(monkeypatch):
     monkeypatch.setattr(layers_module.DsaIndexerK, "bytes_per_token", property(lambda s: s.unpooled_bytes))
     report = measure_model(plan_of("glm-5.3-flash", {"gpu": "H200"}))   # kpool 4: 33 B, not 132 B
     assert set(report["differences"]) == {"indexer_bytes_per_token"}
+
+
+def test_cli_measure_for_another_model(capsys, monkeypatch):
+    """`glm-kv measure` with `model:` another model: exit 0 and equal bytes; a planted spec error
+    (Mamba-2's SSM state counted in bf16) exits 1 naming the quantity."""
+    import json
+
+    from glm_kv.cli import main
+
+    argv = ["measure", "--set", "model=nemotron-3-super-120b-a12b-fp8", "--set", "available_bytes=21474836480",
+            "--set", "tp_size=8", "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["differences"] == {}
+    monkeypatch.setattr(layers_module.Mamba2State, "temporal_bytes",
+                        property(lambda s: s.temporal_shape[0] * s.head_dim * s.state_size * 2))
+    assert main(argv) == 1
+    assert set(json.loads(capsys.readouterr().out)["differences"]) == {"state_slot_bytes"}

@@ -114,6 +114,15 @@ ENGINE_ONLY: dict[str, tuple[str, str]] = {
     "capacity.binds_at_context": ("which of those three is smallest (the book's 'binds')",
                                   "the same three figures compared"),
     "model.name": ("a label of the model config file", "tests/test_inputs (config loading)"),
+    "model.model_type": ("the config's model_type, echoed", "tests/models (config loading)"),
+    "model.family": ("glm-kv's name for the layer kinds of the config class (hybrid_arch.py's dispatch)",
+                     "every spec's bytes compared (token.*, request.*)"),
+    "request.state_kind": ("glm-kv's name of the state spec (kda_state, gdn_state, mamba2_state)",
+                           "request.state_slot_bytes compared"),
+    "host.indexer_page_bytes": ("one host indexer page over every indexed layer; SGLang keeps the pool's total",
+                                "host.indexer_bytes in test_memory_agreement"),
+    "layers": ("the per-layer-kind breakdown of cell_size and mamba_cache_per_req (layers.<kind>.*)",
+               "token.kv_bytes_per_token, token.indexer_bytes_per_token, request.state_slot_bytes compared"),
     "model.source": ("a label", "none needed"),
     "gpu.name": ("the profile's input, echoed", "tests/inputs (GPU table)"),
     "gpu.memory_source": ("a label", "none needed"),
@@ -261,7 +270,7 @@ def undeclared_engine_keys(plan: dict, compared=None, engine_only=None) -> list[
     engine_only = ENGINE_ONLY if engine_only is None else engine_only
     out = []
     for key in leaves(plan):
-        if key.startswith("profile.") or key in compared or key in engine_only:
+        if key.startswith("profile.") or key in compared or key in engine_only or key.split(".")[0] in engine_only:
             continue
         out.append(key)
     return out

@@ -107,7 +107,7 @@ def ours(name: str, launch: dict, weights: int | None = None, pre: int | None = 
     from glm_kv.ledgers.plan import load_plan
 
     given = {"weights_bytes": weights, "pre_model_load_bytes": pre} if weights is not None else \
-        {"available_bytes": GiB}
+        {"weights_estimate": False}   # the fraction alone: no capacity to size
     p = make_profile({"model": name, **launch, **given})
     plan = load_plan(p)   # the one engine: the plan's own device-to-rest ledger
     m = plan.memory

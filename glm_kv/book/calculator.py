@@ -110,7 +110,7 @@ def combo_groups(overrides: dict) -> dict[str, tuple]:
         "herr": _refusal({**overrides, "enable_hierarchical_cache": True, "hicache_ratio": 2.0}),
         # gpu bytes, tp, attn_dp, pre-load bytes, weights (target + draft), multimodal, VLM factor, spec
         "mem": (args.gpu.memory_bytes, p.tp_size, args.attn_dp_size, mem.pre_model_load_bytes, mem.weights_bytes,
-                int(is_multimodal(model, p)), vlm, int(bool(p.speculative_algorithm)), p.max_prefill_tokens),
+                int(is_multimodal(args.config, p)), vlm, int(bool(p.speculative_algorithm)), p.max_prefill_tokens),
         # slot bytes, slots per request, cell size, page size, verify draft tokens, mamba_full_memory_ratio
         "pool": (req.state_slot_bytes, req.slots_per_request, tok.cell_size_bytes, tok.page_size,
                  args.verify_state_draft_tokens, p.mamba_full_memory_ratio),

@@ -160,14 +160,20 @@ def random_launch(rng: random.Random, model: str) -> dict:
     return launch
 
 
-def seeded_launch(model: str) -> dict:
-    """This run's random launch of ``model`` (GLM_KV_SEED)."""
-    return random_launch(random.Random(f"{run_seed()}-{model}"), model)
+# random launches per model and run: each costs ~2-3 s of CPU through the warm server (conftest.py); the
+# seed varies per run, so coverage adds up across runs
+RANDOM_PER_MODEL = 2
 
 
+def seeded_launch(model: str, i: int = 0) -> dict:
+    """This run's i-th random launch of ``model`` (GLM_KV_SEED); i = 0 is the one drawn before there were two."""
+    return random_launch(random.Random(f"{run_seed()}-{model}" + (f"-{i}" if i else "")), model)
+
+
+@pytest.mark.parametrize("i", range(RANDOM_PER_MODEL))
 @pytest.mark.parametrize("model", MODELS)
-def test_random_launch_invariants(vllm_plan, model):
-    launch = seeded_launch(model)
+def test_random_launch_invariants(vllm_plan, model, i):
+    launch = seeded_launch(model, i)
     plan = vllm_plan(launch)
     if "refused" in plan:
         r = plan["refused"]
@@ -237,7 +243,7 @@ def launches_of(item) -> list[dict]:
     if name == "test_the_gpu_generation_is_an_input":
         return list(GENERATION_LAUNCHES)
     if name == "test_random_launch_invariants":
-        return [seeded_launch(params["model"])]
+        return [seeded_launch(params["model"], params["i"])]
     if name == "test_more_memory_more_blocks":
         return list(memory_pair())
     if name == "test_mtp_on_a_checkpoint_without_mtp_layers_crashes_vllm":

@@ -203,6 +203,19 @@ def test_more_memory_more_blocks(vllm_plan):
     """Metamorphic, on one model the seed draws: doubling the KV memory at least doubles the blocks (less
     the null block) and never lowers the concurrency; the specs and block size do not move."""
     one, two = (vllm_plan(launch) for launch in memory_pair())
+    # at vLLM's default max_model_len (1,048,576 for some models) the smaller memory may be too little for
+    # one request: vLLM refuses it in words (found by seed 1305712060: Kimi-K3 at 21.8 GiB, 27.19 GiB
+    # needed). More memory never turns an answer into a refusal; a refusal may become an answer.
+    for plan in (one, two):
+        if "refused" in plan:
+            assert plan["refused"]["stage"] == "get_kv_cache_configs" and plan["refused"]["type"] == "ValueError" \
+                and "larger than the available KV cache memory" in plan["refused"]["message"], plan["refused"]
+    assert not ("refused" in two and "refused" not in one), (one.get("num_blocks"), two["refused"])
+    if "refused" in one:
+        if "refused" in two:
+            pytest.xfail(f"vLLM refuses both memories for one request at max_model_len: {two['refused']['message'][:200]}")
+        check_invariants(two)
+        return
     assert two["num_blocks"] >= 2 * one["num_blocks"] - 1, (one["num_blocks"], two["num_blocks"])
     assert two["maximum_concurrency"] >= one["maximum_concurrency"]
     assert two["cache_block_size"] == one["cache_block_size"] and two["layers"] == one["layers"]

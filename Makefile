@@ -60,7 +60,7 @@ cjk-font: setup
 ## The run's seed: empty draws a fresh one (printed); `make test SEED=N` reproduces a run.
 SEED ?=
 
-## What CI runs: every group (sglang, book, unit, notebooks), even after one fails; one summary
+## What CI runs: every group (sglang, vllm, book, unit, notebooks), even after one fails; one summary
 ## line per group (PASS/FAIL, counts, time); non-zero exit when any group failed.
 test: setup
 	$(BIN)/python scripts/test_groups.py --seed "$(SEED)"
@@ -73,11 +73,10 @@ test-book: setup
 test-unit: setup
 	$(BIN)/python scripts/test_groups.py --seed "$(SEED)" --only unit --only notebooks
 
-## vLLM 0.33.0's own KV sizing driven on the CPU (tests/vllm): its own .venv-vllm (scripts/vllm-env.sh,
-## several GB, ~10 min the first time), then the group. Not in `make test` yet (CI time budget).
+## vLLM 0.33.0's own KV sizing driven on the CPU (tests/vllm), the `vllm` group of `make test` alone: its
+## own .venv-vllm first (scripts/vllm-env.sh, 8.2 GB, ~3.5 min the first time), then the group.
 test-vllm: setup
-	scripts/vllm-env.sh
-	GLM_KV_SEED="$(SEED)" $(BIN)/python -m pytest tests/vllm $(PYTEST_ARGS)
+	$(BIN)/python scripts/test_groups.py --seed "$(SEED)" --only vllm
 
 ## Mutation score of glm_kv/inputs and glm_kv/ledgers under the fast tests (mutmut, in its own
 ## .venv-mutants; not part of `make test`). MODULES="token request" scopes it (default: the

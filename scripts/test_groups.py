@@ -6,6 +6,7 @@ Each group gets the run's seed (``GLM_KV_SEED``: drawn fresh unless ``--seed``/`
 given), printed at the top and in the summary. The summary has one line per group::
 
     PASS  sglang      412 passed, 3 skipped                   96.1 s
+    PASS  vllm        23 passed, 1 xfailed                     310.4 s
     FAIL  unit        1,210 passed, 1 failed                   402.7 s
 
 and the exit status is non-zero when any group failed.
@@ -52,6 +53,11 @@ def groups() -> list[Group]:
             # the book's agreement page: this run's per-profile results merged; fails on a missing one
             (sg, "tests/sglang/agreement_report.py", "--merge"),
         )),
+        Group("vllm", "vLLM 0.33.0's own KV sizing on the CPU for six models (its own venv)", (
+            ("bash", "scripts/vllm-env.sh"),
+            # no xdist: the suite runs its launches two at a time itself (forks of one warm vLLM per GPU)
+            (py, "-m", "pytest", "-q", "tests/vllm"),
+        )),
         Group("book", "the book builds with warnings as errors; every page in headless Chromium", (
             ("make", "--no-print-directory", "html", "chromium"),
             (py, "scripts/screenshot_check.py", "--self-test", "--out", "_build/screenshots-self-test"),
@@ -66,7 +72,8 @@ def groups() -> list[Group]:
         )),
         Group("unit", "unit tests (the package, the CLI, the book's code)", (
             # GLM_KV_SGLANG=1: the unit tests that ask SGLang's own parser/pools in .venv-sglang run too
-            ("env", "GLM_KV_SGLANG=1", py, "-m", "pytest", "-q", *xdist, "--ignore=tests/sglang", "tests"),
+            ("env", "GLM_KV_SGLANG=1", py, "-m", "pytest", "-q", *xdist, "--ignore=tests/sglang", "--ignore=tests/vllm",
+             "tests"),
         )),
         Group("notebooks", "every committed notebook re-executed and compared (nbval)", (
             (py, "-m", "pytest", "-q", *xdist, *(("--dist", "loadscope") if xdist else ()),

@@ -386,3 +386,15 @@ def test_the_report_step_runs_after_a_failing_step_and_fails_the_group(capsys):
     sglang = next(g for g in tg.groups() if g.name == "sglang")
     assert any("--merge" in step for step in sglang.always)
     assert any("--clean" in step for step in sglang.steps[:1])
+
+
+def test_the_vllm_group_builds_its_venv_and_runs_tests_vllm_once():
+    """`make test` runs tests/vllm in its own group (its venv built first); the unit group leaves it
+    out, or tests/vllm would run twice once .venv-vllm exists."""
+    tg = _test_groups()
+    by_name = {g.name: g for g in tg.groups()}
+    vllm = by_name["vllm"]
+    assert vllm.steps[0][-1] == "scripts/vllm-env.sh"
+    assert any(step[-1] == "tests/vllm" for step in vllm.steps[1:])
+    assert "--ignore=tests/vllm" in by_name["unit"].steps[0]
+    assert all(g is vllm or not any("tests/vllm" == a for step in g.steps for a in step) for g in by_name.values())

@@ -266,18 +266,21 @@ def _spec_dict(spec) -> dict:
     return out
 
 
-def vllm_plan(launch: dict) -> dict:
-    """vLLM 0.33.0's KV sizing for one launch: model, gpu, tp, and the FLAGS (missing: vLLM's default)."""
+def vllm_plan(launch: dict, prepared: "Prepared | None" = None) -> dict:
+    """vLLM 0.33.0's KV sizing for one launch: model, gpu, tp, and the FLAGS (missing: vLLM's default).
+    ``prepared``: the process state of ``prepare(gpu)`` (the server's children get it from their parent)."""
     unknown = set(launch) - {"model", "gpu", "tp", *FLAGS}
     if unknown:
         raise ValueError(f"launch: unknown key(s) {sorted(unknown)}")
     if launch.get("kv_cache_memory_bytes") is None:
         raise ValueError("launch: kv_cache_memory_bytes is required (no GPU memory profile on a CPU)")
     gpu = GPUS[launch["gpu"]]
+    if prepared is not None and prepared.gpu is not gpu:
+        raise ValueError(f"launch: gpu {launch['gpu']!r}, but this process was prepared for {prepared.gpu['name']}")
     tp = int(launch.get("tp", 1))
     path = model_dir(launch["model"])
     try:
-        return _plan(path, launch, gpu, tp)
+        return _plan(path, launch, prepared or prepare(gpu), tp)
     except Refused as e:
         import traceback
 
@@ -287,17 +290,50 @@ def vllm_plan(launch: dict) -> dict:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _plan(path: str, launch: dict, gpu: dict, tp: int) -> dict:
-    import torch
+class Prepared:
+    """What every launch on one GPU does first, before anything that depends on the launch."""
 
-    _load_stub_libcuda()
-    platform = _fake_platform(gpu)
-    import vllm.model_executor.models.registry as registry
+    def __init__(self, gpu: dict, warm: bool = False):
+        _load_stub_libcuda()
+        self.gpu = gpu
+        self.platform = _fake_platform(gpu)
+        import vllm.model_executor.models.registry as registry
 
-    registry._run_in_subprocess = lambda fn: fn()   # the child would not see the stand-in platform
+        registry._run_in_subprocess = lambda fn: fn()   # the child would not see the stand-in platform
 
-    from vllm.config import set_current_vllm_config
-    from vllm.engine.arg_utils import EngineArgs
+        from vllm.config import set_current_vllm_config
+        from vllm.engine.arg_utils import EngineArgs
+
+        self.set_current_vllm_config, self.EngineArgs = set_current_vllm_config, EngineArgs
+        if warm:
+            import importlib
+
+            for name in WARM_MODULES:
+                importlib.import_module(name)
+
+
+def prepare(gpu: dict, warm: bool = False) -> Prepared:
+    return Prepared(gpu, warm)
+
+
+# The fork server's children import these anyway on every launch, whatever the model: the modules this
+# harness calls, and the model loader and attention layers every model module imports (about 4 s of
+# imports a launch). The server imports them once, after the stand-in platform is in place, as a new
+# process does. That a launch through the server equals the same launch in a new process without them
+# is a test of its own (tests/vllm/test_oracle.py::test_the_server_changes_nothing).
+WARM_MODULES = (
+    "vllm.model_executor.model_loader", "vllm.model_executor.model_loader.utils",
+    "vllm.model_executor.layers.attention", "vllm.model_executor.layers.attention_layer_base",
+    "vllm.compilation.backends", "vllm.v1.worker.workspace", "vllm.utils.torch_utils",
+    "vllm.distributed.kv_transfer.kv_connector.utils", "vllm.v1.attention.backends.utils",
+    "vllm.v1.core.kv_cache_planning", "vllm.v1.core.kv_cache_utils", "vllm.v1.core.single_type_kv_cache_manager",
+    "vllm.v1.worker.gpu.attn_utils",
+)
+
+
+def _plan(path: str, launch: dict, prepared: Prepared, tp: int) -> dict:
+    gpu, platform = prepared.gpu, prepared.platform
+    set_current_vllm_config, EngineArgs = prepared.set_current_vllm_config, prepared.EngineArgs
 
     kw = {k: launch[k] for k in FLAGS if launch.get(k) is not None}
     try:
@@ -429,10 +465,7 @@ def _kv_cache_spec(vllm_config) -> dict:
     return GPUModelRunner.get_kv_cache_spec(SimpleNamespace(vllm_config=vllm_config, shared_kv_cache_layers={}))
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: oracle.py '<launch json>'", file=sys.stderr)
-        return 2
+def _environment() -> None:
     os.environ.setdefault("VLLM_KIMI_K3_GEMM_AR", "0")   # else Kimi-K3 imports the cutlass DSL GEMM path
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     # An empty CUDA_VISIBLE_DEVICES is vLLM's "distributed start-up" case (triton_utils/importing.py): triton
@@ -441,6 +474,81 @@ def main(argv: list[str]) -> int:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import torch  # noqa: F401  - before the stub libcuda, as in the study's recipe
 
+
+SERVE = "ORACLE-SERVE "
+
+
+def serve(gpu_name: str, warm: bool = True) -> int:
+    """A fork server for one GPU: ``prepare(gpu)`` once (torch, the stub driver, the stand-in platform and
+    vLLM's engine-argument modules: about 6 s of imports, the same for every launch on that GPU), then one
+    forked child per launch, so every launch starts from that same fresh state, as a new process would,
+    and none sees another's. Requests on stdin, one per line: ``<id> <dir> <launch json>``; the child
+    writes ``<dir>/<id>.out`` (the ``ORACLE-RESULT`` line) and ``<dir>/<id>.err``. On stdout, prefixed
+    ``ORACLE-SERVE ``: ``ready``, ``started <id> <pid>``, ``done <id> <exit status>``. EOF on stdin: the
+    server waits for its children and exits."""
+    import select
+
+    _environment()
+    prepared = prepare(GPUS[gpu_name], warm)
+    children: dict[int, str] = {}
+
+    def say(*words) -> None:
+        os.write(1, (SERVE + " ".join(map(str, words)) + "\n").encode())
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    say("ready", gpu_name)
+    buf, eof = b"", False
+    while not eof or children:
+        if not eof and select.select([0], [], [], 0.05)[0]:
+            chunk = os.read(0, 1 << 16)
+            eof = not chunk
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                ident, folder, launch = line.decode().split(" ", 2)
+                pid = os.fork()
+                if pid == 0:   # the child: one launch, then out
+                    code = 1
+                    try:
+                        base = os.path.join(folder, ident)
+                        for fd, suffix in ((1, ".out"), (2, ".err")):
+                            f = os.open(base + suffix, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                            os.dup2(f, fd)
+                            os.close(f)
+                        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                        out = vllm_plan(json.loads(launch), prepared)
+                        print("ORACLE-RESULT " + json.dumps(out), flush=True)
+                        code = 0
+                    except BaseException:  # noqa: BLE001 - the harness's own crash: its traceback, exit 1
+                        import traceback
+
+                        traceback.print_exc()
+                    finally:
+                        sys.stdout.flush()
+                        sys.stderr.flush()
+                        os._exit(code)
+                children[pid] = ident
+                say("started", ident, pid)
+        elif eof:
+            select.select([], [], [], 0.05)
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            say("done", children.pop(pid), os.waitstatus_to_exitcode(status))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--serve":
+        return serve(argv[1], warm=os.environ.get("GLM_KV_VLLM_WARM", "1") != "0")
+    if len(argv) != 1:
+        print("usage: oracle.py '<launch json>'  |  oracle.py --serve GPU", file=sys.stderr)
+        return 2
+    _environment()
     out = vllm_plan(json.loads(argv[0]))
     print("ORACLE-RESULT " + json.dumps(out), flush=True)
     return 0

@@ -18,6 +18,7 @@ from .gpus import Gpu, resolve_gpu
 from .model import ModelConfig, load_model
 from .profile import Profile
 from .rules import rules_for
+from .startup import validate_startup
 
 ARTICLE_PAGE_SIZE = 64  # upstream f4de6abee6: DSATokenToKVPool asserts page_size == 64 on CUDA
 SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
@@ -93,7 +94,11 @@ def decode_extra_slots(p: Profile) -> int:
     attention-DP groups, one of them 1); 2 x per worker when that is <= 32, else 0. Not on a
     prefill or a co-located server.
     """
-    if p.disaggregation_mode != "decode" or p.max_running_requests is None:
+    if p.disaggregation_mode != "decode":
+        return 0
+    if p.disaggregation_decode_extra_slots is not None:   # given: SGLang takes it as it is
+        return p.disaggregation_decode_extra_slots
+    if p.max_running_requests is None:
         return 0
     per_worker = max(1, p.max_running_requests // max(1, p.dp_size))
     if per_worker <= DECODE_EXTRA_SLOTS_MAX_PER_WORKER:
@@ -446,6 +451,7 @@ def resolve(p: Profile) -> ServerArgs:
     page = resolve_page_size(model, p.sglang_layout)
     strategy = resolve_strategy(p, page)
     validate_strategy(p, strategy, page)
+    validate_startup(p, strategy, model)   # issue 30: SGLang's start-up refusals of flag combinations (startup.py)
     attn_dp = p.dp_size if p.enable_dp_attention else 1
     validate_caps(p, page, attn_dp)
     mrr = effective_max_running_requests(p)

@@ -98,6 +98,48 @@ def auto_ratio(device_bytes: int, host_memory_bytes: int, ranks_per_host: int) -
     return ratio, budget
 
 
+def ranks_per_host(p) -> int:
+    """``pool_host/base.py ranks_per_host``: SGLang's launch world size per node, tp x pp // nnodes (at least
+    1; pp is 1 here, --pp-size being refused); the profile's ``ranks_per_host`` when it states one (a reading
+    of SGLang's auto-size log line, as ``verify`` takes it)."""
+    if p.ranks_per_host is not None:
+        return p.ranks_per_host
+    return max(p.tp_size // max(p.nnodes, 1), 1)
+
+
+# SGLang 0.5.23's words when a host pool does not fit (pool_host/base.py, mamba.py; pool_host/dsa.py)
+HOST_MEMORY_SAYS = ("Not enough host memory available. Requesting {req:.2f} GB but only have {avail:.2f} GB free. "
+                    "Please reduce the size of the hierarchical cache.")
+INDEXER_HOST_MEMORY_SAYS = ("Not enough host memory for DSA indexer hierarchical cache. Requesting {req:.2f} GB "
+                            "but only have {avail:.2f} GB free.")
+
+
+def check_host_memory(p, requests: list[tuple[str, int]], auto_budget: int | None) -> None:
+    """The host-memory check each host pool makes before it allocates (``host_memory_budget_bytes``):
+    ``requests`` = [(pool, bytes)] in SGLang's build order (KV, indexer, mamba; then a draft sidecar).
+
+    Auto-sized (``auto_budget``, inside ``host_memory_budget_scope``): each pool is booked against the one
+    per-rank budget. Otherwise each pool is checked against (free RAM - 10 GiB) // ranks per host. The free
+    RAM is ``host_memory_bytes`` (what SGLang reads, per check); without it glm-kv cannot check.
+    """
+    host_mem = p.host_memory_bytes
+    if host_mem is None:
+        return
+    per_rank = (host_mem - HICACHE_HOST_MEMORY_RESERVE_BYTES) // ranks_per_host(p)
+    left = auto_budget
+    for pool, req in requests:
+        avail = per_rank if left is None or pool.startswith("draft") else left
+        if req > avail:
+            says = INDEXER_HOST_MEMORY_SAYS if pool == "indexer" else HOST_MEMORY_SAYS
+            field = "hicache_size" if p.hicache_size > 0 else (
+                "hicache_ratio" if explicit_ratio(p) else "host_memory_bytes")
+            raise ProfileError(field, f"the HiCache {pool} host pool does not fit: SGLang 0.5.23 refuses to start "
+                                      f"(\"{says.format(req=req / 1e9, avail=avail / 1e9)}\"; host_memory_bytes "
+                                      f"{host_mem:,}, {ranks_per_host(p)} ranks per host)")
+        if left is not None and not pool.startswith("draft"):
+            left -= req
+
+
 def validate_host(p) -> None:
     """Host-side combinations 0.5.23 refuses for this hybrid model."""
     if not p.enable_hierarchical_cache or not rules_for(p).startup_refusals:
@@ -143,14 +185,14 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
     # a packed draft adds its own device pool's bytes to the auto-size total (one slot per target slot)
     draft_dev = device_kv_bytes(device_tokens, token, draft_layers) if draft_layers else 0
     size_gb = p.hicache_size
-    ratio, ratio_src = p.hicache_ratio, "profile"
+    ratio, ratio_src, auto_budget = p.hicache_ratio, "profile", None
     if size_gb > 0:   # the size wins; the ratio SGLang still resolves is the given one, else 2.0
         ratio = p.hicache_ratio if explicit_ratio(p) else DEFAULT_HICACHE_RATIO
         ratio_src = "unused (hicache_size)"
     elif not explicit_ratio(p):
         host_mem = p.host_memory_bytes
         if host_mem is not None:
-            ratio, _ = auto_ratio(kv_dev + mamba_dev + draft_dev, host_mem, p.ranks_per_host or 1)
+            ratio, auto_budget = auto_ratio(kv_dev + mamba_dev + draft_dev, host_mem, ranks_per_host(p))
             ratio_src = "auto-size"
         else:
             ratio, ratio_src = DEFAULT_HICACHE_RATIO, "default"
@@ -167,6 +209,8 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
     idx_b = index_page_count(tokens, token.page_size) * token.indexer_page_bytes * idx_layers
     idx_logged = tokens // token.page_size * token.indexer_page_bytes * idx_layers
     total = kv_b + idx_b + mamba_b
+    if rules.startup_refusals:   # the indexer pool checks (and logs) its page bytes without the padding page
+        check_host_memory(p, [("KV", kv_b), ("indexer", idx_logged), ("mamba", mamba_b)], auto_budget)
     ledger.update(kv_host_tokens=tokens, kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
                   mamba_host_slots=slots, mamba_host_bytes=mamba_b, total_host_bytes=total,
                   kv_tokens=tokens, kv_bytes=kv_b, indexer_bytes=idx_b, mamba_slots=slots,

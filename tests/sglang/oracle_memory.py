@@ -22,8 +22,12 @@ Workarounds on top of cpu_workarounds.py (named, as there):
                     so SGLang's own float32 conversion is what rounds.
   W8 META_HOST      ``HostTensorAllocator.allocate`` returns ``meta`` tensors: the host pools
                     compute their sizes unpatched but do not touch 100+ GB of RAM. Host RAM for
-                    auto-sizing is ``available_host_memory_bytes`` answering the profile's value,
-                    ``ranks_per_host`` the profile's value.
+                    auto-sizing and the host-memory checks is ``available_host_memory_bytes``
+                    answering the profile's value (one reading, the same at every check).
+                    ``ranks_per_host`` is SGLang's own (the launch world size per node, tp x pp //
+                    nnodes, from the published config) with ``torch.distributed.is_initialized``
+                    answering True inside it, as on a launched server; a profile that states
+                    ``ranks_per_host`` (a boot log's reading) gives that value instead.
 """
 from __future__ import annotations
 
@@ -114,8 +118,20 @@ def meta_host_memory(host_memory_bytes: int | None, ranks: int | None):
         ram = (host_memory_bytes if host_memory_bytes is not None else 1 << 50)
         host_memory.available_host_memory_bytes = lambda *a, **k: ram
         base.available_host_memory_bytes = lambda *a, **k: ram
-        base.ranks_per_host = lambda: ranks or 1
-        auto.ranks_per_host = lambda: ranks or 1
+        real_ranks = originals[3][2]
+
+        def sglang_ranks() -> int:   # SGLang's own count on a launched server (distributed initialised)
+            if ranks is not None:
+                return ranks
+            real_init = torch.distributed.is_initialized
+            torch.distributed.is_initialized = lambda: True
+            try:
+                return real_ranks()
+            finally:
+                torch.distributed.is_initialized = real_init
+
+        base.ranks_per_host = sglang_ranks
+        auto.ranks_per_host = sglang_ranks
         yield
     finally:
         for o, n, v in originals:

@@ -403,9 +403,6 @@ def validate_replayssm_spec(p: Profile, draft_tokens: int) -> None:
         raise ProfileError("linear_replayssm_cache_len",
                            f"spec-verify ring too small: {length} < 2 * {draft_tokens} (early-flush margin) "
                            f"(MambaPool refuses it when SGLang 0.5.23 allocates the pools)")
-    if p.enable_hierarchical_cache:
-        raise ProfileError("enable_hierarchical_cache", "with --enable-linear-replayssm-spec the HiCache mamba host "
-                                                        "pool beside the replay rings is not modelled: no plan is given")
 
 
 def draft_attn_tp(p: Profile) -> int:

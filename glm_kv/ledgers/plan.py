@@ -13,7 +13,7 @@ from ..units import GiB, fmt_bytes
 from . import capacity as capacity_module
 from . import token as token_module
 from .capacity import CapacityLedger, capacity_ledger
-from .host import HostLedger, host_ledger
+from .host import HostLedger, host_ledger, replayssm_conv_window_bytes
 from .memory import PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, memory_ledger, no_memory_rule
 from .parallel import ParallelLedger, parallel_ledger
 from .request import RequestLedger, request_ledger
@@ -115,7 +115,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     host = host_ledger(model, p, tok, req.state_slot_bytes,
                        cap.max_total_num_tokens if cap else None,
                        cap.max_mamba_cache_size if cap else None,
-                       mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes) if cap else None,
+                       mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes + replayssm_conv_window_bytes(
+                           args, req, cap.max_running_requests_per_worker)) if cap else None,
                        draft_layers=tok.draft_layers)
     if host.hicache_ratio_source == "default":
         notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "

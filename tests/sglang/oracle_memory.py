@@ -45,7 +45,7 @@ from oracle import (GiB, SGLangRefused, _where, fake_gpu, mtp_draft_device_pools
 # Profile fields (issue 11) that map 1:1 onto ServerArgs fields.
 EXTRA_PASS_THROUGH = ("chunked_prefill_size", "cuda_graph_max_bs_decode", "max_prefill_tokens",
                       "disaggregation_mode", "moe_a2a_backend", "language_only", "enable_prefill_cp",
-                      "cp_strategy", "attn_cp_size")
+                      "cp_strategy", "attn_cp_size", "enable_linear_replayssm_spec", "linear_replayssm_cache_len")
 
 
 def kwargs_for(profile: dict, raw: dict) -> dict:
@@ -56,7 +56,8 @@ def kwargs_for(profile: dict, raw: dict) -> dict:
         if v is not None and v is not False and not (name == "disaggregation_mode" and v == "null") \
                 and not (name == "moe_a2a_backend" and v == "none") \
                 and not (name == "max_prefill_tokens" and v == 16384) \
-                and not (name == "attn_cp_size" and v == 1):
+                and not (name == "attn_cp_size" and v == 1) \
+                and not (name == "linear_replayssm_cache_len" and not profile.get("enable_linear_replayssm_spec")):
             kw[name] = v
     if "hicache_ratio" not in raw:
         kw.pop("hicache_ratio", None)
@@ -224,13 +225,17 @@ def _memory(profile, raw, gpu, state, pre_bytes, weights, config, pool_log=False
     finally:
         KVCacheConfigurator._handle_max_mamba_cache = original
     K = get_schedule().max_mamba_cache_size
+    # --enable-linear-replayssm-spec: every slot of the pool carries SGLang's replay ring
+    # (replayssm_ring_bytes_per_req, mamba_utils.py), the pool MambaPool allocates; no verify scratch
+    ring = (int(kvc.mambaish_config.mamba2_cache_params.replayssm_ring_bytes_per_req(
+        record_len=v.linear_replayssm_cache_len)) if getattr(v, "enable_linear_replayssm_spec", False) else 0)
     out["capacity"] = {
         "mem_fraction_static": v.mem_fraction_static,
         "available_bytes": int(seen["rest_gib"] * GiB),
         "rest_bytes": int(seen["rest_gib"] * GiB),
         "max_mamba_cache_size": K,
-        "mamba_pool_bytes": (K + 1) * slot,
-        "spec_scratch_bytes": int(round((seen["rest_gib"] - seen["after_gib"]) * GiB - (K + 1) * slot)),
+        "mamba_pool_bytes": (K + 1) * (slot + ring),
+        "spec_scratch_bytes": int(round((seen["rest_gib"] - seen["after_gib"]) * GiB - (K + 1) * (slot + ring))),
         "token_pool_budget_bytes": rest_bytes,
         "max_total_num_tokens": config_.max_total_num_tokens,
         "max_running_requests": max_reqs,

@@ -176,7 +176,8 @@ MODELLED: dict[str, str] = {
     "disaggregation_mode": "memory: default fraction; host: HiCache refused on decode",
     "enable_prefill_cp": "memory: default fraction",
     "cp_strategy": "parallel: context-parallel split (validated as SGLang does)",
-    "enable_hierarchical_cache": "host: HiCache host pools (KV, indexer, mamba)",
+    "enable_hierarchical_cache": ("host: HiCache host pools (KV, indexer, mamba; DFLASH's draft sidecar; with ReplaySSM "
+                                  "the ring and verify conv windows in the size split); SGLang's host-memory check"),
     "hicache_ratio": "host: host pool size relative to the device pools",
     "hicache_size": "host: host pool size in GB, split over the pools",
     "hicache_mem_layout": "host: pool layout (mamba host pool needs page_first*)",

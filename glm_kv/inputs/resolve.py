@@ -318,9 +318,6 @@ def validate_dflash(p: Profile) -> None:
                            f"Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but "
                            f"they differ. For DFLASH they must match. speculative_num_draft_tokens={tokens}, "
                            f"speculative_dflash_block_size={block}")
-    if p.enable_hierarchical_cache:
-        raise ProfileError("enable_hierarchical_cache", "with DFLASH the HiCache host pools carry a draft KV "
-                                                        "sidecar glm-kv does not model yet: no plan is given")
 
 
 def validate_dspark(p: Profile) -> None:
@@ -333,9 +330,6 @@ def validate_dspark(p: Profile) -> None:
     if p.enable_prefill_cp and p.attn_cp_size > 1:   # arg_groups/cp_tp_group_sharing_hook.py (this model)
         raise ProfileError("speculative_algorithm", "SGLang 0.5.23 refuses it: \"CP/TP group sharing only supports "
                                                     "DFLASH or native MTP with top-k 1.\"")
-    if p.enable_hierarchical_cache:
-        raise ProfileError("enable_hierarchical_cache", "with DSPARK the draft keeps a private KV pool whose HiCache "
-                                                        "host copy glm-kv does not model yet: no plan is given")
 
 
 def resolve_dspark_draft(p: Profile) -> str:

@@ -54,6 +54,10 @@ class HostLedger:
     kv_layers: int | None = None
     indexer_logged_bytes: int | None = None   # what the "Allocating ... DSA indexer" line prints
     device_bytes: int | None = None           # device pools the ratio / size split is taken over
+    # appended (issue 30): the DFLASH draft's host sidecar (build_full_draft_pools): one host slot per host
+    # KV token (the anchor's logical size), the draft's KV bytes per token each; 0 without a sidecar
+    draft_tokens: int | None = None
+    draft_bytes: int | None = None
 
 
 HOST_POOL_CLASSES = {"kv": "MLATokenToKVPoolHost", "indexer": "DSAIndexerPoolHost",
@@ -161,11 +165,14 @@ def validate_host(p) -> None:
 
 def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
                 device_tokens: int | None, device_slots: int | None, *,
-                mamba_device_bytes: int | None = None, draft_layers: int = 0) -> HostLedger:
+                mamba_device_bytes: int | None = None, draft_layers: int = 0,
+                sidecar_draft_bytes_per_token: int = 0) -> HostLedger:
     """The host pool group; sizes when HiCache is on and the device pools are known.
 
     ``mamba_device_bytes``: the device mamba pool's bytes (slots + 1, plus the speculative
-    intermediate buffers); ``draft_layers``: MTP layers packed into the host KV / indexer pools.
+    intermediate buffers); ``draft_layers``: MTP layers packed into the host KV / indexer pools;
+    ``sidecar_draft_bytes_per_token``: a draft with its own KV pool that HiCache backs up as a sidecar
+    (DFLASH: ``HiCacheDraftMode.SIDECAR`` in speculative/base_spec_worker.py), its KV bytes per token.
     """
     validate_host(p)
     rules = rules_for(p)
@@ -194,6 +201,9 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
     kv_dev = device_kv_bytes(device_tokens, token, token.num_full_layers)
     # a packed draft adds its own device pool's bytes to the auto-size total (one slot per target slot)
     draft_dev = device_kv_bytes(device_tokens, token, draft_layers) if draft_layers else 0
+    # a sidecar draft's device pool (MHATokenToKVPool: size + one page of rows) joins the auto-size total
+    # (hicache_auto_size._draft_bytes, scaled to the target's slots: the same count here)
+    draft_dev += (device_tokens + token.page_size) * sidecar_draft_bytes_per_token
     size_gb = p.hicache_size
     ratio, ratio_src, auto_budget = p.hicache_ratio, "profile", None
     if size_gb > 0:   # the size wins; the ratio SGLang still resolves is the given one, else 2.0
@@ -218,9 +228,13 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
     # DSAIndexerPoolHost allocates (size + page + 1) // page pages; its log line counts one fewer.
     idx_b = index_page_count(tokens, token.page_size) * token.indexer_page_bytes * idx_layers
     idx_logged = tokens // token.page_size * token.indexer_page_bytes * idx_layers
-    total = kv_b + idx_b + mamba_b
+    # the sidecar's host pool: host_token_capacity = the KV host pool's size (no padding page of its own)
+    draft_tokens = tokens if sidecar_draft_bytes_per_token else 0
+    draft_b = draft_tokens * sidecar_draft_bytes_per_token
+    total = kv_b + idx_b + mamba_b + draft_b
     if rules.startup_refusals:   # the indexer pool checks (and logs) its page bytes without the padding page
-        check_host_memory(p, [("KV", kv_b), ("indexer", idx_logged), ("mamba", mamba_b)], auto_budget)
+        check_host_memory(p, [("KV", kv_b), ("indexer", idx_logged), ("mamba", mamba_b)]
+                          + ([("draft", draft_b)] if draft_b else []), auto_budget)
     ledger.update(kv_host_tokens=tokens, kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
                   mamba_host_slots=slots, mamba_host_bytes=mamba_b, total_host_bytes=total,
                   kv_tokens=tokens, kv_bytes=kv_b, indexer_bytes=idx_b, mamba_slots=slots,
@@ -229,5 +243,5 @@ def host_ledger(model: ModelConfig, p, token: TokenLedger, slot_bytes: int,
                   # (handle_hicache_ratio_default: the given one, else 2.0); it is unused for sizing
                   hicache_ratio=None if size_gb > 0 and not rules.auto_hicache_ratio else ratio,
                   hicache_ratio_source=ratio_src, kv_layers=layers, indexer_logged_bytes=idx_logged,
-                  device_bytes=kv_dev + mamba_dev + draft_dev)
+                  device_bytes=kv_dev + mamba_dev + draft_dev, draft_tokens=draft_tokens, draft_bytes=draft_b)
     return HostLedger(**ledger)

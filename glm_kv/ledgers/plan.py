@@ -117,7 +117,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                        cap.max_mamba_cache_size if cap else None,
                        mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes + replayssm_conv_window_bytes(
                            args, req, cap.max_running_requests_per_worker)) if cap else None,
-                       draft_layers=tok.draft_layers)
+                       draft_layers=tok.draft_layers,
+                       sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token)   # issue 30: DFLASH sidecar
     if host.hicache_ratio_source == "default":
         notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "
                      "hicache_ratio nor hicache_size is given; give host_memory_bytes and ranks_per_host")

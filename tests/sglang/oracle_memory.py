@@ -284,11 +284,22 @@ def _host(configurator, profile, tokens, max_reqs, v, host: bool = True, r=None)
                 mtp_draft_device_pools=drafts, mtp_draft_mamba_pools=(), tp_cache_group=None,
                 attn_cp_cache_group=None, attn_tp_cache_group=None, pp_cache_group=None)
             fraction = get_memory().hicache_host_memory_fraction
-            with auto_size_hicache(params, None, enabled=True), stub_cache_controller():
+            sidecar = dflash_sidecar_pool(kvc, v, tokens, r)
+            plan = None if sidecar is None else SimpleNamespace(mode="sidecar", device_pools=(sidecar,))
+            with auto_size_hicache(params, plan, enabled=True), stub_cache_controller():
                 group, _c, _cfg = build_hybrid_mamba_stack(
                     params=params, decls=kv.host_pool_decls(), mamba_pool=req.mamba_pool,
                     full_layer_mapping=full_layer_mapping, start_layer=kv.start_layer,
                     load_cache_event=None, storage_backend=None, use_mla=kv.use_mla)
+            draft_host = None
+            if sidecar is not None:   # maybe_register_hicache_draft, after the target's group (no auto-size scope)
+                from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import build_full_draft_pools
+
+                controller = SimpleNamespace(mem_pool_host=group, page_size=v.page_size,
+                                             transfer_layer_id_max=int(r.mc.num_hidden_layers))
+                _specs, entries = build_full_draft_pools(
+                    draft_kv_pool=sidecar, tree_cache=SimpleNamespace(cache_controller=controller))
+                draft_host = entries[0].host_pool
     except Exception as e:  # noqa: BLE001
         raise SGLangRefused("host_pools", e)
     by = {e.name.value: e.host_pool for e in group.entries}
@@ -308,5 +319,33 @@ def _host(configurator, profile, tokens, max_reqs, v, host: bool = True, r=None)
         "hicache_ratio": None if get_memory().hicache_ratio is None else float(get_memory().hicache_ratio),
         "auto_sized": fraction is not None,
     }
-    out["total_bytes"] = out["kv_bytes"] + out["indexer_bytes"] + out["mamba_bytes"]
+    out["draft_tokens"] = 0 if draft_host is None else int(draft_host.size)
+    out["draft_bytes"] = 0 if draft_host is None else int(draft_host.size * draft_host.size_per_token)
+    out["total_bytes"] = out["kv_bytes"] + out["indexer_bytes"] + out["mamba_bytes"] + out["draft_bytes"]
     return out
+
+
+def dflash_sidecar_pool(kvc, v, tokens: int, r):
+    """W12: the DFLASH / DSPARK draft worker's own device KV pool, which HiCache backs up as a sidecar
+    (``HiCacheDraftMode.SIDECAR``): SGLang's ``MHATokenToKVPool`` on meta with the draft's per-rank
+    geometry from SGLang's own aux config and configurator (layers, KV heads over draft_attn_tp_size,
+    head dims, the target's KV dtype), at the target's token count (the draft worker shares the target's
+    allocator). None without DFLASH or DSPARK."""
+    if (v.speculative_algorithm or "").upper() not in ("DFLASH", "DSPARK"):   # the DFLASH family
+        return None
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+    import torch
+
+    aux = kvc.spec_aux_config
+    dm = aux.draft_model_config
+    real = torch.get_device_module
+    # the pool asks for its device's module (streams, events); meta has none: the CPU's answers (no byte
+    # depends on it)
+    torch.get_device_module = lambda d=None: torch.cpu if str(d) == "meta" else real(d)
+    try:
+        return MHATokenToKVPool(tokens, v.page_size, r.kv_dtype, dm.get_num_kv_heads(kvc.draft_attn_tp_size),
+                                dm.head_dim, aux.dflash_draft_num_layers, "meta", False, v_head_dim=dm.v_head_dim,
+                                enable_alt_stream=False)
+    finally:
+        torch.get_device_module = real

@@ -88,6 +88,8 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--hicache-size": ("hicache_size", "int"),
     "--hicache-mem-layout": ("hicache_mem_layout", "str"),
     "--hicache-io-backend": ("hicache_io_backend", "str"),
+    "--nnodes": ("nnodes", "int"),
+    "--disaggregation-decode-extra-slots": ("disaggregation_decode_extra_slots", "int"),
 }
 # ServerArgs field -> what it moves in glm-kv (the flag table's "modelled" rows; issue 20).
 MODELLED: dict[str, str] = {
@@ -174,11 +176,18 @@ MODELLED: dict[str, str] = {
     "disaggregation_mode": "memory: default fraction; host: HiCache refused on decode",
     "enable_prefill_cp": "memory: default fraction",
     "cp_strategy": "parallel: context-parallel split (validated as SGLang does)",
-    "enable_hierarchical_cache": "host: HiCache host pools (KV, indexer, mamba)",
+    "enable_hierarchical_cache": ("host: HiCache host pools (KV, indexer, mamba; DFLASH's draft sidecar; with ReplaySSM "
+                                  "the ring and verify conv windows in the size split); SGLang's host-memory check"),
     "hicache_ratio": "host: host pool size relative to the device pools",
     "hicache_size": "host: host pool size in GB, split over the pools",
     "hicache_mem_layout": "host: pool layout (mamba host pool needs page_first*)",
     "hicache_io_backend": "host: layout/backend validation",
+    "nnodes": ("host: SGLang's ranks per host, tp x pp // nnodes (pool_host/base.py ranks_per_host), which "
+               "split the host RAM of HiCache's auto-size and host-memory check; tp x pp must be a multiple "
+               "of it (check_server_args)"),
+    "disaggregation_decode_extra_slots": (
+        "tail/request: on a decode server the pre-allocated request rows of req_to_token and the compress tail "
+        "(DecodeReqToTokenPool); no pool elsewhere (tests/sglang/test_decode_extra_slots.py)"),
 }
 # SGLang 0.5.23's argparse choices for the flags above that have them (the wheel's server_args).
 CHOICES: dict[str, tuple[str, ...]] = {

@@ -233,6 +233,13 @@ FIELDS: dict[str, Field] = {
     # disable_* switches; an explicit prefill backend also skips SGLang's auto-disable cascade
     "cuda_graph_backend_decode": Choice(None, CUDA_GRAPH_BACKEND_CHOICES, optional=True),
     "cuda_graph_backend_prefill": Choice(None, CUDA_GRAPH_BACKEND_CHOICES, optional=True),
+    # --nnodes (issue 30): SGLang's ranks per host are its launch world size per node, tp x pp // nnodes
+    # (mem_cache/pool_host/base.py ranks_per_host), which splits the host RAM of HiCache's auto-size and
+    # of its host-memory check; check_server_args asks tp x pp to be a multiple of it
+    "nnodes": Int(1, ge=1, le=4096),
+    # --disaggregation-decode-extra-slots: a decode server's pre-allocated request rows (req_to_token and the
+    # compress tail); None: SGLang's default (handle_pd_disaggregation); read by no pool elsewhere
+    "disaggregation_decode_extra_slots": Int(None, optional=True, ge=0, le=COUNT_MAX),
 }
 
 

@@ -19,6 +19,7 @@ from .hf_config import HfConfig, glm_hf_config, load_hf_config, names_other_mode
 from .model import ModelConfig, load_model
 from .profile import Profile
 from .rules import RULES, SglangRules, rules_for
+from .startup import validate_startup
 
 ARTICLE_PAGE_SIZE = 64  # upstream f4de6abee6: DSATokenToKVPool asserts page_size == 64 on CUDA
 SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
@@ -104,7 +105,11 @@ def decode_extra_slots(p: Profile) -> int:
     attention-DP groups, one of them 1); 2 x per worker when that is <= 32, else 0. Not on a
     prefill or a co-located server.
     """
-    if p.disaggregation_mode != "decode" or p.max_running_requests is None:
+    if p.disaggregation_mode != "decode":
+        return 0
+    if p.disaggregation_decode_extra_slots is not None:   # given: SGLang takes it as it is
+        return p.disaggregation_decode_extra_slots
+    if p.max_running_requests is None:
         return 0
     per_worker = max(1, p.max_running_requests // max(1, p.dp_size))
     if per_worker <= DECODE_EXTRA_SLOTS_MAX_PER_WORKER:
@@ -317,9 +322,6 @@ def validate_dflash(p: Profile) -> None:
                            f"Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but "
                            f"they differ. For DFLASH they must match. speculative_num_draft_tokens={tokens}, "
                            f"speculative_dflash_block_size={block}")
-    if p.enable_hierarchical_cache:
-        raise ProfileError("enable_hierarchical_cache", "with DFLASH the HiCache host pools carry a draft KV "
-                                                        "sidecar glm-kv does not model yet: no plan is given")
 
 
 def validate_dspark(p: Profile) -> None:
@@ -332,9 +334,6 @@ def validate_dspark(p: Profile) -> None:
     if p.enable_prefill_cp and p.attn_cp_size > 1:   # arg_groups/cp_tp_group_sharing_hook.py (this model)
         raise ProfileError("speculative_algorithm", "SGLang 0.5.23 refuses it: \"CP/TP group sharing only supports "
                                                     "DFLASH or native MTP with top-k 1.\"")
-    if p.enable_hierarchical_cache:
-        raise ProfileError("enable_hierarchical_cache", "with DSPARK the draft keeps a private KV pool whose HiCache "
-                                                        "host copy glm-kv does not model yet: no plan is given")
 
 
 def resolve_dspark_draft(p: Profile) -> str:
@@ -402,9 +401,6 @@ def validate_replayssm_spec(p: Profile, draft_tokens: int) -> None:
         raise ProfileError("linear_replayssm_cache_len",
                            f"spec-verify ring too small: {length} < 2 * {draft_tokens} (early-flush margin) "
                            f"(MambaPool refuses it when SGLang 0.5.23 allocates the pools)")
-    if p.enable_hierarchical_cache:
-        raise ProfileError("enable_hierarchical_cache", "with --enable-linear-replayssm-spec the HiCache mamba host "
-                                                        "pool beside the replay rings is not modelled: no plan is given")
 
 
 def draft_attn_tp(p: Profile) -> int:
@@ -595,6 +591,7 @@ def resolve(p: Profile) -> ServerArgs:
     strategy = resolve_strategy(p, page) if facts.has_state_layers else "none"
     if facts.has_state_layers:
         validate_strategy(p, strategy, page, rules)
+    validate_startup(p, strategy, facts)   # issue 30: SGLang's start-up refusals of flag combinations (startup.py)
     attn_dp = p.dp_size if p.enable_dp_attention else 1
     attn_tp, linear_tp = resolve_tp(p, facts, config, attn_dp)
     validate_caps(p, page, attn_dp)

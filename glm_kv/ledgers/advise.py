@@ -28,6 +28,7 @@ from ..inputs.workload_spec import WorkloadSpec
 from ..units import GiB
 from .capacity import pool_sizes
 from .host import HICACHE_HOST_MEMORY_FRACTION, HICACHE_HOST_MEMORY_RESERVE_BYTES
+from .host import ranks_per_host as host_ranks_per_host
 from .plan import Plan, compute_plan
 
 ENTRY = "python -m sglang.launch_server"
@@ -294,7 +295,7 @@ def _host_advice(profile: Profile, plan: Plan, host_memory_bytes: int, t: int) -
     The budget is what SGLang's auto-sizing allows a rank (RAM less its reserve, split over the
     machine's ranks, times --hicache-host-memory-fraction), without auto-sizing's 2.0 cap.
     """
-    ranks = profile.ranks_per_host or profile.tp_size
+    ranks = host_ranks_per_host(profile)   # SGLang's launch ranks per node unless the profile states them
     budget = int((host_memory_bytes - HICACHE_HOST_MEMORY_RESERVE_BYTES) // ranks * HICACHE_HOST_MEMORY_FRACTION)
     if budget <= 0:
         return HostAdvice(ranks, budget, None), [

@@ -55,6 +55,10 @@ class HostLedger:
     kv_layers: int | None = None
     indexer_logged_bytes: int | None = None   # what the "Allocating ... DSA indexer" line prints
     device_bytes: int | None = None           # device pools the ratio / size split is taken over
+    # appended (issue 30): the DFLASH draft's host sidecar (build_full_draft_pools): one host slot per host
+    # KV token (the anchor's logical size), the draft's KV bytes per token each; 0 without a sidecar
+    draft_tokens: int | None = None
+    draft_bytes: int | None = None
     indexer_page_bytes: int = 0               # one DSAIndexerPoolHost page over every indexed layer (appended)
 
 
@@ -108,6 +112,58 @@ def auto_ratio(device_bytes: int, host_memory_bytes: int, ranks_per_host: int) -
     return ratio, budget
 
 
+def ranks_per_host(p) -> int:
+    """``pool_host/base.py ranks_per_host``: SGLang's launch world size per node, tp x pp // nnodes (at least
+    1; pp is 1 here, --pp-size being refused); the profile's ``ranks_per_host`` when it states one (a reading
+    of SGLang's auto-size log line, as ``verify`` takes it)."""
+    if p.ranks_per_host is not None:
+        return p.ranks_per_host
+    return max(p.tp_size // max(p.nnodes, 1), 1)
+
+
+# SGLang 0.5.23's words when a host pool does not fit (pool_host/base.py, mamba.py; pool_host/dsa.py)
+HOST_MEMORY_SAYS = ("Not enough host memory available. Requesting {req:.2f} GB but only have {avail:.2f} GB free. "
+                    "Please reduce the size of the hierarchical cache.")
+INDEXER_HOST_MEMORY_SAYS = ("Not enough host memory for DSA indexer hierarchical cache. Requesting {req:.2f} GB "
+                            "but only have {avail:.2f} GB free.")
+
+
+def check_host_memory(p, requests: list[tuple[str, int]], auto_budget: int | None) -> None:
+    """The host-memory check each host pool makes before it allocates (``host_memory_budget_bytes``):
+    ``requests`` = [(pool, bytes)] in SGLang's build order (KV, indexer, mamba; then a draft sidecar).
+
+    Auto-sized (``auto_budget``, inside ``host_memory_budget_scope``): each pool is booked against the one
+    per-rank budget. Otherwise each pool is checked against (free RAM - 10 GiB) // ranks per host. The free
+    RAM is ``host_memory_bytes`` (what SGLang reads, per check); without it glm-kv cannot check.
+    """
+    host_mem = p.host_memory_bytes
+    if host_mem is None:
+        return
+    per_rank = (host_mem - HICACHE_HOST_MEMORY_RESERVE_BYTES) // ranks_per_host(p)
+    left = auto_budget
+    for pool, req in requests:
+        avail = per_rank if left is None or pool.startswith("draft") else left
+        if req > avail:
+            says = INDEXER_HOST_MEMORY_SAYS if pool == "indexer" else HOST_MEMORY_SAYS
+            field = "hicache_size" if p.hicache_size > 0 else (
+                "hicache_ratio" if explicit_ratio(p) else "host_memory_bytes")
+            raise ProfileError(field, f"the HiCache {pool} host pool does not fit: SGLang 0.5.23 refuses to start "
+                                      f"(\"{says.format(req=req / 1e9, avail=avail / 1e9)}\"; host_memory_bytes "
+                                      f"{host_mem:,}, {ranks_per_host(p)} ranks per host)")
+        if left is not None and not pool.startswith("draft"):
+            left -= req
+
+
+def replayssm_conv_window_bytes(args, request, requests_per_worker: int | None) -> int:
+    """The verify conv windows MambaPool still allocates under --enable-linear-replayssm-spec with a draft
+    (mem_cache/memory_pool.py ``intermediate_conv_window``: layers x (max_num_reqs + 1) x draft tokens x one
+    conv state), which ``_handle_max_mamba_cache`` leaves out of the budget (the ring replaces the scratch)
+    but ``_split_hicache_size`` and the auto-size count, as ``MambaPool.get_kv_size_bytes`` does."""
+    if not (args.profile.enable_linear_replayssm_spec and args.draft_tokens and requests_per_worker):
+        return 0
+    return request.num_linear_layers * (requests_per_worker + 1) * args.draft_tokens * request.conv_state_bytes
+
+
 def validate_host(p, rules: SglangRules | None = None, hybrid: bool = True) -> None:
     """Host-side combinations 0.5.23 refuses for a hybrid model (MambaPoolHost's layout assert)."""
     if not p.enable_hierarchical_cache or not hybrid or not (rules or rules_for(p)).startup_refusals:
@@ -120,11 +176,13 @@ def validate_host(p, rules: SglangRules | None = None, hybrid: bool = True) -> N
 def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                 device_tokens: int | None, device_slots: int | None, *,
                 mamba_device_bytes: int | None = None, draft_layers: int = 0,
-                rules: SglangRules | None = None) -> HostLedger:
+                rules: SglangRules | None = None, sidecar_draft_bytes_per_token: int = 0) -> HostLedger:
     """The host pool group of any model; sizes when HiCache is on and the device pools are known.
 
     ``mamba_device_bytes``: the device mamba pool's bytes (slots + 1, plus the speculative
-    intermediate buffers); ``draft_layers``: MTP layers packed into the host KV / indexer pools.
+    intermediate buffers); ``draft_layers``: MTP layers packed into the host KV / indexer pools;
+    ``sidecar_draft_bytes_per_token``: a draft with its own KV pool that HiCache backs up as a sidecar
+    (DFLASH: ``HiCacheDraftMode.SIDECAR`` in speculative/base_spec_worker.py), its KV bytes per token.
     """
     rules = rules or rules_for(p)
     hybrid = bool(layers.specs(STATE_KINDS))
@@ -157,15 +215,18 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
     kv_dev = device_kv_bytes(device_tokens, token, token.num_full_layers)
     # a packed draft adds its own device pool's bytes to the auto-size total (one slot per target slot)
     draft_dev = device_kv_bytes(device_tokens, token, draft_layers) if draft_layers else 0
+    # a sidecar draft's device pool (MHATokenToKVPool: size + one page of rows) joins the auto-size total
+    # (hicache_auto_size._draft_bytes, scaled to the target's slots: the same count here)
+    draft_dev += (device_tokens + token.page_size) * sidecar_draft_bytes_per_token
     size_gb = p.hicache_size
-    ratio, ratio_src = p.hicache_ratio, "profile"
+    ratio, ratio_src, auto_budget = p.hicache_ratio, "profile", None
     if size_gb > 0:   # the size wins; the ratio SGLang still resolves is the given one, else 2.0
         ratio = p.hicache_ratio if explicit_ratio(p) else DEFAULT_HICACHE_RATIO
         ratio_src = "unused (hicache_size)"
     elif not explicit_ratio(p):
         host_mem = p.host_memory_bytes
         if host_mem is not None:
-            ratio, _ = auto_ratio(kv_dev + mamba_dev + draft_dev, host_mem, p.ranks_per_host or 1)
+            ratio, auto_budget = auto_ratio(kv_dev + mamba_dev + draft_dev, host_mem, ranks_per_host(p))
             ratio_src = "auto-size"
         else:
             ratio, ratio_src = DEFAULT_HICACHE_RATIO, "default"
@@ -181,7 +242,13 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
     # DSAIndexerPoolHost allocates (size + page + 1) // page pages; its log line counts one fewer.
     idx_b = index_page_count(tokens, token.page_size) * token.indexer_page_bytes * idx_layers
     idx_logged = tokens // token.page_size * token.indexer_page_bytes * idx_layers
-    total = kv_b + idx_b + mamba_b
+    # the sidecar's host pool: host_token_capacity = the KV host pool's size (no padding page of its own)
+    draft_tokens = tokens if sidecar_draft_bytes_per_token else 0
+    draft_b = draft_tokens * sidecar_draft_bytes_per_token
+    total = kv_b + idx_b + mamba_b + draft_b
+    if rules.startup_refusals:   # the indexer pool checks (and logs) its page bytes without the padding page
+        check_host_memory(p, [("KV", kv_b), ("indexer", idx_logged), ("mamba", mamba_b)]
+                          + ([("draft", draft_b)] if draft_b else []), auto_budget)
     ledger.update(kv_host_tokens=tokens, kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
                   mamba_host_slots=slots, mamba_host_bytes=mamba_b, total_host_bytes=total,
                   kv_tokens=tokens, kv_bytes=kv_b, indexer_bytes=idx_b, mamba_slots=slots,
@@ -190,5 +257,5 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                   # (handle_hicache_ratio_default: the given one, else 2.0); it is unused for sizing
                   hicache_ratio=None if size_gb > 0 and not rules.auto_hicache_ratio else ratio,
                   hicache_ratio_source=ratio_src, kv_layers=kv_layers, indexer_logged_bytes=idx_logged,
-                  device_bytes=kv_dev + mamba_dev + draft_dev)
+                  device_bytes=kv_dev + mamba_dev + draft_dev, draft_tokens=draft_tokens, draft_bytes=draft_b)
     return HostLedger(**ledger)

@@ -13,7 +13,7 @@ from ..units import GiB, fmt_bytes
 from . import capacity as capacity_module
 from . import token as token_module
 from .capacity import CapacityLedger, attention_capacity_ledger, capacity_ledger
-from .host import HostLedger, host_ledger
+from .host import HostLedger, host_ledger, replayssm_conv_window_bytes
 from .memory import PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, memory_ledger_for, no_memory_rule
 from .model_layers import ModelLayers, layers_for
 from .parallel import ParallelLedger, parallel_ledger
@@ -146,8 +146,10 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     host = host_ledger(layers, p, tok, req.state_slot_bytes,
                        cap.max_total_num_tokens if cap else None,
                        cap.max_mamba_cache_size if cap else None,
-                       mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes) if cap else None,
-                       draft_layers=tok.draft_layers, rules=rules)
+                       mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes + replayssm_conv_window_bytes(
+                           args, req, cap.max_running_requests_per_worker)) if cap else None,
+                       draft_layers=tok.draft_layers, rules=rules,
+                       sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token)   # issue 30: DFLASH sidecar
     if host.hicache_ratio_source == "default":
         notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "
                      "hicache_ratio nor hicache_size is given; give host_memory_bytes and ranks_per_host")

@@ -131,6 +131,7 @@ def _combo_row(base: dict, combo: dict) -> dict:
             "draft_tokens": plan.draft_tokens, "verify_state_draft_tokens": plan.args.verify_state_draft_tokens,
             "tail_bytes_per_row": plan.tail.bytes_per_row,
             "_pd_decode": int(p.disaggregation_mode == "decode"), "_dp_ranks": p.dp_size,
+            "_extra_given": -1 if p.disaggregation_decode_extra_slots is None else p.disaggregation_decode_extra_slots,
             "_profile": p}
 
 
@@ -159,7 +160,7 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
             combo_err[i] = _message_code(messages, c["error"])
     err = combo_err[codes]
     out: dict[str, Any] = {}
-    for col in COMBO_COLUMNS + ("_pd_decode", "_dp_ranks"):
+    for col in COMBO_COLUMNS + ("_pd_decode", "_dp_ranks", "_extra_given"):
         out[col] = _take(np.array([c.get(col, 0) for c in combos], dtype=np.int64), codes)
     per_combo = {k: _take(np.array([np.nan if c[k] is None else float(c[k]) for c in combo_keys]), codes)
                  for k in ("mamba_full_memory_ratio", "max_mamba_cache_size", "max_total_tokens",
@@ -204,9 +205,10 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
     # a PD decode server's pre-allocation rows (resolve.decode_extra_slots, on the user's cap)
     user_per_worker = np.maximum(1, np.where(np.isnan(mrr_user), 1, mrr_user).astype(np.int64)
                                  // np.maximum(out.pop("_dp_ranks"), 1))
-    extra = np.where((out.pop("_pd_decode") > 0) & ~np.isnan(mrr_user)
-                     & (user_per_worker <= DECODE_EXTRA_SLOTS_MAX_PER_WORKER),
-                     DECODE_EXTRA_SLOTS_PER_REQUEST * user_per_worker, 0)
+    decode, given = out.pop("_pd_decode") > 0, out.pop("_extra_given")
+    extra = np.where(decode & (given >= 0), given,   # --disaggregation-decode-extra-slots given: as it is
+                     np.where(decode & ~np.isnan(mrr_user) & (user_per_worker <= DECODE_EXTRA_SLOTS_MAX_PER_WORKER),
+                              DECODE_EXTRA_SLOTS_PER_REQUEST * user_per_worker, 0))
     rows = np.where(out["tail_bytes_per_row"] > 0, reqs_for_tail + extra + TAIL_EXTRA_ROWS, 0)
     out["tail_rows"] = rows
     out["tail_bytes"] = rows * out["tail_bytes_per_row"]

@@ -19,6 +19,7 @@ from ..inputs.profile import Profile
 from ..inputs.resolve import resolve
 from ..units import GB, GiB
 from .host import HICACHE_HOST_MEMORY_FRACTION, HICACHE_HOST_MEMORY_RESERVE_BYTES, device_kv_bytes
+from .host import ranks_per_host as host_ranks_per_host
 from .plan import Plan, plan_from_args
 
 SAMPLES = 41
@@ -304,7 +305,7 @@ def verify_boot_log(profile: Profile, log: BootLog) -> VerifyResult:
                                       lo - 0.0005 - 1e-9 <= v[1] <= hi + 0.0005 + 1e-9,
                                       "then used as the ratio for the host pools"))
                 budget = int((profile.host_memory_bytes - HICACHE_HOST_MEMORY_RESERVE_BYTES)
-                             // (profile.ranks_per_host or 1) * HICACHE_HOST_MEMORY_FRACTION) / GiB
+                             // host_ranks_per_host(profile) * HICACHE_HOST_MEMORY_FRACTION) / GiB
                 rows.append(VerifyRow(ln.line_no, ln.rank_label, "HiCache host budget per rank", round(budget, 3),
                                       None, v[2], "GiB", abs(budget - v[2]) <= 0.05 + 1e-9))
             else:

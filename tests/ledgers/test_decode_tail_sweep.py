@@ -15,9 +15,9 @@ POINTS = {"max_running_requests": [8, 32, 33, 64, 64, 64, None],
           "enable_dp_attention": [False, False, False, False, True, False, False]}
 
 
-def _mismatches() -> list:
+def _mismatches(**given) -> list:
     base = load_profile("h200-0.5.23").model_copy(update={"disaggregation_mode": "decode",
-                                                          "available_bytes": 60 << 30})
+                                                          "available_bytes": 60 << 30, **given})
     df = sweep(base, **POINTS)
     out = []
     for i in range(len(df)):
@@ -45,3 +45,21 @@ def test_planted_sweep_without_extra_slots_fails(monkeypatch):
 
     monkeypatch.setattr(sw, "DECODE_EXTRA_SLOTS_PER_REQUEST", 0)   # the old rule: + 2 rows only
     assert _mismatches() != []
+
+
+GIVEN = ({"disaggregation_decode_extra_slots": 5}, {"disaggregation_decode_extra_slots": 0},
+         {"disaggregation_decode_extra_slots": 100})
+
+
+def test_sweep_takes_a_given_extra_slots_value():
+    """--disaggregation-decode-extra-slots N in the profile (issue 30): every point reserves N rows, as the plan."""
+    for given in GIVEN:
+        assert _mismatches(**given) == [], given
+
+
+def test_planted_sweep_ignoring_the_given_extra_slots_fails(monkeypatch):
+    import glm_kv.ledgers.sweep as sw
+
+    real = sw._combo_row
+    monkeypatch.setattr(sw, "_combo_row", lambda base, combo: {**real(base, combo), "_extra_given": -1})
+    assert all(_mismatches(**given) != [] for given in GIVEN)

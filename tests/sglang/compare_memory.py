@@ -24,7 +24,7 @@ KEYS = (
     "capacity.token_pool_budget_bytes", "capacity.max_total_num_tokens", "capacity.max_running_requests",
     "parallel.linear_attn_tp_size", "parallel.attn_tp_size", "request.state_slot_bytes",
     "host.kv_tokens", "host.kv_bytes", "host.kv_layers", "host.indexer_bytes", "host.mamba_slots",
-    "host.mamba_bytes", "host.total_bytes", "host.hicache_ratio",
+    "host.mamba_bytes", "host.total_bytes", "host.hicache_ratio", "host.draft_tokens", "host.draft_bytes",
 )
 
 

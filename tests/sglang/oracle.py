@@ -54,6 +54,7 @@ _PASS_THROUGH = (
     "speculative_algorithm", "speculative_num_draft_tokens", "speculative_num_steps",
     "speculative_eagle_topk", "mem_fraction_static", "enable_hierarchical_cache",
     "hicache_ratio", "hicache_size", "hicache_mem_layout", "hicache_io_backend", "context_length",
+    "nnodes", "disaggregation_decode_extra_slots",
 )
 
 
@@ -177,6 +178,9 @@ def resolve_for_sizing(config: dict, kwargs: dict) -> SimpleNamespace:
     try:
         sa = ServerArgs(model_path=model_dir(config), device="cuda", **kwargs)
         sa.resolve_once()
+        # the launch's own checks right after the resolution (entrypoints/engine.py: resolve_once, then
+        # check_server_args before the config is published): tp divisible by nnodes, chunk vs page, ...
+        sa.check_server_args()
     except Exception as e:  # noqa: BLE001 - any refusal is an answer
         raise SGLangRefused("server_args", e)
     v = resolved_view(sa)

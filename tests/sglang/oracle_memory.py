@@ -22,8 +22,12 @@ Workarounds on top of cpu_workarounds.py (named, as there):
                     so SGLang's own float32 conversion is what rounds.
   W8 META_HOST      ``HostTensorAllocator.allocate`` returns ``meta`` tensors: the host pools
                     compute their sizes unpatched but do not touch 100+ GB of RAM. Host RAM for
-                    auto-sizing is ``available_host_memory_bytes`` answering the profile's value,
-                    ``ranks_per_host`` the profile's value.
+                    auto-sizing and the host-memory checks is ``available_host_memory_bytes``
+                    answering the profile's value (one reading, the same at every check).
+                    ``ranks_per_host`` is SGLang's own (the launch world size per node, tp x pp //
+                    nnodes, from the published config) with ``torch.distributed.is_initialized``
+                    answering True inside it, as on a launched server; a profile that states
+                    ``ranks_per_host`` (a boot log's reading) gives that value instead.
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ from oracle import (GiB, SGLangRefused, _where, fake_gpu, mtp_draft_device_pools
 # Profile fields (issue 11) that map 1:1 onto ServerArgs fields.
 EXTRA_PASS_THROUGH = ("chunked_prefill_size", "cuda_graph_max_bs_decode", "max_prefill_tokens",
                       "disaggregation_mode", "moe_a2a_backend", "language_only", "enable_prefill_cp",
-                      "cp_strategy", "attn_cp_size")
+                      "cp_strategy", "attn_cp_size", "enable_linear_replayssm_spec", "linear_replayssm_cache_len")
 
 
 def kwargs_for(profile: dict, raw: dict) -> dict:
@@ -52,7 +56,8 @@ def kwargs_for(profile: dict, raw: dict) -> dict:
         if v is not None and v is not False and not (name == "disaggregation_mode" and v == "null") \
                 and not (name == "moe_a2a_backend" and v == "none") \
                 and not (name == "max_prefill_tokens" and v == 16384) \
-                and not (name == "attn_cp_size" and v == 1):
+                and not (name == "attn_cp_size" and v == 1) \
+                and not (name == "linear_replayssm_cache_len" and not profile.get("enable_linear_replayssm_spec")):
             kw[name] = v
     if "hicache_ratio" not in raw:
         kw.pop("hicache_ratio", None)
@@ -114,8 +119,20 @@ def meta_host_memory(host_memory_bytes: int | None, ranks: int | None):
         ram = (host_memory_bytes if host_memory_bytes is not None else 1 << 50)
         host_memory.available_host_memory_bytes = lambda *a, **k: ram
         base.available_host_memory_bytes = lambda *a, **k: ram
-        base.ranks_per_host = lambda: ranks or 1
-        auto.ranks_per_host = lambda: ranks or 1
+        real_ranks = originals[3][2]
+
+        def sglang_ranks() -> int:   # SGLang's own count on a launched server (distributed initialised)
+            if ranks is not None:
+                return ranks
+            real_init = torch.distributed.is_initialized
+            torch.distributed.is_initialized = lambda: True
+            try:
+                return real_ranks()
+            finally:
+                torch.distributed.is_initialized = real_init
+
+        base.ranks_per_host = sglang_ranks
+        auto.ranks_per_host = sglang_ranks
         yield
     finally:
         for o, n, v in originals:
@@ -208,13 +225,17 @@ def _memory(profile, raw, gpu, state, pre_bytes, weights, config, pool_log=False
     finally:
         KVCacheConfigurator._handle_max_mamba_cache = original
     K = get_schedule().max_mamba_cache_size
+    # --enable-linear-replayssm-spec: every slot of the pool carries SGLang's replay ring
+    # (replayssm_ring_bytes_per_req, mamba_utils.py), the pool MambaPool allocates; no verify scratch
+    ring = (int(kvc.mambaish_config.mamba2_cache_params.replayssm_ring_bytes_per_req(
+        record_len=v.linear_replayssm_cache_len)) if getattr(v, "enable_linear_replayssm_spec", False) else 0)
     out["capacity"] = {
         "mem_fraction_static": v.mem_fraction_static,
         "available_bytes": int(seen["rest_gib"] * GiB),
         "rest_bytes": int(seen["rest_gib"] * GiB),
         "max_mamba_cache_size": K,
-        "mamba_pool_bytes": (K + 1) * slot,
-        "spec_scratch_bytes": int(round((seen["rest_gib"] - seen["after_gib"]) * GiB - (K + 1) * slot)),
+        "mamba_pool_bytes": (K + 1) * (slot + ring),
+        "spec_scratch_bytes": int(round((seen["rest_gib"] - seen["after_gib"]) * GiB - (K + 1) * (slot + ring))),
         "token_pool_budget_bytes": rest_bytes,
         "max_total_num_tokens": config_.max_total_num_tokens,
         "max_running_requests": max_reqs,
@@ -263,11 +284,22 @@ def _host(configurator, profile, tokens, max_reqs, v, host: bool = True, r=None)
                 mtp_draft_device_pools=drafts, mtp_draft_mamba_pools=(), tp_cache_group=None,
                 attn_cp_cache_group=None, attn_tp_cache_group=None, pp_cache_group=None)
             fraction = get_memory().hicache_host_memory_fraction
-            with auto_size_hicache(params, None, enabled=True), stub_cache_controller():
+            sidecar = dflash_sidecar_pool(kvc, v, tokens, r)
+            plan = None if sidecar is None else SimpleNamespace(mode="sidecar", device_pools=(sidecar,))
+            with auto_size_hicache(params, plan, enabled=True), stub_cache_controller():
                 group, _c, _cfg = build_hybrid_mamba_stack(
                     params=params, decls=kv.host_pool_decls(), mamba_pool=req.mamba_pool,
                     full_layer_mapping=full_layer_mapping, start_layer=kv.start_layer,
                     load_cache_event=None, storage_backend=None, use_mla=kv.use_mla)
+            draft_host = None
+            if sidecar is not None:   # maybe_register_hicache_draft, after the target's group (no auto-size scope)
+                from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import build_full_draft_pools
+
+                controller = SimpleNamespace(mem_pool_host=group, page_size=v.page_size,
+                                             transfer_layer_id_max=int(r.mc.num_hidden_layers))
+                _specs, entries = build_full_draft_pools(
+                    draft_kv_pool=sidecar, tree_cache=SimpleNamespace(cache_controller=controller))
+                draft_host = entries[0].host_pool
     except Exception as e:  # noqa: BLE001
         raise SGLangRefused("host_pools", e)
     by = {e.name.value: e.host_pool for e in group.entries}
@@ -287,5 +319,33 @@ def _host(configurator, profile, tokens, max_reqs, v, host: bool = True, r=None)
         "hicache_ratio": None if get_memory().hicache_ratio is None else float(get_memory().hicache_ratio),
         "auto_sized": fraction is not None,
     }
-    out["total_bytes"] = out["kv_bytes"] + out["indexer_bytes"] + out["mamba_bytes"]
+    out["draft_tokens"] = 0 if draft_host is None else int(draft_host.size)
+    out["draft_bytes"] = 0 if draft_host is None else int(draft_host.size * draft_host.size_per_token)
+    out["total_bytes"] = out["kv_bytes"] + out["indexer_bytes"] + out["mamba_bytes"] + out["draft_bytes"]
     return out
+
+
+def dflash_sidecar_pool(kvc, v, tokens: int, r):
+    """W12: the DFLASH / DSPARK draft worker's own device KV pool, which HiCache backs up as a sidecar
+    (``HiCacheDraftMode.SIDECAR``): SGLang's ``MHATokenToKVPool`` on meta with the draft's per-rank
+    geometry from SGLang's own aux config and configurator (layers, KV heads over draft_attn_tp_size,
+    head dims, the target's KV dtype), at the target's token count (the draft worker shares the target's
+    allocator). None without DFLASH or DSPARK."""
+    if (v.speculative_algorithm or "").upper() not in ("DFLASH", "DSPARK"):   # the DFLASH family
+        return None
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+    import torch
+
+    aux = kvc.spec_aux_config
+    dm = aux.draft_model_config
+    real = torch.get_device_module
+    # the pool asks for its device's module (streams, events); meta has none: the CPU's answers (no byte
+    # depends on it)
+    torch.get_device_module = lambda d=None: torch.cpu if str(d) == "meta" else real(d)
+    try:
+        return MHATokenToKVPool(tokens, v.page_size, r.kv_dtype, dm.get_num_kv_heads(kvc.draft_attn_tp_size),
+                                dm.head_dim, aux.dflash_draft_num_layers, "meta", False, v_head_dim=dm.v_head_dim,
+                                enable_alt_stream=False)
+    finally:
+        torch.get_device_module = real

@@ -152,3 +152,65 @@ def test_planted_old_rule_fails(sglang_ready, monkeypatch):
     assert mismatches(CASES[0][1]) != []
     assert mismatches(CASES[4][1]) != []
     assert mismatches(CASES[3][1]) == []   # above 32 per worker the old rule was right
+
+
+# An explicit --disaggregation-decode-extra-slots N: a decode server takes it as it is (the hook fills only
+# an unset value); a prefill or co-located server's pools never read it (inert there, proven below).
+EXPLICIT = [
+    ("decode-64-given-5", {"gpu": "H200", "tp_size": 2, "disaggregation_mode": "decode", "max_running_requests": 64,
+                           "disaggregation_decode_extra_slots": 5}),
+    ("decode-8-given-0", {"gpu": "H200", "tp_size": 2, "disaggregation_mode": "decode", "max_running_requests": 8,
+                          "disaggregation_decode_extra_slots": 0}),
+    ("decode-16-given-100", {"gpu": "H200", "tp_size": 2, "disaggregation_mode": "decode", "max_running_requests": 16,
+                             "disaggregation_decode_extra_slots": 100}),
+    ("decode-dpattn-64-given-3", {"gpu": "B200", "tp_size": 4, "dp_size": 4, "enable_dp_attention": True,
+                                  "disaggregation_mode": "decode", "max_running_requests": 64,
+                                  "disaggregation_decode_extra_slots": 3}),
+]
+INERT_ELSEWHERE = [
+    ("prefill-8-given-7", {"gpu": "H200", "tp_size": 2, "disaggregation_mode": "prefill", "max_running_requests": 8,
+                           "disaggregation_decode_extra_slots": 7}),
+    ("colocated-8-given-7", {"gpu": "H200", "tp_size": 2, "max_running_requests": 8,
+                             "disaggregation_decode_extra_slots": 7}),
+]
+
+
+@pytest.mark.parametrize("pid,raw", EXPLICIT, ids=[c[0] for c in EXPLICIT])
+def test_explicit_extra_slots_on_a_decode_server(sglang_ready, pid, raw):
+    assert mismatches(raw) == [], pid
+    plan, _ = _ours(raw)
+    sg = sglang_pools(raw)
+    assert plan.args.decode_extra_slots == sg["extra_rows"] == raw["disaggregation_decode_extra_slots"], (pid, sg)
+
+
+@pytest.mark.parametrize("pid,raw", INERT_ELSEWHERE, ids=[c[0] for c in INERT_ELSEWHERE])
+def test_explicit_extra_slots_are_inert_elsewhere(sglang_ready, pid, raw):
+    without = {k: v for k, v in raw.items() if k != "disaggregation_decode_extra_slots"}
+    assert sglang_pools(raw) == sglang_pools(without), pid   # SGLang: same rows, same tail
+    _, mine = _ours(raw)
+    _, base = _ours(without)
+    assert {k: v for k, v in mine.items() if k != "profile"} == {k: v for k, v in base.items() if k != "profile"}, pid
+    assert mismatches(raw) == [], pid
+
+
+def test_launch_command_takes_the_flag(sglang_ready, capsys):
+    """``glm-kv plan --sglang-args ... --disaggregation-decode-extra-slots N`` plans (it was refused)."""
+    import json
+
+    from glm_kv import cli
+
+    cmd = ("python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp-size 8 --disaggregation-mode decode "
+           "--max-running-requests 64 --disaggregation-decode-extra-slots 5")
+    assert cli.main(["plan", "--json", "--sglang-args", cmd]) in (0, None)
+    d = json.loads(capsys.readouterr().out)
+    assert d["tail"]["rows"] == 64 + 5 + 2, d["tail"]
+
+
+def test_planted_explicit_value_ignored_fails(sglang_ready, monkeypatch):
+    """glm-kv taking SGLang's default instead of the given value fails every decode case that differs."""
+    import glm_kv.inputs.resolve as resolve
+
+    real = resolve.decode_extra_slots
+    monkeypatch.setattr(resolve, "decode_extra_slots",
+                        lambda p: real(p.model_copy(update={"disaggregation_decode_extra_slots": None})))
+    assert all(mismatches(raw) != [] for _, raw in EXPLICIT), [mismatches(raw) for _, raw in EXPLICIT]

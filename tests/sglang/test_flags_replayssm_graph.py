@@ -81,7 +81,8 @@ def sglang_side(profile: dict, pre: int, weights: int) -> dict:
         return out
     c = out["capacity"]
     K = c["max_mamba_cache_size"]
-    ring = c["spec_scratch_bytes"] // (K + 1) if profile.get("enable_linear_replayssm_spec") else 0
+    # the pool's bytes per slot beyond the KDA state (oracle_memory: SGLang's replayssm_ring_bytes_per_req)
+    ring = c["mamba_pool_bytes"] // (K + 1) - out["request"]["state_slot_bytes"]
     return {"mem_fraction_static": c["mem_fraction_static"], "rest_bytes": c["rest_bytes"],
             "max_mamba_cache_size": K, "max_total_num_tokens": c["max_total_num_tokens"],
             "max_running_requests": c["max_running_requests"], "ring_bytes_per_slot": ring,
@@ -120,7 +121,8 @@ def test_flags_agree_with_sglang(sglang_ready):
         ours = glm_kv_side(prof, pre, w)
         bad += [f"{pid}: {m}" for m in mismatches(ours, theirs)]
         if prof.get("enable_linear_replayssm_spec"):   # the ring replaces the verify scratch entirely
-            assert theirs["_scratch"] == theirs["ring_bytes_per_slot"] * (theirs["max_mamba_cache_size"] + 1), pid
+            # SGLang's budget beyond (K + 1) x (slot + its own ring per slot) is nothing: no scratch left
+            assert theirs["_scratch"] == 0 and theirs["ring_bytes_per_slot"] > 0, pid
             assert ours["_scratch"] == 0, pid
     assert not bad, "\n".join(bad)
 

@@ -1,0 +1,61 @@
+"""Start-up refusals of SGLang 0.5.23 for combinations of modelled flags (issue 30, item 6), in its words.
+
+Each rule is one SGLang check the launch runs before any pool is sized; glm-kv refuses the same
+combination naming the field, with SGLang's message quoted (tests/sglang/test_startup_refusals.py
+drives SGLang's own ``ServerArgs`` resolution and ``check_server_args`` on the same launches).
+The host-memory check of the HiCache pools needs the pool sizes: it lives in ``ledgers/host.py``.
+"""
+from __future__ import annotations
+
+from ..errors import ProfileError
+from .rules import rules_for
+
+# SGLang 0.5.23's own messages (file of the check in parentheses at each use)
+SGLANG_SAYS = {
+    "nnodes_divides_tp": "tp_size must be divisible by number of nodes",
+    "nnodes_dp_replicas": ("multi-node data-parallel replicas are not supported; use attention DP "
+                           "(--attn-dp-size) across nodes"),
+    "lazy_pd": ("extra_buffer_lazy unsupported under PD disaggregation; use --mamba-radix-cache-strategy "
+                "extra_buffer."),
+    "prefill_cp_decode": ("CP is only supported for prefill when PD disaggregation, please remove "
+                          "--enable-prefill-cp."),
+    "cp_sharing_pd_spec": "--speculative-algorithm != DFLASH is not supported with CP-TP group sharing.",
+    "cp_sharing_pd_dp": "--dp-size > 1 is not supported with CP-TP group sharing.",
+}
+CP_TP_SHARING_ARCHS = ("Glm5NextForConditionalGeneration",)   # arg_groups/cp_tp_group_sharing_hook.py
+
+
+def _says(key: str, where: str) -> str:
+    return f"SGLang 0.5.23 refuses it at start-up: \"{SGLANG_SAYS[key]}\" ({where})"
+
+
+def validate_startup(p, strategy: str, model=None) -> None:
+    """``p``: the profile after ``resolve``'s decode-server adjustment; ``strategy``: the resolved
+    mamba radix-cache strategy ("none" without the radix cache); ``model``: its config (architectures)."""
+    if not rules_for(p).startup_refusals:   # the article's SGLang (upstream f4de6abee6) is not checked here
+        return
+    nnodes = p.nnodes
+    # arg_groups/validation_hook.py check_server_args (pp is 1: --pp-size is refused by the flag table)
+    if p.tp_size % nnodes:
+        raise ProfileError("nnodes", _says("nnodes_divides_tp", "arg_groups/validation_hook.py check_server_args")
+                           + f"; tp_size {p.tp_size}, nnodes {nnodes}")
+    if nnodes != 1 and p.dp_size > 1 and not p.enable_dp_attention:
+        raise ProfileError("nnodes", _says("nnodes_dp_replicas", "arg_groups/validation_hook.py check_server_args"))
+    # arg_groups/mamba_hook.py validate_mamba_extra_buffer (a decode server runs without the radix cache,
+    # so its strategy is none and the check is not reached there)
+    if strategy == "extra_buffer_lazy" and p.disaggregation_mode != "null":
+        raise ProfileError("mamba_scheduler_strategy", _says("lazy_pd", "arg_groups/mamba_hook.py"))
+    # arg_groups/model_hook.py, the DSA model overrides
+    if p.enable_prefill_cp and p.disaggregation_mode == "decode":
+        raise ProfileError("enable_prefill_cp", _says("prefill_cp_decode", "arg_groups/model_hook.py"))
+    # arg_groups/cp_tp_group_sharing_hook.py: prefill CP over the TP group on a PD (prefill) server of this
+    # model needs DFLASH and no DP replicas (the decode case is model_hook's refusal above; the transfer
+    # backend, pp and ep it also checks are flags glm-kv does not read: --pp-size / --ep-size are refused)
+    archs = tuple(getattr(model, "architectures", ()) or ())
+    if (p.enable_prefill_cp and p.attn_cp_size > 1 and p.disaggregation_mode != "null"
+            and (not archs or archs[0] in CP_TP_SHARING_ARCHS)):
+        if p.speculative_algorithm != "DFLASH":
+            raise ProfileError("enable_prefill_cp", _says("cp_sharing_pd_spec", "arg_groups/cp_tp_group_sharing_hook.py")
+                               + " on a PD prefill server")
+        if p.dp_size > 1:
+            raise ProfileError("enable_prefill_cp", _says("cp_sharing_pd_dp", "arg_groups/cp_tp_group_sharing_hook.py"))

@@ -1,0 +1,149 @@
+"""Issue 30 items 4 and 6: SGLang 0.5.23's ranks per host, and the start-up refusals glm-kv used to plan through.
+
+SGLang's side is ``oracle_memory.sglang_memory``: its ``ServerArgs`` resolution and ``check_server_args``
+(as ``entrypoints/engine.py`` runs them at launch), pool sizing, and with HiCache the host pool group
+built by ``build_hybrid_mamba_stack`` with SGLang's own ``ranks_per_host`` (the launch world size per
+node, read from the published config; oracle_memory W8) and its host-memory checks against the
+profile's ``host_memory_bytes``. glm-kv's side is ``compare_memory.engine`` (make_profile -> resolve ->
+plan). Every refusal must be SGLang's on both sides, glm-kv naming the field and quoting SGLang's
+message; the neighbouring launches both sides start.
+
+Planted errors: the old ranks rule (1 unless the profile says), no start-up checks, no host-memory
+check: each fails the comparison.
+"""
+from __future__ import annotations
+
+import pytest
+
+GiB = 1 << 30
+L = {"sglang_layout": "0.5.23", "max_running_requests": 64}
+H8 = {"gpu": "H200", "tp_size": 8, "weights_bytes": 40_000_000_000}
+
+# (id, profile as the user wrote it, field glm-kv names or None where both start)
+STARTUP = [
+    ("nnodes-3-tp8", {**H8, "nnodes": 3}, "nnodes"),
+    ("nnodes-2-dp-replicas", {**H8, "nnodes": 2, "dp_size": 2}, "nnodes"),
+    ("nnodes-2-tp8", {**H8, "nnodes": 2}, None),
+    ("nnodes-2-dpattn", {**H8, "nnodes": 2, "dp_size": 8, "enable_dp_attention": True}, None),
+    ("lazy-prefill", {**H8, "mamba_scheduler_strategy": "extra_buffer_lazy", "disaggregation_mode": "prefill"},
+     "mamba_scheduler_strategy"),
+    ("lazy-decode", {**H8, "mamba_scheduler_strategy": "extra_buffer_lazy", "disaggregation_mode": "decode"}, None),
+    ("lazy-colocated", {**H8, "mamba_scheduler_strategy": "extra_buffer_lazy"}, None),
+    ("prefill-cp-decode", {**H8, "attn_cp_size": 8, "enable_prefill_cp": True, "cp_strategy": "interleave",
+                           "disaggregation_mode": "decode"}, "enable_prefill_cp"),
+    ("prefill-cp-decode-no-cp-size", {**H8, "enable_prefill_cp": True, "disaggregation_mode": "decode"},
+     "enable_prefill_cp"),
+    ("prefill-cp-prefill", {**H8, "attn_cp_size": 8, "enable_prefill_cp": True, "cp_strategy": "interleave",
+                            "disaggregation_mode": "prefill"}, "enable_prefill_cp"),
+    ("prefill-cp-prefill-eagle", {**H8, "attn_cp_size": 8, "enable_prefill_cp": True, "cp_strategy": "interleave",
+                                  "disaggregation_mode": "prefill", "speculative_algorithm": "EAGLE"},
+     "enable_prefill_cp"),
+    ("prefill-cp-colocated", {**H8, "attn_cp_size": 8, "enable_prefill_cp": True, "cp_strategy": "interleave"},
+     None),
+]
+
+HC = {"enable_hierarchical_cache": True}
+# HiCache host pools: SGLang's ranks per host (no ranks_per_host in the profile) and its host-memory check
+HOST = [
+    ("auto-tp8", {**H8, **HC, "host_memory_bytes": 500 * 10**9}, None),
+    ("auto-tp8-nnodes2", {**H8, **HC, "host_memory_bytes": 500 * 10**9, "nnodes": 2}, None),
+    ("auto-tp4-dpattn", {"gpu": "B200", "tp_size": 4, "dp_size": 4, "enable_dp_attention": True, **HC,
+                         "host_memory_bytes": 300 * 10**9, "weights_bytes": 60_000_000_000}, None),
+    ("auto-tp8-mtp", {**H8, **HC, "speculative_algorithm": "EAGLE", "host_memory_bytes": 400 * 10**9}, None),
+    ("auto-tp1", {"gpu": "H200", "tp_size": 1, **HC, "host_memory_bytes": 900 * 10**9,
+                  "available_bytes": 100 * GiB}, None),
+    ("size-too-big", {**H8, **HC, "hicache_size": 900, "host_memory_bytes": 500 * 10**9}, "hicache_size"),
+    ("size-fits", {**H8, **HC, "hicache_size": 50, "host_memory_bytes": 500 * 10**9}, None),
+    # ratio 8: 346 GB of KV host pool per rank; 2 TB over 8 ranks leaves 248 GB each, over 4 (two nodes) 497 GB
+    ("ratio-too-big", {**H8, **HC, "hicache_ratio": 8.0, "host_memory_bytes": 2000 * 10**9}, "hicache_ratio"),
+    ("ratio-fits-nnodes2", {**H8, **HC, "hicache_ratio": 8.0, "host_memory_bytes": 2000 * 10**9, "nnodes": 2},
+     None),
+    ("ratio-too-big-tp1", {"gpu": "H200", "tp_size": 1, **HC, "hicache_ratio": 3.0,
+                           "host_memory_bytes": 150 * 10**9, "available_bytes": 100 * GiB}, "hicache_ratio"),
+]
+
+
+def check(raw: dict) -> dict:
+    """{'ours': field or None, 'theirs': SGLang's message or None, 'quoted': bool, 'keys': mismatched keys}."""
+    from compare_memory import compare, engine
+    from oracle_memory import sglang_memory
+    from profiles import hardware
+
+    from compare_memory import sglang_inputs
+
+    prof, measured = hardware({**L, **raw})
+    plan, d = engine(prof, measured)
+    sg = sglang_memory(prof, prof, **sglang_inputs(prof, measured))
+    theirs = sg["errors"]["message"] if "errors" in sg else None
+    out = {"ours": None if plan is not None else d["field"], "theirs": theirs,
+           "quoted": plan is None and theirs is not None and theirs in d["rule"], "keys": []}
+    if plan is not None and theirs is None:
+        out["keys"] = [m["key"] for m in compare("x", {**L, **raw}, engine_fn=engine)["mismatches"]]
+    return out
+
+
+def disagreements(cases) -> list:
+    bad = []
+    for pid, raw, field in cases:
+        got = check(raw)
+        if field is None:
+            ok = got["ours"] is None and got["theirs"] is None and not got["keys"]
+        else:
+            ok = got["ours"] == field and got["quoted"]
+        if not ok:
+            bad.append((pid, got))
+    return bad
+
+
+def test_startup_refusals_are_sglangs(sglang_ready):
+    assert disagreements(STARTUP) == []
+
+
+def test_host_pools_ranks_and_memory_check_are_sglangs(sglang_ready):
+    assert disagreements(HOST) == []
+
+
+def test_planted_no_startup_checks_is_caught(sglang_ready, monkeypatch):
+    import glm_kv.inputs.resolve as resolve
+
+    monkeypatch.setattr(resolve, "validate_startup", lambda p, strategy, model=None: None)
+    found = {pid for pid, _ in disagreements(STARTUP)}
+    assert found == {pid for pid, _, field in STARTUP if field is not None}, found
+
+
+def test_planted_old_ranks_rule_is_caught(sglang_ready, monkeypatch):
+    """glm-kv's old default (1 rank per host unless the profile says) moves the auto-sized pools of tp > 1."""
+    import glm_kv.ledgers.host as host
+
+    monkeypatch.setattr(host, "ranks_per_host", lambda p: p.ranks_per_host or 1)
+    found = dict(disagreements(HOST))
+    assert {"auto-tp8", "auto-tp8-nnodes2", "auto-tp4-dpattn", "auto-tp8-mtp"} <= set(found), found
+    assert "host.hicache_ratio" in found["auto-tp8"]["keys"], found["auto-tp8"]
+    assert "auto-tp1" not in found and "size-fits" not in found, found
+
+
+def test_planted_no_host_memory_check_is_caught(sglang_ready, monkeypatch):
+    import glm_kv.ledgers.host as host
+
+    monkeypatch.setattr(host, "check_host_memory", lambda p, requests, auto_budget: None)
+    found = {pid for pid, _ in disagreements(HOST)}
+    assert found == {pid for pid, _, field in HOST if field is not None}, found
+
+
+@pytest.mark.parametrize("fragment,field", [
+    ("--nnodes 3", "nnodes"),
+    ("--mamba-radix-cache-strategy extra_buffer_lazy --disaggregation-mode prefill", "mamba_scheduler_strategy"),
+    ("--enable-prefill-cp --disaggregation-mode decode", "enable_prefill_cp"),
+])
+def test_startup_refusals_exit_2_on_the_cli(sglang_ready, capsys, fragment, field):
+    from glm_kv import cli
+
+    cmd = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp-size 8 " + fragment
+    try:
+        code = cli.main(["plan", "--json", "--sglang-args", cmd])
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    assert code == 2 and out.strip() == "", (code, out, err)
+    assert field in err and "SGLang 0.5.23 refuses it" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err

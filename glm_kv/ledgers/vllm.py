@@ -409,7 +409,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         kvd_resolved = m.kv_cache_auto
     else:
         kvd_resolved = kvd
-    cache_dtype_str = "fp8_e4m3" if (kvd == "auto" and m.kv_cache_auto == "fp8_e4m3") or kvd == "fp8" else kvd
+    # CacheConfig.cache_dtype: the flag as given; "auto" becomes the checkpoint's fp8 (ModelOpt) only
+    cache_dtype_str = "fp8_e4m3" if (kvd == "auto" and m.kv_cache_auto == "fp8_e4m3") else kvd
     if m.use_mla and kvd_resolved == "fp8_e4m3":
         raise NotModelled("fp8 MLA KV caches (backend choice and row layout)")
     kv_item = "uint8" if kvd_resolved == "fp8_e4m3" else "bfloat16"
@@ -527,10 +528,22 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     if check_mem <= 0:
         raise VllmRefusal("get_kv_cache_configs", "ValueError", "No available memory for the cache blocks.")
     if needed_pool > check_mem:
+        # _estimate_max_model_len_from_groups: binary search for the longest request that fits
+        lo, hi, best = 1, max_len, 0
+        if _needed_pool_bytes(groups, 1, mode, bpb, m.block_outermost) <= check_mem:
+            best = 1
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                if _needed_pool_bytes(groups, mid, mode, bpb, m.block_outermost) <= check_mem:
+                    best, lo = mid, mid + 1
+                else:
+                    hi = mid - 1
+        est = (f"Based on the available memory, the estimated maximum model length is {best}. "
+               if best > 0 else "")
         raise VllmRefusal("get_kv_cache_configs", "ValueError",
                           f"To serve at least one request with the model's max seq len ({max_len}), "
-                          f"({needed_pool / (1 << 30):.2f} GiB KV cache is needed, which is larger than the "
-                          f"available KV cache memory ({check_mem / (1 << 30):.2f} GiB).")
+                          f"({_format_gib(needed_pool)} GiB KV cache is needed, which is larger than the "
+                          f"available KV cache memory ({_format_gib(check_mem)} GiB). {est}")
     num_blocks = mem // bpb
     if a.num_gpu_blocks_override is not None:
         num_blocks = a.num_gpu_blocks_override
@@ -544,6 +557,11 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         attention_backends=attention_backends, layers=tuple(layers), groups=tuple(groups), num_blocks=num_blocks,
         bytes_per_block=bpb, kv_cache_tensors=tuple(tensors), blocks_per_request=per_request,
         gpu_kv_cache_size_tokens=int(conc * max_len), maximum_concurrency=conc)
+
+
+def _format_gib(b: int) -> str:
+    """utils/mem_utils.py format_gib: round(bytes / GiB, 2) as Python prints it."""
+    return f"{round(b / (1 << 30), 2)}"
 
 
 def _preferred_block(bks: list[Backend]) -> int:

@@ -643,9 +643,7 @@ def _groups(specs: dict[str, Spec], block_outermost: bool) -> list[VllmGroup]:
 def _uniform_page_groups(specs: dict[str, Spec]) -> list[VllmGroup]:
     """_get_kv_cache_groups_uniform_page_size (after unify_kv_cache_spec_page_size, a no-op when the
     hybrid alignment already made every page equal)."""
-    pages = {s.page_size_bytes for s in specs.values()}
-    if len(pages) > 1:
-        raise NotModelled("unify_kv_cache_spec_page_size with unequal pages")
+    specs = _unify_page_size(specs)
     buckets: dict[Spec, list[str]] = {}
     for name, spec in specs.items():
         buckets.setdefault(spec, []).append(name)
@@ -657,6 +655,30 @@ def _uniform_page_groups(specs: dict[str, Spec]) -> list[VllmGroup]:
         n = _cdiv(len(names), size)
         for i in range(n):
             out.append(_group(names[i::n], specs))
+    return out
+
+
+def _unify_page_size(specs: dict[str, Spec]) -> dict[str, Spec]:
+    """unify_kv_cache_spec_page_size: pages below the largest are padded (Mamba; non-MLA attention
+    whose page does not divide it) or their block scaled by the ratio; MLA that cannot scale is refused."""
+    pages = {s.page_size_bytes for s in specs.values()}
+    if len(pages) <= 1:
+        return specs
+    top = max(pages)
+    out = {}
+    for name, s in specs.items():
+        if s.page_size_bytes == top:
+            out[name] = s
+        elif s.kind == "MambaSpec":
+            out[name] = replace(s, page_size_padded=top)
+        elif top % s.page_size_bytes == 0:
+            out[name] = replace(s, block_size=s.block_size * (top // s.page_size_bytes))
+        elif s.kind != "MLAAttentionSpec":
+            out[name] = replace(s, page_size_padded=top)
+        else:
+            raise VllmRefusal("get_kv_cache_configs", "NotImplementedError",
+                              f"Layer {name}: page size is not divisible by the maximum page size and cannot be "
+                              "padded. Padding is only supported for non-MLA attention layers.")
     return out
 
 

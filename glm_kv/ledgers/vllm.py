@@ -1,0 +1,781 @@
+"""vLLM 0.33.0's KV-cache sizing for the six hybrid/DSA models, re-derived from its source (issue 33).
+
+Nothing here imports vLLM; every rule is written from reading vLLM 0.33.0's installed package (the
+locations are named at each rule, relative to ``vllm/``). The expected values come from vLLM's own code
+through tests/vllm/oracle.py, never from here.
+
+What is modelled (``vllm_plan(config, args)``):
+
+* spec kinds as vLLM names them (``v1/kv_cache_interface.py``): ``FullAttentionSpec`` (GQA: K+V of
+  ``max(1, kv_heads // tp)`` heads), ``MLAAttentionSpec`` (latent row ``kv_lora_rank + qk_rope_head_dim``;
+  the DSA indexer K as a 132-element uint8 row with ``tokens_per_state = index_kpool``),
+  ``CircularBufferSpec`` (GLM-5.3-Flash's kpool tail ring: 2 heads x index_head_dim, ``index_kpool``
+  tokens), ``MambaSpec`` (KDA / Gated DeltaNet / Mamba-2 conv + temporal state:
+  ``model_executor/layers/mamba/mamba_utils.py`` ``MambaStateShapeCalculator``);
+  ``page_size_bytes`` = heads x states x content (``AttentionSpec.unpadded_page_size_bytes``) or the
+  state bytes, or ``page_size_padded``;
+* the attention block size: backends' preferred / kernel block sizes
+  (``platforms/interface.py`` ``_preferred_block_size_for_backends``) and the hybrid alignment
+  (``_align_hybrid_block_size``: kernel alignment, the MLA x128 rule, the lcm with the Mamba prefill
+  checkpoint alignment in ``align`` mode, attention block = alignment x cdiv(mamba page, alignment x
+  attention page per token), Mamba page padded to the attention page);
+* grouping (``v1/core/kv_cache_planning.py``): one uniform spec, ``UniformTypeKVCacheSpecs`` (one
+  group), the uniform-page-size split (``_get_kv_cache_groups_uniform_page_size``: group size = the
+  smallest bucket, or the largest when max < 1.5 x min; ``layers[i::n]``), and the block-outermost packing
+  (``_get_packed_kv_cache_groups`` with ``_approximate_gcd``, state buckets capped at what one block holds);
+* bytes per block (``_get_kv_cache_bytes_per_block``: layer-outer = max group sum of row-aligned pages;
+  block-outer = max group sum rounded up to the lcm of the block-stride alignments), ``num_blocks`` =
+  memory // bytes per block (or ``num_gpu_blocks_override``), the tensors' offsets and strides
+  (``get_kv_cache_config_from_groups``);
+* the null block and admission check (``get_kv_cache_configs``: memory less one block must hold one
+  request of ``max_model_len``; ``_check_enough_kv_cache_memory``'s words), blocks per request
+  (``max_memory_usage_bytes`` / page: attention cdiv(len, block); Mamba ``align`` 2 + spec + checkpoint
+  blocks, ``none`` 1 + spec; the ring 1), ``Maximum concurrency`` = num_blocks / blocks per request
+  (``v1/core/kv_cache_utils.py`` ``get_max_concurrency_for_kv_cache_config``) and ``GPU KV cache size``
+  = int(concurrency x max_model_len) (``get_kv_cache_capacity``), printed ``%.2fx``.
+
+Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 (sm_90: the backend table
+below is H200's), MTP drafters (their layers), fp8 MLA caches, DCP/PCP, HiSparse, kv_cache_dtype_skip_layers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Optional
+
+from ..inputs.hf_config import HfConfig
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1, "fp8_e4m3": 1}
+DEFAULT_BLOCK_SIZE = 16                      # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
+MLA_KERNEL_BLOCK_ALIGNMENT = 128             # platforms/interface.py _align_hybrid_block_size (use_mla)
+KDA_FLASHKDA_CHECKPOINT_ALIGNMENT = 16       # model_executor/layers/mamba/kda_checkpoint.py
+FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64     # model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py
+MAMBA2_CHECKPOINT_ALIGNMENT = 1              # model_executor/layers/mamba/mamba_mixer2.py get_kv_cache_spec
+
+
+class NotModelled(Exception):
+    """A launch outside what this module derives (named), not a vLLM refusal."""
+
+
+class VllmRefusal(Exception):
+    """vLLM refuses to start: its stage, exception type and words."""
+
+    def __init__(self, stage: str, type_: str, message: str):
+        super().__init__(message)
+        self.stage, self.type, self.message = stage, type_, message
+
+
+@dataclass(frozen=True)
+class VllmArgs:
+    """vLLM launch arguments (EngineArgs names); None: vLLM's default."""
+
+    gpu: str = "H200"
+    tp: int = 1
+    kv_cache_memory_bytes: int = 0
+    kv_cache_dtype: Optional[str] = None
+    mamba_cache_dtype: Optional[str] = None
+    mamba_ssm_cache_dtype: Optional[str] = None
+    enable_prefix_caching: Optional[bool] = None
+    block_size: Optional[int] = None
+    max_model_len: Optional[int] = None
+    max_num_seqs: Optional[int] = None
+    num_speculative_tokens: int = 0
+    disable_hybrid_kv_cache_manager: bool = False
+    num_gpu_blocks_override: Optional[int] = None
+
+    @classmethod
+    def from_launch(cls, launch: dict) -> "VllmArgs":
+        """From the oracle's launch dict (tests/vllm/oracle.py FLAGS)."""
+        kw = {k: v for k, v in launch.items() if k not in ("model", "speculative_config")}
+        spec = launch.get("speculative_config") or {}
+        return cls(**kw, num_speculative_tokens=int(spec.get("num_speculative_tokens", 0)))
+
+
+# ------------------------------------------------------------------------------------------------------
+# spec kinds
+# ------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Spec:
+    """One layer's KV cache spec, in vLLM's field names."""
+
+    kind: str                       # FullAttentionSpec | MLAAttentionSpec | CircularBufferSpec | MambaSpec
+    block_size: int
+    num_kv_heads: int = 0
+    head_size: int = 0
+    head_size_v: int = 0
+    dtype: str = ""
+    cache_dtype_str: Optional[str] = None
+    tokens_per_state: int = 1
+    shapes: tuple = ()
+    dtypes: tuple = ()
+    mamba_type: str = ""
+    num_speculative_blocks: int = 0
+    num_prefill_checkpoint_blocks: int = 0
+    page_size_padded: Optional[int] = None
+    block_stride_alignment: int = 1      # bytes (row alignment of sparse MLA backends); 1: none
+    role: str = ""                       # which vLLM module the layer is (indexer, mla, ...): grouping key
+
+    @property
+    def is_attention(self) -> bool:
+        return self.kind != "MambaSpec"
+
+    @property
+    def state_content_size_bytes(self) -> int:
+        if self.kind == "MambaSpec":
+            return sum(math.prod(s) * DTYPE_BYTES[d] for s, d in zip(self.shapes, self.dtypes))
+        # AttentionSpec.state_content_size_bytes: (head_size + head_size_v) x dtype size
+        return (self.head_size + self.head_size_v) * DTYPE_BYTES[self.dtype]
+
+    @property
+    def num_states(self) -> int:
+        # KVCacheSpec.get_num_kernel_states: block_size // tokens_per_state
+        return self.block_size // self.tokens_per_state if self.tokens_per_state > 0 else 1
+
+    @property
+    def unpadded_page_size_bytes(self) -> int:
+        if self.kind == "MambaSpec":
+            return self.state_content_size_bytes
+        return self.num_kv_heads * self.num_states * self.state_content_size_bytes
+
+    @property
+    def page_size_bytes(self) -> int:
+        if self.page_size_padded is not None:
+            assert self.page_size_padded >= self.unpadded_page_size_bytes
+            return self.page_size_padded
+        return self.unpadded_page_size_bytes
+
+    @property
+    def stride_bytes(self) -> int:
+        """_get_layer_block_stride: the page rounded up to the block-stride alignment."""
+        return _round_up(self.page_size_bytes, self.block_stride_alignment)
+
+    def blocks_per_request(self, max_model_len: int, mamba_cache_mode: str) -> int:
+        """cdiv(max_memory_usage_bytes, page_size_bytes) (kv_cache_interface.py)."""
+        if self.kind == "CircularBufferSpec":
+            return 1
+        if self.kind == "MambaSpec":
+            if mamba_cache_mode == "align":
+                return 2 + self.num_speculative_blocks + self.num_prefill_checkpoint_blocks
+            return 1 + self.num_speculative_blocks
+        return _cdiv(max_model_len, self.block_size)
+
+    def uniform_type_key(self):
+        """UniformTypeKVCacheSpecs.is_uniform_type: same type and block size (attention: same
+        token-slot needs); Mamba: same everything but the page."""
+        if self.kind == "MambaSpec":
+            return (self.kind, self.page_size_bytes, self.num_speculative_blocks, self.block_size)
+        return (self.kind, self.block_size)
+
+    def to_dict(self) -> dict:
+        """The oracle's ``_spec_dict`` keys for this kind."""
+        d = {"kind": self.kind, "page_size_bytes": self.page_size_bytes, "block_size": self.block_size}
+        if self.kind == "MambaSpec":
+            d.update(shapes=[list(s) for s in self.shapes], dtypes=list(self.dtypes),
+                     mamba_type=f"MambaAttentionBackendEnum.{self.mamba_type}",
+                     num_speculative_blocks=self.num_speculative_blocks, page_size_padded=self.page_size_padded,
+                     tokens_per_state=-1)
+            return d
+        d.update(num_kv_heads=self.num_kv_heads, head_size=self.head_size, dtype=self.dtype)
+        if self.kind == "MLAAttentionSpec":
+            d["cache_dtype_str"] = self.cache_dtype_str
+        if self.kind in ("FullAttentionSpec", "MLAAttentionSpec"):
+            d["sliding_window"] = None
+        d.update(page_size_padded=self.page_size_padded, tokens_per_state=self.tokens_per_state)
+        return d
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _cdiv(a, b) * b
+
+
+# ------------------------------------------------------------------------------------------------------
+# the model as vLLM builds it: layer names, kinds, backends (H200)
+# ------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Backend:
+    """An attention backend as the sizing sees it: its name, smallest kernel block (``MultipleOf``
+    base or int), whether it accepts any multiple of it, and whether it row-aligns block strides."""
+
+    name: str
+    kernel_block: int
+    multiple_of: bool
+    row_aligned: bool = False
+
+    def supports(self, block_size: int) -> bool:
+        return block_size % self.kernel_block == 0 if self.multiple_of else block_size == self.kernel_block
+
+
+# H200 (sm_90), with the kernel packages vLLM 0.33.0 pins (tests/vllm/README.md): backend classes and
+# their get_supported_kernel_block_sizes / customize_spec, read in v1/attention/backends/.
+FLASHINFER_MLA_SPARSE_SM90 = Backend("FLASHINFER_MLA_SPARSE_SM90", 64, True, True)   # mla/flashinfer_mla_sparse_sm90.py
+FLASH_ATTN_MLA_SPARSE = Backend("FLASH_ATTN_MLA_SPARSE", 64, True, True)             # mla/flashattn_mla_sparse.py
+FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", 16, True)                                 # mla/flashattn_mla.py
+DEEPSEEK_V32_INDEXER = Backend("DEEPSEEK_V32_INDEXER", 64, False, True)              # mla/indexer.py ([64])
+FLASH_ATTN = Backend("FLASH_ATTN", 16, True)                                         # flash_attn.py (MultipleOf(16))
+
+
+@dataclass
+class _Layer:
+    name: str
+    spec: Spec
+    backend: Optional[Backend]      # None: an SSM backend (no block-size say)
+    module: str                     # the vLLM layer class, for ``attention_backends``
+    backend_name: str
+
+
+@dataclass(frozen=True)
+class _Model:
+    arch: str
+    max_position: int
+    use_mla: bool
+    layers: tuple                   # (name, role, params) in vLLM's registration order
+    mamba_kind: Optional[str]       # kda | gdn | mamba2
+    block_outermost: bool           # resolve_kv_cache_layout: BLHNC (True) or LBNHC
+    kv_cache_auto: str              # what kv_cache_dtype "auto" resolves to
+
+
+def _text(cfg: HfConfig) -> dict:
+    return cfg.text
+
+
+def _model_of(cfg: HfConfig) -> _Model:
+    t = cfg.text
+    mt = cfg.model_type
+    n = int(t.get("num_hidden_layers") or 0)
+    if mt == "glm5_next":
+        lac = t["linear_attn_config"]
+        kda = set(lac["kda_layers"])
+        layers = []
+        for i in range(n):
+            p = f"language_model.model.layers.{i}.self_attn"
+            if i in kda:
+                layers.append((p, "kda"))
+            else:
+                layers += [(p + ".indexer.k_cache", "indexer"), (p + ".indexer.tail_cache", "tail"),
+                           (p + ".attn", "mla_sparse")]
+        return _Model("Glm5NextForConditionalGeneration", int(t["max_position_embeddings"]), True,
+                      tuple(layers), "kda", True, "bfloat16")
+    if mt == "kimi_k3":
+        kda = set(t["linear_attn_config"]["kda_layers"])   # 1-based (KimiLinearConfig.is_kda_layer)
+        layers = [(f"language_model.model.layers.{i}.self_attn", "kda" if i + 1 in kda else "mla")
+                  for i in range(n)]
+        return _Model("KimiK3ForConditionalGeneration", int(t["max_position_embeddings"]), True,
+                      tuple(layers), "kda", False, "bfloat16")
+    if mt in ("qwen3_5_moe", "qwen3_5", "qwen3_next"):
+        types = t.get("layer_types") or ["full_attention" if (i + 1) % int(t.get("full_attention_interval", 4)) == 0
+                                         else "linear_attention" for i in range(n)]
+        layers = [(f"language_model.model.layers.{i}." + ("self_attn.attn" if k == "full_attention" else "linear_attn"),
+                   "gqa" if k == "full_attention" else "gdn") for i, k in enumerate(types)]
+        return _Model("Qwen3_5MoeForConditionalGeneration", int(t["max_position_embeddings"]), False,
+                      tuple(layers), "gdn", False, "bfloat16")
+    if mt == "nemotron_h":
+        pat = t["hybrid_override_pattern"]
+        layers = []
+        for i, c in enumerate(pat):
+            if c == "M":
+                layers.append((f"model.layers.{i}.mixer", "mamba2"))
+            elif c == "*":
+                layers.append((f"model.layers.{i}.mixer.attn", "gqa"))
+        q = (cfg.quant or {}).get("quantization", {}) if cfg.quant else {}
+        # ModelOpt's kv_cache_quant_algo FP8 -> fp8_e4m3 (model_executor/layers/quantization/modelopt.py)
+        auto = "fp8_e4m3" if str(q.get("kv_cache_quant_algo", "")).upper() == "FP8" else "bfloat16"
+        return _Model("NemotronHForCausalLM", int(t["max_position_embeddings"]), False, tuple(layers),
+                      "mamba2", False, auto)
+    if mt in ("deepseek_v32", "glm_moe_dsa"):
+        layers = []
+        for i in range(n):
+            p = f"model.layers.{i}.self_attn"
+            layers += [(p + ".indexer.k_cache", "indexer"), (p + ".attn", "mla_sparse")]
+        return _Model(cfg.architectures[0], int(t["max_position_embeddings"]), True, tuple(layers), None,
+                      False, "bfloat16")
+    raise NotModelled(f"model_type {mt!r}")
+
+
+# ------------------------------------------------------------------------------------------------------
+# the plan
+# ------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class VllmGroup:
+    """KVCacheGroupSpec: its layers and (the scheduler's) representative spec."""
+
+    layer_names: tuple
+    spec: Spec
+    layer_specs: tuple              # per layer (UniformTypeKVCacheSpecs' kv_cache_specs)
+
+    def to_dict(self) -> dict:
+        return {"layer_names": list(self.layer_names), **self.spec.to_dict()}
+
+
+@dataclass(frozen=True)
+class VllmPlan:
+    """vLLM 0.33.0's KV sizing for one model and launch, in the oracle's keys (``to_dict``)."""
+
+    vllm_version: str
+    gpu_capability: tuple
+    tp: int
+    max_model_len: int
+    kv_cache_memory_bytes: int
+    cache_block_size: int
+    mamba_block_size: Optional[int]
+    mamba_cache_mode: str
+    kv_cache_dtype: str
+    enable_prefix_caching: bool
+    num_speculative_tokens: int
+    layout: str
+    attention_backends: tuple
+    layers: tuple                   # (name, Spec)
+    groups: tuple                   # VllmGroup
+    num_blocks: int
+    bytes_per_block: int
+    kv_cache_tensors: tuple         # dicts
+    blocks_per_request: int
+    gpu_kv_cache_size_tokens: int
+    maximum_concurrency: float
+    refused: Optional[dict] = None
+
+    @property
+    def maximum_concurrency_printed(self) -> str:
+        return f"{self.maximum_concurrency:.2f}x"
+
+    def to_dict(self) -> dict:
+        if self.refused is not None:
+            return {"refused": dict(self.refused)}
+        return {
+            "vllm_version": self.vllm_version, "gpu_capability": list(self.gpu_capability), "tp": self.tp,
+            "max_model_len": self.max_model_len, "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
+            "cache_block_size": self.cache_block_size, "mamba_block_size": self.mamba_block_size,
+            "mamba_cache_mode": self.mamba_cache_mode, "kv_cache_dtype": self.kv_cache_dtype,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "num_speculative_tokens": self.num_speculative_tokens, "layout": self.layout,
+            "attention_backends": list(self.attention_backends),
+            "layers": {name: spec.to_dict() for name, spec in self.layers},
+            "groups": [g.to_dict() for g in self.groups],
+            "num_blocks": self.num_blocks,
+            "kv_cache_tensors": [dict(t) for t in self.kv_cache_tensors],
+            "gpu_kv_cache_size_tokens": self.gpu_kv_cache_size_tokens,
+            "maximum_concurrency": self.maximum_concurrency,
+            "maximum_concurrency_printed": self.maximum_concurrency_printed,
+        }
+
+
+GPU_CAPABILITY = {"H200": (9, 0)}
+
+
+def _refused(stage: str, type_: str, message: str) -> VllmPlan:
+    return VllmPlan("0.33.0", (), 0, 0, 0, 0, None, "", "", False, 0, "", (), (), (), 0, 0, (), 0, 0, 0.0,
+                    refused={"stage": stage, "type": type_, "message": message})
+
+
+def vllm_plan(config: HfConfig, args: VllmArgs) -> VllmPlan:
+    """vLLM 0.33.0's KV-cache plan (see the module docstring); vLLM's refusals come back as a plan with
+    ``refused`` (stage, type, message); launches outside the model raise ``NotModelled``."""
+    try:
+        return _plan(config, args)
+    except VllmRefusal as r:
+        return _refused(r.stage, r.type, r.message)
+
+
+def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
+    if a.gpu not in GPU_CAPABILITY:
+        raise NotModelled(f"gpu {a.gpu!r}: only H200's backend table is derived")
+    if a.num_speculative_tokens:
+        raise NotModelled("speculative decoding (MTP drafter layers)")
+    if a.disable_hybrid_kv_cache_manager:
+        raise NotModelled("disable_hybrid_kv_cache_manager")
+    if not a.kv_cache_memory_bytes:
+        raise NotModelled("kv_cache_memory_bytes is required (no memory profile)")
+    m = _model_of(cfg)
+    t = cfg.text
+    tp = a.tp
+    # --- CacheConfig / ModelConfig (config/cache.py, config/model.py, model_executor/models/config.py)
+    max_len = a.max_model_len or m.max_position
+    if a.max_model_len and a.max_model_len > m.max_position:
+        raise NotModelled("max_model_len above the config's (vLLM's engine-config check)")
+    hybrid = m.mamba_kind is not None
+    prefix = True if a.enable_prefix_caching is None else bool(a.enable_prefix_caching)
+    # mamba_cache_mode: "align" with prefix caching on a hybrid model, else "none" (config/cache.py)
+    mode = "align" if (hybrid and prefix) else "none"
+    kvd = a.kv_cache_dtype or "auto"
+    if kvd == "fp8":
+        kvd_resolved = "fp8_e4m3"
+    elif kvd == "auto":
+        kvd_resolved = m.kv_cache_auto
+    else:
+        kvd_resolved = kvd
+    # CacheConfig.cache_dtype: the flag as given; "auto" becomes the checkpoint's fp8 (ModelOpt) only
+    cache_dtype_str = "fp8_e4m3" if (kvd == "auto" and m.kv_cache_auto == "fp8_e4m3") else kvd
+    if m.use_mla and kvd_resolved == "fp8_e4m3":
+        raise NotModelled("fp8 MLA KV caches (backend choice and row layout)")
+    kv_item = "uint8" if kvd_resolved == "fp8_e4m3" else "bfloat16"
+
+    # --- per-layer raw specs (block size filled in below)
+    roles = {r for _, r in m.layers}
+    mla_head = int(t.get("kv_lora_rank", 0)) + int(t.get("qk_rope_head_dim", 0) or 0)
+    index_dim = int(t.get("index_head_dim", 128))
+    kpool = int(t.get("index_kpool", 1) or 1)
+    # the indexer K row: index_head_dim fp8 + index_head_dim/128 x 4 B scales (v1/attention/backends/mla/indexer.py)
+    index_row = index_dim + index_dim // 128 * 4
+    backends: dict[str, Backend] = {}
+    if "mla_sparse" in roles:
+        backends["mla_sparse"] = FLASHINFER_MLA_SPARSE_SM90 if m.mamba_kind == "kda" else FLASH_ATTN_MLA_SPARSE
+    if "mla" in roles:
+        backends["mla"] = FLASH_ATTN_MLA
+    if "indexer" in roles:
+        backends["indexer"] = DEEPSEEK_V32_INDEXER
+    if "gqa" in roles:
+        backends["gqa"] = FLASH_ATTN
+
+    # --- the attention block size (platforms/interface.py update_block_size_for_backend)
+    order = [r for r in ("indexer", "mla_sparse", "mla", "gqa") if r in backends]
+    # backends in layer order: the first non-SSM layer's backend first
+    first_role = next(r for _, r in m.layers if r in backends)
+    order = [first_role] + [r for r in order if r != first_role]
+    bks = []
+    for r in order:
+        if backends[r] not in bks:
+            bks.append(backends[r])
+    user_block = a.block_size is not None
+    block = a.block_size if user_block else _preferred_block(bks)
+    gqa_heads = max(1, int(t.get("num_key_value_heads", 1)) // tp) if "gqa" in roles else 0
+    gqa_head = int(t.get("head_dim") or 0)
+    if m.use_mla:
+        attn_per_token = mla_head * DTYPE_BYTES[kv_item]            # MLAAttentionSpec, block 1
+    else:
+        attn_per_token = gqa_heads * 2 * gqa_head * DTYPE_BYTES[kv_item]
+
+    mamba_shapes, mamba_dtypes, mamba_type, ckpt_align = _mamba_state(m, t, tp, a)
+    mamba_page = sum(math.prod(s) * DTYPE_BYTES[d] for s, d in zip(mamba_shapes, mamba_dtypes)) if hybrid else 0
+    mamba_block = None
+    mamba_padded = None
+    if hybrid:
+        first = bks[0]
+        align = max(first.kernel_block, block)
+        backend_align = math.lcm(*(b.kernel_block for b in bks))
+        if m.use_mla:
+            align = max(align, MLA_KERNEL_BLOCK_ALIGNMENT)
+        if mode == "align":
+            align = math.lcm(align, ckpt_align or 1)
+        attn_block = align * _cdiv(mamba_page, align * attn_per_token)
+        attn_block = backend_align * _cdiv(attn_block, backend_align)
+        if block < attn_block:
+            block = attn_block
+        attn_page = block * attn_per_token
+        if attn_page != mamba_page:
+            mamba_padded = attn_page
+        # model_executor/models/config.py: mamba_block_size = block (align) or max_model_len (none)
+        mamba_block = block if mode == "align" else max_len
+
+    # --- specs in registration order (v1/worker/gpu/attn_utils.py get_kv_cache_spec)
+    layers: list[tuple[str, Spec]] = []
+    for name, role in m.layers:
+        if role in ("kda", "gdn", "mamba2"):
+            spec = Spec("MambaSpec", mamba_block, shapes=mamba_shapes, dtypes=mamba_dtypes, mamba_type=mamba_type,
+                        num_speculative_blocks=a.num_speculative_tokens,
+                        num_prefill_checkpoint_blocks=1 if ckpt_align is not None else 0,
+                        page_size_padded=mamba_padded, role=role)
+        elif role in ("mla", "mla_sparse"):
+            b = backends[role]
+            spec = Spec("MLAAttentionSpec", block, num_kv_heads=1, head_size=mla_head, dtype=kv_item,
+                        cache_dtype_str=kvd, role=role)
+            if b.row_aligned:   # sparse_utils.align_blocks_to_rows: stride = whole rows
+                spec = replace(spec, block_stride_alignment=spec.state_content_size_bytes)
+        elif role == "indexer":
+            spec = Spec("MLAAttentionSpec", block, num_kv_heads=1, head_size=index_row, dtype="uint8",
+                        cache_dtype_str=None, tokens_per_state=kpool, role=role,
+                        block_stride_alignment=index_row)
+        elif role == "tail":
+            # the kpool tail ring: index_kpool tokens (+ speculative lookahead) of 2 x index_head_dim bf16
+            spec = Spec("CircularBufferSpec", kpool + a.num_speculative_tokens, num_kv_heads=2, head_size=index_dim,
+                        dtype="bfloat16", role=role)
+        elif role == "gqa":
+            spec = Spec("FullAttentionSpec", block, num_kv_heads=gqa_heads, head_size=gqa_head,
+                        head_size_v=gqa_head, dtype=kv_item, role=role)
+        else:
+            raise NotModelled(f"layer role {role}")
+        layers.append((name, spec))
+
+    module_names = {"glm5_next": {"kda": "Glm5NextLinearAttention:GDN_ATTN", "indexer": "Glm5NextIndexerCache:DEEPSEEK_V32_INDEXER",
+                                  "tail": "Glm5NextTailCache:KPOOL_TAIL", "mla_sparse": "MLAAttention:FLASHINFER_MLA_SPARSE_SM90"},
+                    "kimi_k3": {"kda": "KimiK3DeltaAttention:KIMI_K3_KDA", "mla": "MultiHeadLatentAttention:FLASH_ATTN_MLA"},
+                    "nemotron_h": {"mamba2": "MambaMixer2:MAMBA2_ATTN", "gqa": "Attention:FLASH_ATTN"},
+                    "dsa": {"indexer": "DeepseekV32IndexerCache:DEEPSEEK_V32_INDEXER",
+                            "mla_sparse": "DeepseekV32Attention:FLASH_ATTN_MLA_SPARSE"},
+                    "qwen": {"gdn": "QwenGatedDeltaNetAttention:GDN_ATTN", "gqa": "Attention:FLASH_ATTN"}}
+    key = ("dsa" if cfg.model_type in ("deepseek_v32", "glm_moe_dsa") else
+           "qwen" if cfg.model_type.startswith("qwen") else cfg.model_type)
+    attention_backends = tuple(sorted({module_names[key][r] for r in roles}))
+
+    # --- groups (v1/core/kv_cache_planning.py get_kv_cache_groups)
+    groups = _groups(dict(layers), m.block_outermost)
+    # --- bytes per block, num_blocks, tensors
+    bpb = _bytes_per_block(groups, m.block_outermost)
+    mem = int(a.kv_cache_memory_bytes)
+    if a.num_gpu_blocks_override is not None:
+        mem = a.num_gpu_blocks_override * bpb
+    # the null block: get_kv_cache_configs checks against memory less one block
+    check_mem = mem - bpb
+    per_request = sum(g.spec.blocks_per_request(max_len, mode) for g in groups)
+    needed = sum(sum(s.blocks_per_request(max_len, mode) * s.page_size_bytes for s in g.layer_specs)
+                 for g in groups)
+    needed_pool = _needed_pool_bytes(groups, max_len, mode, bpb, m.block_outermost)
+    if check_mem <= 0:
+        raise VllmRefusal("get_kv_cache_configs", "ValueError", "No available memory for the cache blocks.")
+    if needed_pool > check_mem:
+        # _estimate_max_model_len_from_groups: binary search for the longest request that fits
+        lo, hi, best = 1, max_len, 0
+        if _needed_pool_bytes(groups, 1, mode, bpb, m.block_outermost) <= check_mem:
+            best = 1
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                if _needed_pool_bytes(groups, mid, mode, bpb, m.block_outermost) <= check_mem:
+                    best, lo = mid, mid + 1
+                else:
+                    hi = mid - 1
+        est = (f"Based on the available memory, the estimated maximum model length is {best}. "
+               if best > 0 else "")
+        raise VllmRefusal("get_kv_cache_configs", "ValueError",
+                          f"To serve at least one request with the model's max seq len ({max_len}), "
+                          f"({_format_gib(needed_pool)} GiB KV cache is needed, which is larger than the "
+                          f"available KV cache memory ({_format_gib(check_mem)} GiB). {est}")
+    num_blocks = mem // bpb
+    if a.num_gpu_blocks_override is not None:
+        num_blocks = a.num_gpu_blocks_override
+    tensors = _tensors(groups, num_blocks, bpb, m.block_outermost)
+    conc = num_blocks / per_request
+    return VllmPlan(
+        vllm_version="0.33.0", gpu_capability=GPU_CAPABILITY[a.gpu], tp=tp, max_model_len=max_len,
+        kv_cache_memory_bytes=int(a.kv_cache_memory_bytes), cache_block_size=block, mamba_block_size=mamba_block,
+        mamba_cache_mode=mode, kv_cache_dtype=cache_dtype_str, enable_prefix_caching=prefix,
+        num_speculative_tokens=a.num_speculative_tokens, layout="BLHNC" if m.block_outermost else "LBNHC",
+        attention_backends=attention_backends, layers=tuple(layers), groups=tuple(groups), num_blocks=num_blocks,
+        bytes_per_block=bpb, kv_cache_tensors=tuple(tensors), blocks_per_request=per_request,
+        gpu_kv_cache_size_tokens=int(conc * max_len), maximum_concurrency=conc)
+
+
+def _format_gib(b: int) -> str:
+    """utils/mem_utils.py format_gib: round(bytes / GiB, 2) as Python prints it."""
+    return f"{round(b / (1 << 30), 2)}"
+
+
+def _preferred_block(bks: list[Backend]) -> int:
+    """_preferred_block_size_for_backends: one backend: its preferred size (the default when it supports
+    it, else its smallest kernel block); several: the default when all take it, else the smallest lcm
+    of one supported size per backend that all accept."""
+    if len(bks) == 1:
+        b = bks[0]
+        return DEFAULT_BLOCK_SIZE if b.supports(DEFAULT_BLOCK_SIZE) else b.kernel_block
+    if all(b.supports(DEFAULT_BLOCK_SIZE) for b in bks):
+        return DEFAULT_BLOCK_SIZE
+    cand = math.lcm(*(b.kernel_block for b in bks))
+    if all(b.supports(cand) for b in bks):
+        return cand
+    raise VllmRefusal("update_block_size_for_backend", "ValueError",
+                      "The attention backends share no supported KV cache block size")
+
+
+def _mamba_state(m: _Model, t: dict, tp: int, a: VllmArgs):
+    """MambaStateShapeCalculator (model_executor/layers/mamba/mamba_utils.py) and the state dtypes
+    (MambaStateDtypeCalculator: conv in mamba_cache_dtype (auto: the model dtype), temporal in
+    mamba_ssm_cache_dtype; default float32 as vLLM resolves it for these models)."""
+    if m.mamba_kind is None:
+        return (), (), "", None
+    conv_dtype = a.mamba_cache_dtype if a.mamba_cache_dtype not in (None, "auto") else "bfloat16"
+    ssm_dtype = a.mamba_ssm_cache_dtype if a.mamba_ssm_cache_dtype not in (None, "auto") else "float32"
+    spec = a.num_speculative_tokens
+
+    def div(n: int, what: str) -> int:
+        if n % tp:
+            raise VllmRefusal("model", "AssertionError", f"{n} is not divisible by {tp} ({what})")
+        return n // tp
+
+    if m.mamba_kind == "kda":
+        lac = t["linear_attn_config"]
+        h, d, k = int(lac["num_heads"]), int(lac["head_dim"]), int(lac["short_conv_kernel_size"])
+        conv = (k - 1 + spec, div(h * d + 2 * h * d, "KDA conv dim"))        # kda_state_shape
+        temporal = (div(h, "KDA heads"), d, d)
+        # Glm5Next / KimiK3 KDA: flashkda prefill (bf16, head_dim 128, sm90) exports checkpoints every 16
+        ckpt = KDA_FLASHKDA_CHECKPOINT_ALIGNMENT if d == 128 else None
+        return (conv, temporal), (conv_dtype, ssm_dtype), "GDN_ATTN", ckpt
+    if m.mamba_kind == "gdn":
+        nk, nv = int(t["linear_num_key_heads"]), int(t["linear_num_value_heads"])
+        dk, dv, k = int(t["linear_key_head_dim"]), int(t["linear_value_head_dim"]), int(t["linear_conv_kernel_dim"])
+        conv = (k - 1 + spec, div(dk * nk * 2 + dv * nv, "GDN conv dim"))   # gated_delta_net_state_shape
+        temporal = (div(nv, "GDN v heads"), dv, dk)
+        return (conv, temporal), (conv_dtype, ssm_dtype), "GDN_ATTN", FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+    # mamba2_state_shape
+    heads, hdim = int(t["mamba_num_heads"]), int(t["mamba_head_dim"])
+    ng = int(t.get("n_groups", 8))
+    ng += 0 if ng % tp == 0 else tp - ng                                     # extra_groups_for_head_shards
+    state = int(t["ssm_state_size"])
+    k = int(t.get("conv_kernel", 4))
+    conv = (k - 1 + spec, div(heads * hdim + 2 * ng * state, "Mamba-2 conv dim"))
+    temporal = (div(heads, "Mamba-2 heads"), hdim, state)
+    return (conv, temporal), (conv_dtype, ssm_dtype), "MAMBA2", MAMBA2_CHECKPOINT_ALIGNMENT
+
+
+def _uniform_type(specs: list[Spec]) -> bool:
+    return len({s.uniform_type_key() for s in specs}) == 1
+
+
+def _group(names: list[str], specs: dict[str, Spec]) -> VllmGroup:
+    """A group and its scheduler spec (the first layer's)."""
+    return VllmGroup(tuple(names), specs[names[0]], tuple(specs[n] for n in names))
+
+
+def _groups(specs: dict[str, Spec], block_outermost: bool) -> list[VllmGroup]:
+    values = list(specs.values())
+    if len(set(values)) == 1:                              # is_kv_cache_spec_uniform
+        return [_group(list(specs), specs)]
+    if _uniform_type(values):                              # UniformTypeKVCacheSpecs.from_specs
+        return [_group(list(specs), specs)]
+    if block_outermost and len({s.page_size_bytes for s in values}) > 1:
+        return _packed_groups(specs)
+    return _uniform_page_groups(specs)
+
+
+def _uniform_page_groups(specs: dict[str, Spec]) -> list[VllmGroup]:
+    """_get_kv_cache_groups_uniform_page_size (after unify_kv_cache_spec_page_size, a no-op when the
+    hybrid alignment already made every page equal)."""
+    specs = _unify_page_size(specs)
+    buckets: dict[Spec, list[str]] = {}
+    for name, spec in specs.items():
+        buckets.setdefault(spec, []).append(name)
+    lists = list(buckets.values())
+    lo, hi = min(map(len, lists)), max(map(len, lists))
+    size = hi if hi < lo * 1.5 else lo
+    out = []
+    for names in lists:
+        n = _cdiv(len(names), size)
+        for i in range(n):
+            out.append(_group(names[i::n], specs))
+    return out
+
+
+def _unify_page_size(specs: dict[str, Spec]) -> dict[str, Spec]:
+    """unify_kv_cache_spec_page_size: pages below the largest are padded (Mamba; non-MLA attention
+    whose page does not divide it) or their block scaled by the ratio; MLA that cannot scale is refused."""
+    pages = {s.page_size_bytes for s in specs.values()}
+    if len(pages) <= 1:
+        return specs
+    top = max(pages)
+    out = {}
+    for name, s in specs.items():
+        if s.page_size_bytes == top:
+            out[name] = s
+        elif s.kind == "MambaSpec":
+            out[name] = replace(s, page_size_padded=top)
+        elif top % s.page_size_bytes == 0:
+            out[name] = replace(s, block_size=s.block_size * (top // s.page_size_bytes))
+        elif s.kind != "MLAAttentionSpec":
+            out[name] = replace(s, page_size_padded=top)
+        else:
+            raise VllmRefusal("get_kv_cache_configs", "NotImplementedError",
+                              f"Layer {name}: page size is not divisible by the maximum page size and cannot be "
+                              "padded. Padding is only supported for non-MLA attention layers.")
+    return out
+
+
+def _approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """kv_cache_planning._approximate_gcd: the chunk in [lower_bound, max] with the least upward
+    padding, ties to the larger."""
+    lo, hi = max(1, lower_bound), max(values)
+    if lo > hi:
+        return lo
+    best, best_pad = lo, None
+    for d in range(lo, hi + 1):
+        pad = sum((d - x % d) % d for x in values)
+        if best_pad is None or pad < best_pad or (pad == best_pad and d > best):
+            best, best_pad = d, pad
+    return best
+
+
+def _packed_groups(specs: dict[str, Spec]) -> list[VllmGroup]:
+    """_get_packed_kv_cache_groups (block-outermost layouts with mixed page sizes)."""
+    buckets: list[dict[str, Spec]] = []
+    for name, spec in specs.items():
+        for b in buckets:
+            if _uniform_type([*b.values(), spec]):
+                b[name] = spec
+                break
+        else:
+            buckets.append({name: spec})
+    info = []
+    for b in buckets:
+        by_page: dict[int, list[str]] = {}
+        for n, s in b.items():
+            by_page.setdefault(s.page_size_bytes, []).append(n)
+        balanced = len({len(v) for v in by_page.values()}) == 1
+        info.append((b, by_page, balanced))
+
+    def max_per_page(by_page):
+        return max(len(v) for v in by_page.values())
+
+    floor = max((max_per_page(p) for _, p, bal in info if bal and len(p) > 1), default=0)
+    repeats = _approximate_gcd([max_per_page(p) for _, p, bal in info if bal], floor) if floor else None
+
+    def n_groups(by_page, bal):
+        return _cdiv(max_per_page(by_page), repeats) if bal and repeats is not None else 1
+
+    def widest(by_page, n):
+        return sum(_cdiv(len(v), n) * page for page, v in by_page.items())
+
+    def is_state(b):
+        return next(iter(b.values())).kind in ("MambaSpec", "CircularBufferSpec")
+
+    anchor = max((widest(p, len(b) if is_state(b) else n_groups(p, bal)) for b, p, bal in info), default=0)
+    out = []
+    for b, p, bal in info:
+        n = n_groups(p, bal)
+        if anchor and is_state(b):
+            per_block = max(anchor // next(iter(b.values())).page_size_bytes, 1)
+            n = max(n, _cdiv(len(b), per_block))
+        if n == 1:
+            out.append(_group(list(b), specs))
+            continue
+        repeats_list = list(zip(*p.values()))
+        for i in range(n):
+            out.append(_group([name for rep in repeats_list[i::n] for name in rep], specs))
+    return out
+
+
+def _bytes_per_block(groups: list[VllmGroup], block_outermost: bool) -> int:
+    """_get_kv_cache_bytes_per_block."""
+    if not block_outermost:
+        return max(sum(s.stride_bytes for s in g.layer_specs) for g in groups)
+    raw = max(sum(s.page_size_bytes for s in g.layer_specs) for g in groups)
+    return _round_up(raw, math.lcm(*(s.block_stride_alignment for g in groups for s in g.layer_specs)))
+
+
+def _needed_pool_bytes(groups, max_len, mode, bpb, block_outermost) -> int:
+    """_max_memory_usage_bytes_from_groups: one request's blocks of every group, at the pool's bytes per
+    block (all groups draw from one pool of bpb-byte blocks)."""
+    return sum(g.spec.blocks_per_request(max_len, mode) for g in groups) * bpb
+
+
+def _tensors(groups, num_blocks, bpb, block_outermost) -> list[dict]:
+    """get_kv_cache_config_from_groups: per group, per distinct spec, one KVCacheTensor view of the one
+    backing allocation (size bpb x num_blocks)."""
+    size = bpb * num_blocks
+    out = []
+    for g in groups:
+        by_spec: dict[Spec, list[str]] = {}
+        for name, s in zip(g.layer_names, g.layer_specs):
+            by_spec.setdefault(s, []).append(name)
+        off = 0
+        for s, names in by_spec.items():
+            if block_outermost:
+                layer_stride, block_stride = s.page_size_bytes, bpb
+            else:
+                block_stride = s.stride_bytes
+                layer_stride = block_stride * num_blocks
+            out.append({"size_bytes": size, "layers": names, "offset_bytes": off, "layer_stride_bytes": layer_stride,
+                        "block_stride_bytes": block_stride, "num_blocks": num_blocks})
+            off += len(names) * (s.page_size_bytes if block_outermost else layer_stride)
+    return out

@@ -84,6 +84,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--enable-prefill-cp": ("enable_prefill_cp", "flag"),
     "--cp-strategy": ("cp_strategy", "str"),
     "--enable-hierarchical-cache": ("enable_hierarchical_cache", "flag"),
+    "--enable-hicache": ("enable_hierarchical_cache", "flag"),   # 0.5.23's short spelling of the same flag
     "--hicache-ratio": ("hicache_ratio", "float"),
     "--hicache-size": ("hicache_size", "int"),
     "--hicache-mem-layout": ("hicache_mem_layout", "str"),

@@ -84,6 +84,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--enable-prefill-cp": ("enable_prefill_cp", "flag"),
     "--cp-strategy": ("cp_strategy", "str"),
     "--enable-hierarchical-cache": ("enable_hierarchical_cache", "flag"),
+    "--enable-hicache": ("enable_hierarchical_cache", "flag"),   # 0.5.23's short spelling of the same flag
     "--hicache-ratio": ("hicache_ratio", "float"),
     "--hicache-size": ("hicache_size", "int"),
     "--hicache-mem-layout": ("hicache_mem_layout", "str"),
@@ -384,6 +385,23 @@ def flag_table_rows() -> tuple[dict[str, int], list[dict]]:
             detail = REFUSED_BY_SGLANG.get(r["field"], r.get("why", ""))
         rows.append({"field": r["field"], "flags": ", ".join(r["flags"]), "status": r["status"], "detail": detail})
     return counts, rows
+
+
+def flag_table_summary(path: Path | None = None) -> dict[str, int]:
+    """How the flag table decides SGLang 0.5.23's ``ServerArgs`` fields (the book's flags page): rows per
+    status, and the refused rows by reason: SGLang refuses the flag for this model (``sglang_refuses``), its
+    sizing cannot run for it on a CPU (``cpu``), or it moves a pool glm-kv does not compute (``moves``)."""
+    path = path or Path(__file__).resolve().parent / "data" / "sglang-0.5.23-flag-table.json"
+    rows = json.loads(path.read_text())["rows"]
+    out = {"fields": len(rows)}
+    for status in ("modelled", "inert", "refused", "no-flag"):
+        out[status] = sum(1 for r in rows if r["status"] == status)
+    refused = [r for r in rows if r["status"] == "refused"]
+    out["refused_by_sglang"] = sum(1 for r in refused if r.get("sglang_refuses") or r["field"] in REFUSED_BY_SGLANG)
+    out["refused_cpu"] = sum(1 for r in refused if r.get("cpu") and not r.get("sglang_refuses"))
+    out["refused_not_computed"] = sum(1 for r in refused if r.get("moves"))
+    out["refused_unexplained"] = out["refused"] - out["refused_by_sglang"] - out["refused_cpu"] - out["refused_not_computed"]
+    return out
 
 
 def refuse_unmodelled(flag: str, canonical: str) -> None:

@@ -21,6 +21,8 @@ SGLANG_SAYS = {
                           "--enable-prefill-cp."),
     "cp_sharing_pd_spec": "--speculative-algorithm != DFLASH is not supported with CP-TP group sharing.",
     "cp_sharing_pd_dp": "--dp-size > 1 is not supported with CP-TP group sharing.",
+    "topk_page": ("speculative_eagle_topk > 1 with page_size > 1 is only supported on ('flashinfer', 'fa3', "
+                  "'triton'); got attention_backend='dsa'. Use page_size == 1 or one of those backends."),
 }
 CP_TP_SHARING_ARCHS = ("Glm5NextForConditionalGeneration",)   # arg_groups/cp_tp_group_sharing_hook.py
 
@@ -41,6 +43,11 @@ def validate_startup(p, strategy: str, model=None) -> None:
                            + f"; tp_size {p.tp_size}, nnodes {nnodes}")
     if nnodes != 1 and p.dp_size > 1 and not p.enable_dp_attention:
         raise ProfileError("nnodes", _says("nnodes_dp_replicas", "arg_groups/validation_hook.py check_server_args"))
+    # arg_groups/speculative_hook.py: EAGLE tree verify (topk > 1) with pages (256 here) needs an attention backend
+    # this model does not have ('dsa' is its only one); with ReplaySSM its own topk refusal comes first there
+    if (p.speculative_algorithm in ("EAGLE", "NEXTN") and (p.speculative_eagle_topk or 1) > 1
+            and not p.enable_linear_replayssm_spec):
+        raise ProfileError("speculative_eagle_topk", _says("topk_page", "arg_groups/speculative_hook.py"))
     # arg_groups/mamba_hook.py validate_mamba_extra_buffer (a decode server runs without the radix cache,
     # so its strategy is none and the check is not reached there)
     if strategy == "extra_buffer_lazy" and p.disaggregation_mode != "null":

@@ -143,3 +143,25 @@ def test_plain_cuda_graph_max_bs_is_refused_in_sglangs_words(capsys):
     rc = main(["plan", "--sglang-args", f"{LAUNCH} --tp-size 8 --cuda-graph-max-bs-decode 64", "--json"])
     out, err = capsys.readouterr()
     assert rc == 0, err
+
+
+def test_flag_table_summary_explains_every_refusal(tmp_path):
+    """The book's flags page counts (issue 30): every field counted once, every refusal with its reason; a
+    planted refused row without a reason is counted as unexplained."""
+    import json
+
+    from glm_kv.inputs.launch import flag_table_summary
+
+    s = flag_table_summary()
+    assert s["modelled"] + s["inert"] + s["refused"] + s["no-flag"] == s["fields"]
+    assert s["refused_unexplained"] == 0 and s["refused_by_sglang"] > 0, s
+    assert {"nnodes", "disaggregation_decode_extra_slots"} <= {
+        r["field"] for r in json.loads((Path(__file__).resolve().parents[2] / "glm_kv/inputs/data/"
+                                        "sglang-0.5.23-flag-table.json").read_text())["rows"]
+        if r["status"] == "modelled"}
+    table = json.loads((Path(__file__).resolve().parents[2] / "glm_kv/inputs/data/sglang-0.5.23-flag-table.json")
+                       .read_text())
+    table["rows"].append({"field": "planted", "namespace": "", "flags": ["--planted"], "status": "refused",
+                          "why": "not modelled"})
+    (tmp_path / "t.json").write_text(json.dumps(table))
+    assert flag_table_summary(tmp_path / "t.json")["refused_unexplained"] == 1

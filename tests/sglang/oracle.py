@@ -430,7 +430,15 @@ def _sizing(kvc, profile, measured, gpu, KVCacheConfigurator) -> dict:
         KVCacheConfigurator._handle_max_mamba_cache = original
 
     K = get_schedule().max_mamba_cache_size
-    mamba_pool_bytes = (K + 1) * per_req
+    # --enable-linear-replayssm-spec: every slot carries SGLang's replay ring (replayssm_ring_bytes_per_req),
+    # as MambaPool allocates it (the published flags, as the configurator reads them; oracle_memory does the same)
+    from sglang.srt.runtime_context import get_exec
+    ring = 0
+    mamba = getattr(get_exec(), "mamba", None)
+    if getattr(mamba, "enable_linear_replayssm_spec", False):
+        ring = int(kvc.mambaish_config.mamba2_cache_params.replayssm_ring_bytes_per_req(
+            record_len=mamba.linear_replayssm_cache_len))
+    mamba_pool_bytes = (K + 1) * (per_req + ring)
     used_gib = seen["rest_gib"] - seen["after_gib"]
     spec_scratch = int(round(used_gib * GiB - mamba_pool_bytes))
     return {

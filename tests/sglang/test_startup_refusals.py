@@ -38,6 +38,12 @@ STARTUP = [
     ("prefill-cp-prefill-eagle", {**H8, "attn_cp_size": 8, "enable_prefill_cp": True, "cp_strategy": "interleave",
                                   "disaggregation_mode": "prefill", "speculative_algorithm": "EAGLE"},
      "enable_prefill_cp"),
+    ("eagle-topk-2", {**H8, "speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 2,
+                      "speculative_num_draft_tokens": 4}, "speculative_eagle_topk"),
+    ("nextn-topk-2", {**H8, "speculative_algorithm": "NEXTN", "speculative_num_steps": 2, "speculative_eagle_topk": 2,
+                      "speculative_num_draft_tokens": 3}, "speculative_eagle_topk"),
+    ("eagle-topk-1", {**H8, "speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                      "speculative_num_draft_tokens": 4}, None),
     ("prefill-cp-colocated", {**H8, "attn_cp_size": 8, "enable_prefill_cp": True, "cp_strategy": "interleave"},
      None),
 ]

@@ -1,0 +1,158 @@
+"""Issue 30, deliver 3: random launch commands (random_launches.py, the run's seed) planned by glm-kv and sized
+by SGLang 0.5.23's own classes, every key compared both ways.
+
+SGLang's side gets only what its own argparse reads off the command (``random_launches.sglang_kwargs``,
+replacing the oracles' kwargs builders) and the hardware readings (``profiles.hardware``); glm-kv's side
+gets the fields its ``parse_launch_command`` reads and the same readings. Two comparisons per launch:
+
+* ``compare_memory.KEYS`` (oracle_memory.sglang_memory): the fraction, rest, pool sizes and HiCache host
+  pools (with the DFLASH/DSPARK draft sidecar) at full size on meta, both ways;
+* ``compare.compare_one`` (oracle.sglang_plan): every plan key compared, declared engine-only, or named;
+  for launches without HiCache (that oracle allocates its small host pools in this machine's RAM) and off a
+  decode server (its pool self-checks do not build the decode request pool; test_decode_extra_slots.py does);
+
+a launch one side refuses must be refused by the other. Planted errors: the old ranks-per-host rule and glm-kv
+without SGLang's start-up checks each fail a launch of the same kind.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+L = {"sglang_layout": "0.5.23"}
+
+
+@pytest.fixture(scope="module")
+def drafts(tmp_path_factory):
+    from test_flags_dflash import write_draft
+    from test_flags_dspark import write_dspark
+
+    d = tmp_path_factory.mktemp("drafts")
+    return {"dflash": write_draft(d), "dspark": write_dspark(d)}
+
+
+@pytest.fixture(scope="module")
+def draw(drafts):
+    from random_launches import launches
+
+    from tests.pytest_glm_kv import run_seed
+
+    return launches(run_seed(), drafts)
+
+
+@contextlib.contextmanager
+def sglang_reads(command: str):
+    """Both oracles hand ServerArgs exactly the kwargs SGLang's parser reads off ``command``."""
+    import oracle
+    import oracle_memory
+    from random_launches import sglang_kwargs
+
+    kw = sglang_kwargs(command)
+    real_a, real_b = oracle.server_args_kwargs, oracle_memory.kwargs_for
+    oracle.server_args_kwargs = lambda profile: dict(kw)
+    oracle_memory.kwargs_for = lambda profile, raw: dict(kw)
+    try:
+        yield kw
+    finally:
+        oracle.server_args_kwargs, oracle_memory.kwargs_for = real_a, real_b
+
+
+def _profile(command: str, hw: dict) -> dict | None:
+    """glm-kv's reading of the command plus the readings; None when glm-kv refuses the command itself."""
+    from glm_kv.errors import ProfileError
+    from random_launches import glm_kv_fields
+
+    try:
+        return {**L, **glm_kv_fields(command), **hw}
+    except ProfileError:
+        return None
+
+
+def compare_launch(pid: str, command: str, hw: dict) -> list:
+    """Every mismatch of the launch (key, glm-kv, SGLang), both comparisons."""
+    from compare import compare_one
+    from compare_memory import compare
+    from oracle_memory import sglang_memory
+    from profiles import hardware
+
+    raw = _profile(command, hw)
+    with sglang_reads(command):
+        if raw is None:   # glm-kv refuses the command: SGLang must refuse it too
+            # (its reading, with the suite's hardware readings; no glm-kv field)
+            prof, measured = hardware({**L, **hw})
+            sg = sglang_memory(prof, prof, pre_model_load_bytes=prof.get("pre_model_load_bytes"),
+                               weights_bytes=(prof["weights_bytes"] if prof.get("weights_bytes") is not None
+                                              and prof.get("available_bytes") is None else None))
+            return [] if "errors" in sg else [("errors", "refused", "starts")]
+        out = [(m["key"], m["engine"], m["sglang"]) for m in compare(pid, raw)["mismatches"]]
+        if not raw.get("enable_hierarchical_cache") and raw.get("disaggregation_mode") != "decode":
+            # the ledger oracle allocates its (W6-sized) host pools in this machine's RAM, so a HiCache
+            # launch is compared by the memory oracle alone (host pools at full size on meta, every
+            # compare_memory key both ways); the other launches by both
+            out += [(m["key"], m["engine"], m["sglang"]) for m in compare_one(pid, None, raw).mismatches]
+    return out
+
+
+def test_every_modelled_flag_is_drawn(sglang_ready, drafts):
+    """Over many draws the generator gives every field the flag table models (SGLang's parser names them)."""
+    import random
+
+    from glm_kv.inputs.launch import MODELLED
+    from random_launches import KINDS, launch, sglang_kwargs
+
+    seen = {"model_path"}   # every launch names it
+    rng = random.Random(1)
+    for i in range(3000):
+        cmd, _hw = launch(rng, drafts, KINDS[i % len(KINDS)] if i % 3 == 0 else None)
+        seen |= set(sglang_kwargs(cmd))
+    # --speculative-dspark-{sps-table,confidence-sts}-path need planner files (inert, proven in
+    # test_flags_dspark); --dcp-size's one accepted value is its default (others refused: test_flags_refusals)
+    left = set(MODELLED) - seen - {"speculative_dspark_sps_table_path", "speculative_dspark_confidence_sts_path",
+                                   "dcp_size"}
+    assert left == set(), sorted(left)
+
+
+def test_the_draw_has_every_kind(sglang_ready, draw):
+    from random_launches import KINDS
+
+    kinds = [pid.rsplit("-", 1)[-1] for pid, _, _ in draw]
+    assert all(any(pid.endswith(k) for pid, _, _ in draw) for k in KINDS), kinds
+    assert len(draw) >= 40
+
+
+def test_random_launches_agree(sglang_ready, draw):
+    bad = {}
+    for pid, cmd, hw in draw:
+        m = compare_launch(pid, cmd, hw)
+        if m:
+            bad[pid] = (cmd, hw, m[:6])
+    assert bad == {}, bad
+
+
+CMD = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash "
+
+
+def test_planted_old_ranks_rule_is_caught(sglang_ready, monkeypatch):
+    """1 rank per host unless stated (glm-kv's old default): an auto-sized HiCache launch on tp 8 disagrees."""
+    import glm_kv.ledgers.host as host
+
+    launch = (CMD + "--tp 8 --enable-hicache", {"gpu": "H200", "weights_bytes": 40 * 10**9,
+                                              "host_memory_bytes": 500 * 10**9})
+    assert compare_launch("ranks", *launch) == []
+    monkeypatch.setattr(host, "ranks_per_host", lambda p: p.ranks_per_host or 1)
+    assert "host.hicache_ratio" in {k for k, *_ in compare_launch("ranks", *launch)}
+
+
+def test_planted_missing_startup_check_is_caught(sglang_ready, monkeypatch):
+    """glm-kv without SGLang's start-up checks plans what SGLang refuses (check_server_args, mamba_hook)."""
+    import glm_kv.inputs.resolve as resolve
+
+    hw = {"gpu": "H200", "weights_bytes": 40 * 10**9}
+    launches = [CMD + "--tp 8 --nnodes 3",
+                CMD + "--tp 8 --disaggregation-mode prefill --mamba-radix-cache-strategy extra_buffer_lazy"]
+    assert all(compare_launch("startup", c, hw) == [] for c in launches)
+    monkeypatch.setattr(resolve, "validate_startup", lambda p, strategy, model=None: None)
+    assert all(("errors", "starts") == tuple(x[:2]) or x[0] == "errors"
+               for c in launches for x in compare_launch("startup", c, hw)), launches
+    assert all(compare_launch("startup", c, hw) for c in launches)

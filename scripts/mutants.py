@@ -41,7 +41,7 @@ ALL_MODULES += [
     "inputs.hf_config", "inputs.rules", "ledgers.layers", "ledgers.model_layers",
 ]
 # issue 31: ledgers.model_plan folded into the one plan; ledgers.model_weights (any model's weight estimate)
-ALL_MODULES += ["ledgers.model_weights"]
+ALL_MODULES += ["ledgers.model_weights", "inputs.startup", "ledgers.vllm"]
 KILLED = {1, 3, 37}          # a test failed (3: pytest internal error), or the type checker
 SURVIVED = {0}
 NO_TESTS = {5, 33}

@@ -130,7 +130,7 @@ def test_context_parallel_split_forgotten_fails(sglang_ready, monkeypatch):
 def test_layer_first_accepted_fails(sglang_ready, monkeypatch):
     import glm_kv.ledgers.host as host
 
-    monkeypatch.setattr(host, "validate_host", lambda p: None)
+    monkeypatch.setattr(host, "validate_host", lambda *a, **k: None)
     res = compare("host-layer-first-refused", BY_ID["host-layer-first-refused"])
     assert _keys(res) == {"errors"}, res
 

@@ -202,8 +202,20 @@ def effective_max_running_requests(p: Profile) -> int | None:
     return p.max_running_requests
 
 
+def strategy_page(p: Profile, facts: "ModelFacts", page_size: int) -> int:
+    """The page size ``_mamba_radix_cache_resolution`` and ``validate_mamba_no_buffer`` read: a DSA
+    model's page (its model override runs first), else ``--page-size`` as given (1 when unset): the
+    attention backend's page constraint (``_mla_backend_page_constraints``: trtllm_mla / trtllm_mha on
+    Blackwell force 64) runs after them (SGLang 0.5.23 on B200: Kimi-K3 with --disable-overlap-schedule
+    and no --page-size runs no_buffer on 64-token pages)."""
+    if facts.is_dsa:
+        return page_size
+    return p.page_size or 1
+
+
 def resolve_strategy(p: Profile, page_size: int) -> str:
-    """``_mamba_radix_cache_resolution``: auto -> extra_buffer when triton and (overlap or paging)."""
+    """``_mamba_radix_cache_resolution``: auto -> extra_buffer when triton and (overlap or paging);
+    ``page_size``: the page it reads (``strategy_page``)."""
     if p.disable_radix_cache:
         return "none"
     if p.mamba_scheduler_strategy != "auto":
@@ -212,9 +224,12 @@ def resolve_strategy(p: Profile, page_size: int) -> str:
     return "extra_buffer" if wants and p.linear_attn_backend == "triton" else "no_buffer"
 
 
-def validate_strategy(p: Profile, strategy: str, page_size: int, rules: SglangRules | None = None) -> None:
-    """The start-up refusals SGLang 0.5.23 gives for a hybrid model; the article layout had none."""
-    if not (rules or rules_for(p)).startup_refusals:
+def validate_strategy(p: Profile, strategy: str, page_size: int, rules: SglangRules | None = None,
+                      family: str | None = None, sm: int | None = None) -> None:
+    """The start-up refusals SGLang 0.5.23 gives for a hybrid model; the article layout had none.
+    ``page_size``: the page the validator reads (``strategy_page``)."""
+    rules = rules or rules_for(p)
+    if not rules.startup_refusals:
         return
     if strategy == "no_buffer" and p.mamba_scheduler_strategy == "no_buffer" and not p.disable_overlap_schedule:
         # validate_mamba_no_buffer (arg_groups/mamba_hook.py); auto turns the overlap schedule off itself
@@ -226,6 +241,13 @@ def validate_strategy(p: Profile, strategy: str, page_size: int, rules: SglangRu
         raise ProfileError(field, f"no_buffer only supports page_size=1, and SGLang 0.5.23 forces "
                                   f"page_size={page_size} for this model (auto resolves to no_buffer "
                                   f"unless linear_attn_backend is triton)")
+    if strategy == "no_buffer" and rules.default_backend_is_trtllm_mha(family, sm):
+        # validate_mamba_no_buffer (arg_groups/mamba_hook.py)
+        raise ProfileError("disable_overlap_schedule" if p.mamba_scheduler_strategy == "auto"
+                           else "mamba_scheduler_strategy",
+                           "SGLang 0.5.23 refuses it: \"no_buffer do not support trtllm_mha attention backend.\" "
+                           "(its default attention backend for this model on Blackwell; auto resolves to "
+                           "no_buffer with the overlap schedule off and no --page-size above 1)")
     if strategy in ("extra_buffer", "extra_buffer_lazy") and p.linear_attn_backend != "triton":
         raise ProfileError("linear_attn_backend", f"{strategy} needs linear_attn_backend triton")
     if strategy == "extra_buffer_lazy" and p.disable_overlap_schedule:
@@ -588,9 +610,10 @@ def resolve(p: Profile) -> ServerArgs:
     gpu = resolve_gpu(p)
     kv_dtype, prefill, decode = resolve_kv(p, facts, config, gpu, rules)
     page = resolve_page(p, facts, gpu, rules)
-    strategy = resolve_strategy(p, page) if facts.has_state_layers else "none"
+    seen_page = strategy_page(p, facts, page)
+    strategy = resolve_strategy(p, seen_page) if facts.has_state_layers else "none"
     if facts.has_state_layers:
-        validate_strategy(p, strategy, page, rules)
+        validate_strategy(p, strategy, seen_page, rules, facts.family, gpu.sm)
     validate_startup(p, strategy, facts)   # issue 30: SGLang's start-up refusals of flag combinations (startup.py)
     attn_dp = p.dp_size if p.enable_dp_attention else 1
     attn_tp, linear_tp = resolve_tp(p, facts, config, attn_dp)

@@ -76,6 +76,12 @@ class SglangRules:
     # spelling "bf16" only). glm_kv reads both spellings as bfloat16 (profile alias), so it refuses
     # both: stricter than SGLang for "bf16", never a plan for a server that does not start.
     trtllm_mla_families: tuple = ()
+    # families whose attention backend on Blackwell is trtllm_mha by default (validate_mamba_no_buffer
+    # refuses no_buffer with it)
+    trtllm_mha_families: tuple = ()
+
+    def default_backend_is_trtllm_mha(self, family: str | None, sm: int | None) -> bool:
+        return family in self.trtllm_mha_families and sm is not None and _sm_class(sm) == 100
 
     def check_kv_dtype(self, family: str, sm: int, kv_cache_dtype: str) -> None:
         """Refuse a KV dtype this version refuses at start-up for the family's default backend."""
@@ -118,6 +124,7 @@ SGLANG_0_5_23 = SglangRules(
         ("mla_dsa+kda", 90): (256, {256}), ("mla_dsa+kda", 100): (256, {256}),     # GLM-5.3-Flash: 64 x kpool 4
     },
     trtllm_mla_families=("mla+kda",),
+    trtllm_mha_families=("gqa+mamba2",),
 )
 
 ARTICLE = SglangRules(

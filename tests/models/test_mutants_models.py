@@ -86,8 +86,11 @@ def test_notes_say_what_to_give():
 
 
 def test_layout_and_page_refusals_say_why():
-    """SGLang 0.5.23: MambaPoolHost asserts a page_first layout; no_buffer needs page_size 1
-    (Nemotron runs with 64 on a B200, tests/models/test_model_plan.py's SGLang table)."""
+    """SGLang 0.5.23: MambaPoolHost asserts a page_first layout; validate_mamba_no_buffer reads --page-size
+    as given (Nemotron's Blackwell backend sets 64 only later) and refuses no_buffer with trtllm_mha, its
+    Blackwell default (both messages checked through SGLang's ServerArgs in
+    tests/sglang/test_models_contract.py's FOUND launches and by hand: 'no_buffer do not support
+    trtllm_mha attention backend.' unpaged, 'no_buffer only supports page_size=1.' with --page-size 64)."""
     with pytest.raises(ProfileError) as e:
         plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True, hicache_ratio=2.0,
                 hicache_mem_layout="layer_first")
@@ -95,5 +98,10 @@ def test_layout_and_page_refusals_say_why():
     with pytest.raises(ProfileError) as e:
         plan_of("nemotron-3-super-120b-a12b-fp8", "B200", mamba_scheduler_strategy="no_buffer",
                 disable_overlap_schedule=True)
+    assert e.value.field == "mamba_scheduler_strategy"
+    assert "no_buffer do not support trtllm_mha attention backend." in e.value.rule
+    with pytest.raises(ProfileError) as e:
+        plan_of("nemotron-3-super-120b-a12b-fp8", "B200", mamba_scheduler_strategy="no_buffer",
+                disable_overlap_schedule=True, page_size=64)
     assert e.value.field == "mamba_scheduler_strategy"
     assert e.value.rule.startswith("no_buffer only supports page_size=1, and SGLang 0.5.23 forces page_size=64 ")

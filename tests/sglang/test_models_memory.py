@@ -106,8 +106,10 @@ def ours(name: str, launch: dict, weights: int | None = None, pre: int | None = 
     from glm_kv.ledgers.memory import is_multimodal
     from glm_kv.ledgers.plan import load_plan
 
+    # without weights only the fraction is compared: no capacity asked for (with the one plan a 1 GiB
+    # available_bytes would size, and refuse, the hybrids' pools)
     given = {"weights_bytes": weights, "pre_model_load_bytes": pre} if weights is not None else \
-        {"weights_estimate": False}   # the fraction alone: no capacity to size
+        {"weights_estimate": False}
     p = make_profile({"model": name, **launch, **given})
     plan = load_plan(p)   # the one engine: the plan's own device-to-rest ledger
     m = plan.memory

@@ -1,0 +1,377 @@
+"""SGLang 0.5.23's answer for one launch of any shipped model, keyed by plan-contract keys (issue 31).
+
+``sglang_contract(name, launch)`` gives SGLang the model's files (``models_oracle.model_dir``: its
+config.json, and hf_quant_config.json where the checkpoint has one) and the launch flags, plus the
+two hardware readings the suite states itself (``pre_model_load_bytes``, ``weights_bytes``: free
+memory before the weights, and the weights per rank). Nothing glm-kv computes goes in. Every value
+comes out of SGLang's own code, run on the CPU:
+
+* ``ServerArgs(...).resolve_once()``: page size, kv dtype flag, DSA backends, mamba strategy,
+  ``mem_fraction_static``, its start-up validators (a refusal is the answer);
+* ``configure_kv_cache_dtype`` (``auto`` with the checkpoint's quant config),
+  ``DefaultPoolConfigurator._cell_size``, ``calculate_mla_kv_cache_dim``,
+  ``mamba2_cache_params.mamba_cache_per_req``, ``_calculate_mamba_ratio``;
+* capacity FROM GPU MEMORY: both free-memory readings through SGLang's ``get_available_gpu_memory``
+  (W3b, ``oracle_memory.fake_free_memory``), ``KVCacheConfigurator._profile_available_bytes``
+  (``_handle_max_mamba_cache`` for the hybrids, spied for the rest before the mamba pool),
+  ``config_from_budget``, ``resolve_max_num_reqs``;
+* the device pools built by the configurator's own builders at small sizes on ``cpu`` (W6): bytes
+  per token / slot / row, shapes, dtypes, layers, the compress tail, read off their tensors;
+* with HiCache: the device pools at FULL size on ``meta`` and the host pool group assembled by the
+  strategy SGLang selects for that pool (``hybrid_pool_assembler._select_strategy``:
+  ``_MambaStrategy``, ``_DsaStrategy``, ``_PlainKvStrategy``) under ``auto_size_hicache`` (W4, W5, W8).
+
+A launch SGLang refuses returns ``{"errors": {"stage", "type", "message", "where"}}``.
+"""
+from __future__ import annotations
+
+import contextlib
+import shutil
+from types import SimpleNamespace
+
+from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs, stub_cache_controller
+from models_oracle import model_dir
+from oracle import GiB, SGLangRefused, _where, fake_gpu, max_running_requests_per_worker
+
+# launch fields handed to ServerArgs as they are (the profile's names are SGLang's)
+PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "page_size", "mamba_ssm_dtype",
+        "disable_radix_cache", "disable_overlap_schedule", "max_running_requests", "max_total_tokens",
+        "max_mamba_cache_size", "chunked_prefill_size", "disable_cuda_graph", "disable_decode_cuda_graph",
+        "disable_prefill_cuda_graph", "cuda_graph_backend_decode", "cuda_graph_backend_prefill",
+        "enable_hierarchical_cache", "hicache_ratio", "hicache_size", "context_length")
+
+
+def _nbytes(t) -> int:
+    return 0 if t is None else t.numel() * t.element_size()
+
+
+def _dtype(t) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def sglang_contract(name: str, launch: dict) -> dict:
+    """SGLang's contract-keyed answer for ``launch`` (flags + gpu + pre_model_load_bytes + weights_bytes)."""
+    quiet_sglang_logs()
+    gpu = fake_gpu(launch)
+    d = model_dir(name)
+    try:
+        with cpu_as_gpu(gpu):
+            return _contract(d, launch, gpu)
+    except SGLangRefused as e:
+        return {"errors": {"stage": e.stage, "type": type(e.exc).__name__, "message": str(e.exc),
+                           "where": _where(e.exc)}}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _contract(path: str, launch: dict, gpu) -> dict:
+    import torch
+
+    import sglang.srt.utils.common as common
+    from oracle_memory import fake_free_memory
+    from sglang.srt.arg_groups.overrides import resolved_view
+    from sglang.srt.configs.model_config import AttentionArch, ModelConfig, is_deepseek_dsa
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator, calculate_mla_kv_cache_dim
+    from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
+    from sglang.srt.model_executor.model_runner_components.layer_setup import ModelLayerInfo
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import SpecAuxHiddenStateConfig
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang.srt.runtime_context import get_context, get_parallel, get_schedule, linear_attn_tp_size
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    kw = {k: launch[k] for k in PASS if launch.get(k) is not None}
+    if launch.get("mamba_scheduler_strategy") is not None:   # 0.5.23's name for the flag
+        kw["mamba_radix_cache_strategy"] = launch["mamba_scheduler_strategy"]
+    try:
+        sa = ServerArgs(model_path=path, device="cuda", **kw)
+        sa.resolve_once()
+    except Exception as e:  # noqa: BLE001 - any refusal is an answer
+        raise SGLangRefused("server_args", e)
+    v = resolved_view(sa)
+    get_context().set_server_args(sa)
+    par = get_parallel()
+    try:
+        mc = ModelConfig.from_server_args(sa)
+        quant_algo = None
+        if mc.quantization == "modelopt_fp8":   # ModelOpt's kv_cache_quant_algo (hf_quant_config.json)
+            from sglang.srt.configs.load_config import LoadConfig
+            from sglang.srt.model_loader.weight_utils import get_quant_config
+            quant_algo = getattr(get_quant_config(mc, LoadConfig(), {}), "kv_cache_quant_algo", None)
+        kv_str, kv_dtype = configure_kv_cache_dtype(
+            server_args_kv_cache_dtype=v.kv_cache_dtype,
+            model=SimpleNamespace(quant_config=SimpleNamespace(kv_cache_quant_algo=quant_algo)),
+            model_dtype=torch.bfloat16, is_draft_worker=False, is_dflash=False,
+            speculative_draft_attention_backend=None)
+    except Exception as e:  # noqa: BLE001
+        raise SGLangRefused("model_config", e)
+    n = mc.num_hidden_layers
+    use_mla = mc.attention_arch == AttentionArch.MLA
+    dsa = bool(is_deepseek_dsa(mc.hf_config))
+
+    def configurator(device: str = "cpu"):
+        return KVCacheConfigurator(
+            device=device, gpu_id=0, attn_dp_size=par.attn_dp_size, pp_size=1, pp_group=None, model=None,
+            model_config=mc, server_args=sa, kv_cache_dtype=kv_dtype, kv_cache_dtype_str=v.kv_cache_dtype,
+            model_dtype=torch.bfloat16, page_size=v.page_size, sliding_window_size=None,
+            spec_algorithm=SpeculativeAlgorithm.from_string(None), is_draft_worker=False,
+            post_capture_kv_active=False, spec_aux_config=SpecAuxHiddenStateConfig(),
+            is_hybrid_swa=False, is_hybrid_swa_compress=False, use_mla_backend=use_mla,
+            layer_info=ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n),
+            forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
+            memory_pool_config=None)
+
+    kvc = configurator()
+    hybrid = kvc.mambaish_config is not None
+    try:
+        cell = create_memory_pool_configurator(kvc)._cell_size
+        params = kvc.mambaish_config.mamba2_cache_params if hybrid else None
+        per_req = int(params.mamba_cache_per_req) if hybrid else 0
+        ratio = int(kvc._calculate_mamba_ratio()) if hybrid else 0
+    except Exception as e:  # noqa: BLE001
+        raise SGLangRefused("pool_sizing", e)
+
+    out: dict = {
+        "model": {"num_hidden_layers": int(n)},
+        "gpu": {"sm": gpu.sm, "memory_bytes": int(round(gpu.memory_mib * (1 << 20)))},
+        "parallel": {"attn_dp_size": par.attn_dp_size, "attn_tp_size": par.attn_tp_size,
+                     "linear_attn_tp_size": linear_attn_tp_size(),
+                     "max_running_requests_per_worker": max_running_requests_per_worker(kvc, v.max_running_requests)},
+        "token": {"kv_cache_dtype": {torch.bfloat16: "bfloat16", torch.float8_e4m3fn: "fp8_e4m3"}[kv_dtype],
+                  "page_size": v.page_size, "cell_size_bytes": int(cell)},
+        "request": {"state_slot_bytes": per_req, "state_bytes_per_request": per_req * ratio},
+        "memory": {"mem_fraction_static": v.mem_fraction_static},
+        "speculative": {"draft_tokens": 0},   # no speculative algorithm in these launches
+    }
+    if dsa:
+        out["token"].update(dsa_prefill_backend=v.dsa_prefill_backend, dsa_decode_backend=v.dsa_decode_backend)
+    if use_mla:
+        out["token"]["kv_cache_dim"] = int(calculate_mla_kv_cache_dim(model_config=mc, kv_cache_dtype=kv_dtype))
+    if hybrid:
+        out["request"].update(
+            slots_per_request=ratio, linear_attn_tp_size=linear_attn_tp_size(),
+            # radix cache off: no strategy runs (the plan's "none")
+            mamba_strategy=v.mamba_radix_cache_strategy if not v.disable_radix_cache else "none",
+            replayssm_ring_bytes_per_slot=0)
+
+    # ---- capacity from GPU memory: SGLang's two free-memory readings and _profile_available_bytes
+    seen: dict = {}
+    original = KVCacheConfigurator._handle_max_mamba_cache
+
+    def spy(self, rest):   # the rest before the mamba pool takes its share
+        seen["rest_gib"] = rest
+        after = original(self, rest)
+        seen["after_gib"] = after
+        return after
+
+    pre_b, w_b = launch["pre_model_load_bytes"], launch["weights_bytes"]
+    state = {"free": pre_b, "total": int(gpu.memory_mib * (1 << 20))}
+    world = v.tp_size * v.pp_size
+    try:
+        KVCacheConfigurator._handle_max_mamba_cache = spy
+        with fake_free_memory(state), par.override(world_group=SimpleNamespace(cpu_group=None)):
+            pre = common.get_available_gpu_memory("cuda", 0, distributed=world > 1, cpu_group=None)
+            state["free"] = pre_b - w_b
+            rest_bytes = kvc._profile_available_bytes(pre_model_load_memory=pre)
+        config = kvc.config_from_budget(rest_bytes)
+        max_reqs = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
+    except Exception as e:  # noqa: BLE001
+        raise SGLangRefused("pool_sizing", e)
+    finally:
+        KVCacheConfigurator._handle_max_mamba_cache = original
+    before = int(seen["rest_gib"] * GiB) if hybrid else int(rest_bytes)
+    cap = {"mem_fraction_static": v.mem_fraction_static, "available_bytes": before, "rest_bytes": before,
+           "token_pool_budget_bytes": int(rest_bytes), "max_total_num_tokens": int(config.max_total_num_tokens),
+           "max_running_requests": int(max_reqs), "context_length": int(mc.context_len)}
+    if hybrid:
+        K = get_schedule().max_mamba_cache_size
+        cap.update(max_mamba_cache_size=K, mamba_pool_bytes=(K + 1) * per_req,
+                   spec_scratch_bytes=int(round((seen["rest_gib"] - seen["after_gib"]) * GiB - (K + 1) * per_req)))
+    out["capacity"] = cap
+
+    # the host group first: the small pools below override max_mamba_cache_size (W6)
+    if launch.get("enable_hierarchical_cache"):
+        out["host"] = _host(configurator, sa, v, hybrid, dsa, int(config.max_total_num_tokens), int(max_reqs))
+    pools = _measure(configurator, v, mc, hybrid, dsa, int(max_reqs))
+    for section, values in pools.items():
+        out.setdefault(section, {}).update(values)
+    checks = out["checks"]   # SGLang's tensors against its own sizing functions
+    if "kv_cache_dim" in checks:
+        checks["kv_cache_dim"][1] = out["token"]["kv_cache_dim"]
+    if "slot_bytes_vs_mamba_cache_per_req" in checks:
+        checks["slot_bytes_vs_mamba_cache_per_req"][1] = per_req
+    return out
+
+
+def _kv_tensors(full):
+    """(per-layer tensors, row elements, storage dtype) of an MLA or MHA device pool."""
+    if getattr(full, "kv_buffer", None):
+        bufs = list(full.kv_buffer)
+        return bufs, int(bufs[0].shape[-1]), bufs[0]
+    ks, vs = list(full.k_buffer), list(full.v_buffer)
+    return ks + vs, int(ks[0][0].numel() + vs[0][0].numel()), ks[0]
+
+
+def _measure(configurator, v, mc, hybrid: bool, dsa: bool, n_reqs: int) -> dict:
+    """Device pools at two small sizes (W6): per-token / per-slot bytes and shapes from their tensors."""
+    from sglang.srt.mem_cache.kv_cache_configurator import _PoolSizes
+    from sglang.srt.runtime_context import get_context
+
+    page = v.page_size
+    saved = mc.context_len
+    mc.context_len = 64
+    rows = []
+    try:
+        for slots, pages in ((1, 2), (2, 4)):
+            k = configurator()
+            if hybrid:
+                get_context().override("glm-kv contract oracle: small pools (W6)", max_mamba_cache_size=slots)
+            req = k._build_req_to_token_pool(max_num_reqs=2)
+            tokens = pages * max(page, 64)
+            sizes = _PoolSizes(max_total_num_tokens=tokens, max_running_requests=2, full_max_total_num_tokens=None,
+                               swa_max_total_num_tokens=None, c4_max_total_num_tokens=0, c128_max_total_num_tokens=0,
+                               c4_state_pool_size=0, c128_state_pool_size=0, c4_state_dtype=None, c128_state_dtype=None)
+            try:
+                kv = k._build_token_to_kv_pool(sizes=sizes, is_dsa_model=dsa, is_dsv4_model=False,
+                                               req_to_token_pool=req)
+            except Exception as e:  # noqa: BLE001
+                raise SGLangRefused("pool_build", e)
+            full = getattr(kv, "full_kv_pool", kv)
+            bufs, row_elems, first = _kv_tensors(full)
+            idx = getattr(full, "index_key_cache", None)
+            st = req.mamba_pool.mamba_cache if hybrid else None
+            rows.append(dict(slots=slots, tokens=tokens, kv=sum(_nbytes(t) for t in bufs),
+                             ix=sum(_nbytes(t) for t in idx.buffer) if idx is not None else 0,
+                             st=(sum(_nbytes(c) for c in st.conv) + _nbytes(st.temporal)) if hybrid else 0,
+                             full=full, req=req, kv_pool=kv, row_elems=row_elems, first=first, idx=idx, stc=st))
+    finally:
+        mc.context_len = saved
+    a, b = rows
+    dt = b["tokens"] - a["tokens"]
+    full, first, idx, st = b["full"], b["first"], b["idx"], b["stc"]
+    layer_ids = b["kv_pool"].full_attention_layer_id_mapping if hybrid else None
+    out = {
+        "model": {
+            "full_attention_layers": (sorted(int(i) for i in (layer_ids if isinstance(layer_ids, (list, tuple))
+                                                               else layer_ids.keys())) if hybrid
+                                      else list(range(int(mc.num_hidden_layers)))),
+            "linear_attention_layers": sorted(int(i) for i in mc_state_layers(configurator)) if hybrid else [],
+        },
+        "token": {
+            "kv_storage_dtype": _dtype(first), "kv_item_bytes": int(first.element_size()),
+            "kv_row_bytes": b["row_elems"] * int(first.element_size()),
+            "num_full_layers": len(full.kv_buffer) if getattr(full, "kv_buffer", None) else len(full.k_buffer),
+            "kv_bytes_per_token": (b["kv"] - a["kv"]) // dt,
+            "indexer_bytes_per_token": (b["ix"] - a["ix"]) * page // dt // page,
+            "indexer_page_bytes": int(idx.buffer[0].shape[1]) * idx.buffer[0].element_size() if idx is not None else 0,
+            "indexer_tokens_per_page": int(full.page_size) if idx is not None else 0,
+        },
+        "checks": {"kv_rows": [int(first.shape[0]), b["tokens"] + page]},
+    }
+    if not getattr(full, "kv_buffer", None):   # GQA: the row is K heads + V heads
+        out["token"]["kv_cache_dim"] = b["row_elems"]
+    else:
+        out["checks"]["kv_cache_dim"] = [b["row_elems"], None]
+    tail_k = getattr(full, "_compress_tail_k", None) or []
+    live = [t for t in tail_k if t.shape[0] > 0]
+    if live:
+        small_rows = int(live[0].shape[0])
+        per_row = (sum(_nbytes(t) for t in tail_k) + sum(_nbytes(t) for t in full._compress_tail_score)) // small_rows
+        trows = n_reqs + (small_rows - 2)
+        out["tail"] = {"rows": trows, "width": int(live[0].shape[1]), "head_dim": int(live[0].shape[2]),
+                       "dtype": _dtype(live[0]), "num_layers": len(live), "bytes_per_row": int(per_row),
+                       "bytes": trows * int(per_row)}
+    else:   # SGLang allocates no compress tail for this pool: it holds nothing
+        out["tail"] = {"rows": 0, "num_layers": 0, "bytes_per_row": 0, "bytes": 0}
+    if hybrid:
+        conv_layer = sum(c[0, 0].numel() * c.element_size() for c in st.conv)
+        temporal_layer = st.temporal[0, 0].numel() * st.temporal.element_size()
+        slot_bytes = (b["st"] - a["st"]) // (b["slots"] - a["slots"])
+        out["request"] = {
+            "conv_state_shape": list(st.conv[0].shape[2:]), "temporal_state_shape": list(st.temporal.shape[2:]),
+            "conv_dtype": _dtype(st.conv[0]), "temporal_dtype": _dtype(st.temporal),
+            "num_linear_layers": int(st.temporal.shape[0]), "conv_state_bytes": int(conv_layer),
+            "temporal_state_bytes": int(temporal_layer), "state_bytes_per_layer": int(conv_layer + temporal_layer)}
+        out["checks"]["slot_bytes_vs_mamba_cache_per_req"] = [int(slot_bytes), None]
+    return out
+
+
+def mc_state_layers(configurator):
+    return configurator().mambaish_config.mamba2_cache_params.layers
+
+
+@contextlib.contextmanager
+def meta_device_module():
+    """W12: ``MHATokenToKVPool`` asks ``torch.get_device_module(self.device)`` for its streams; ``meta``
+    has none, so it gets torch.cpu's (the buffers stay on meta; no stream is used here)."""
+    import torch
+
+    real = torch.get_device_module
+    torch.get_device_module = lambda device=None: torch.cpu if str(device) == "meta" else real(device)
+    try:
+        yield
+    finally:
+        torch.get_device_module = real
+
+
+def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: int) -> dict:
+    """The host pool group SGLang's strategy assembles over the full-size device pools (on meta)."""
+    from oracle_memory import meta_host_memory
+    from sglang.srt.mem_cache.hicache_auto_size import auto_size_hicache
+    from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import _select_strategy
+    from sglang.srt.mem_cache.kv_cache_configurator import _PoolSizes
+    from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+    from sglang.srt.runtime_context import get_memory
+
+    try:
+        with meta_host_memory(None, None), meta_device_module():
+            kvc = configurator("meta")
+            req = kvc._build_req_to_token_pool(max_num_reqs=max_reqs)
+            sizes = _PoolSizes(max_total_num_tokens=tokens, max_running_requests=max_reqs,
+                               full_max_total_num_tokens=None, swa_max_total_num_tokens=None,
+                               c4_max_total_num_tokens=0, c128_max_total_num_tokens=0, c4_state_pool_size=0,
+                               c128_state_pool_size=0, c4_state_dtype=None, c128_state_dtype=None)
+            kv = kvc._build_token_to_kv_pool(sizes=sizes, is_dsa_model=dsa, is_dsv4_model=False,
+                                             req_to_token_pool=req)
+            params = SimpleNamespace(
+                page_size=v.page_size, req_to_token_pool=req,
+                token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv), mtp_draft_device_pools=(),
+                mtp_draft_mamba_pools=(), tp_cache_group=None, attn_cp_cache_group=None,
+                attn_tp_cache_group=None, pp_cache_group=None)
+            components = {ComponentType.FULL, ComponentType.MAMBA} if hybrid else {ComponentType.FULL}
+            strategy = _select_strategy(kv, components)
+            cache = SimpleNamespace(evict_host=lambda *a, **k: None, _enable_metrics_flag=False)
+            with auto_size_hicache(params, None, enabled=True), stub_cache_controller():
+                result = strategy.build(cache=cache, kvcache=kv, params=params, server_args=sa,
+                                        load_cache_event=None)
+    except Exception as e:  # noqa: BLE001
+        raise SGLangRefused("host_pools", e)
+    group = result.host_pool_group
+    names = [e.name.value for e in group.entries]
+    by = {e.name.value: e.host_pool for e in group.entries}
+    kvh, idx, mh = by["kv"], by.get("indexer"), by.get("mamba")
+
+    def nbytes(pool, attr):
+        ts = getattr(pool, attr)
+        return sum(_nbytes(t) for t in (ts if isinstance(ts, (list, tuple)) else [ts]))
+
+    kv_b = int(kvh.size * kvh.size_per_token)
+    idx_b = nbytes(idx, "index_k_with_scale_buffer") if idx is not None else 0
+    m_slots = int(mh.size) if mh is not None else 0
+    m_b = int(mh.size * mh.size_per_token) if mh is not None else 0
+    out = {"entries": names, "entry_classes": [type(by[n]).__name__ for n in names],
+           "kv_row_bytes": int(kvh.size_per_token // kvh.layer_num), "kv_bytes_per_token": int(kvh.size_per_token),
+           "kv_page_size": int(kvh.page_size),
+           "indexer_bytes_per_token": int(idx.size_per_token) if idx is not None else 0,
+           "mamba_slot_bytes": int(mh.size_per_token) if mh is not None else 0, "mem_layout": v.hicache_mem_layout,
+           "kv_tokens": int(kvh.size), "kv_bytes": kv_b, "kv_layers": int(kvh.layer_num), "indexer_bytes": idx_b,
+           "mamba_slots": m_slots, "mamba_bytes": m_b, "total_bytes": kv_b + idx_b + m_b,
+           "hicache_ratio": None if get_memory().hicache_ratio is None else float(get_memory().hicache_ratio)}
+    if mh is not None:
+        out["mamba_page_size"] = int(mh.page_size)
+    # one DSAIndexerPoolHost page over every indexed layer (no indexer pool: it holds nothing)
+    out["indexer_page_bytes"] = int(idx.indexer_page_stride_size) * int(idx.layer_num) if idx is not None else 0
+    # the contract's older names for the same host sizes (plan-contract aliases): SGLang's same figures
+    out.update(kv_host_tokens=out["kv_tokens"], kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
+               mamba_host_slots=m_slots, mamba_host_bytes=m_b, total_host_bytes=out["total_bytes"])
+    return out

@@ -202,13 +202,19 @@ def effective_max_running_requests(p: Profile) -> int | None:
     return p.max_running_requests
 
 
-def strategy_page(p: Profile, facts: "ModelFacts", page_size: int) -> int:
+def strategy_page(p: Profile, facts: "ModelFacts", page_size: int, sm: int = 0) -> int:
     """The page size ``_mamba_radix_cache_resolution`` and ``validate_mamba_no_buffer`` read: a DSA
     model's page (its model override runs first), else ``--page-size`` as given (1 when unset): the
     attention backend's page constraint (``_mla_backend_page_constraints``: trtllm_mla / trtllm_mha on
     Blackwell force 64) runs after them (SGLang 0.5.23 on B200: Kimi-K3 with --disable-overlap-schedule
     and no --page-size runs no_buffer on 64-token pages)."""
     if facts.is_dsa:
+        return page_size
+    if facts.family == "gqa+gdn" and sm >= 100:
+        # model_overrides/qwen3_5.py (Qwen3-Next / Qwen3.5 on SM100, no --attention-backend): the model
+        # override sets the page before the strategy pass, and with the strategy still unresolved it picks
+        # triton on page 1 (SGLang 0.5.23 on B200: --page-size 128 --disable-overlap-schedule runs no_buffer;
+        # found by test_models_contract, seed 1189594772)
         return page_size
     return p.page_size or 1
 
@@ -610,7 +616,7 @@ def resolve(p: Profile) -> ServerArgs:
     gpu = resolve_gpu(p)
     kv_dtype, prefill, decode = resolve_kv(p, facts, config, gpu, rules)
     page = resolve_page(p, facts, gpu, rules)
-    seen_page = strategy_page(p, facts, page)
+    seen_page = strategy_page(p, facts, page, gpu.sm)
     strategy = resolve_strategy(p, seen_page) if facts.has_state_layers else "none"
     if facts.has_state_layers:
         validate_strategy(p, strategy, seen_page, rules, facts.family, gpu.sm)

@@ -369,6 +369,10 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
            "hicache_ratio": None if get_memory().hicache_ratio is None else float(get_memory().hicache_ratio)}
     if mh is not None:
         out["mamba_page_size"] = int(mh.page_size)
+    # the DFLASH-family draft's host sidecar (issue 30): SGLang's group holds none without such a draft
+    # (these launches have none: speculative decoding is refused for the other models), so 0 tokens, 0 bytes
+    assert not any("draft" in str(n).lower() for n in names), names
+    out.update(draft_tokens=0, draft_bytes=0)
     # one DSAIndexerPoolHost page over every indexed layer (no indexer pool: it holds nothing)
     out["indexer_page_bytes"] = int(idx.indexer_page_stride_size) * int(idx.layer_num) if idx is not None else 0
     # the contract's older names for the same host sizes (plan-contract aliases): SGLang's same figures

@@ -86,6 +86,12 @@ def compare_launch(pid: str, command: str, hw: dict) -> list:
                                               and prof.get("available_bytes") is None else None))
             return [] if "errors" in sg else [("errors", "refused", "starts")]
         out = [(m["key"], m["engine"], m["sglang"]) for m in compare(pid, raw)["mismatches"]]
+        if raw.get("disaggregation_mode") == "decode":
+            # a refusal SGLang makes only when it allocates the pools (MambaPool's replay-ring checks) cannot
+            # be seen on a decode server here: the oracles do not build its request/state pools (seed
+            # 1512622610: DSPARK 8 draft tokens, --linear-replayssm-cache-len 8). The same rule is checked
+            # through MambaPool on the other servers (test_flags_replayssm_graph.py).
+            out = [m for m in out if not (m[0] == "errors" and "allocates the pools" in str(m[1]))]
         if not raw.get("enable_hierarchical_cache") and raw.get("disaggregation_mode") != "decode":
             # the ledger oracle allocates its (W6-sized) host pools in this machine's RAM, so a HiCache
             # launch is compared by the memory oracle alone (host pools at full size on meta, every

@@ -213,3 +213,25 @@ def test_book_for_another_model_is_refused_by_name(tmp_path, capsys):
     assert main(["book", "--profile", str(prof), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("glm-kv: error: model: the book's chapters are written for GLM-5.3-Flash") and not out.exists()
+
+
+@pytest.mark.parametrize("model", ["glm-5.3-flash", "kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8",
+                                   "deepseek-v3.2", "glm-5.1"])
+def test_launch_command_and_yaml_give_the_same_plan(tmp_path, capsys, model):
+    """Issue 31's done-when, one half: a pasted `--model-path <config dir> --tp N ...` and the equivalent YAML
+    resolve to the same plan, capacity from GPU memory included (the other half, equal to SGLang's classes key
+    for key, is tests/sglang/test_models_contract.py)."""
+    from glm_kv.inputs.hf_config import SHIPPED
+
+    hf_id = SHIPPED[model][1]
+    sets = ["--set", "gpu=B200", "--set", "weights_bytes=60000000000", "--set", "pre_model_load_bytes=190000000000"]
+    cmd = f"python -m sglang.launch_server --model-path {hf_id} --tp 8 --max-running-requests 64 --kv-cache-dtype fp8_e4m3"
+    assert main(["plan", "--sglang-args", cmd, *sets, "--json"]) == 0
+    pasted = json.loads(capsys.readouterr().out)
+    prof = tmp_path / "p.yaml"
+    prof.write_text(f"model: {hf_id}\ntp_size: 8\nmax_running_requests: 64\nkv_cache_dtype: fp8_e4m3\n")
+    assert main(["plan", "--profile", str(prof), *sets, "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    for d in (pasted, written):
+        d.pop("profile"), d.pop("inert_flags", None), d.pop("ignored_flags", None)
+    assert "capacity" in written and pasted == written

@@ -52,7 +52,7 @@ def _module(name: str) -> str:
     name = name.removeprefix("glm_kv.").removesuffix(".py").replace("/", ".")
     if "." not in name:
         name = ("inputs." if name in {"resolve", "profile", "model", "launch", "workload_spec",
-                                      "boot_log", "gpus", "draft", "weights",
+                                      "boot_log", "gpus", "draft", "weights", "startup",
                                       "hf_config", "rules"} else "ledgers.") + name
     return name
 

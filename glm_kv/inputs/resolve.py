@@ -540,6 +540,15 @@ def resolve_page(p: Profile, facts: ModelFacts, gpu: Gpu, rules: SglangRules) ->
     pooled index group"; the article's layout: 64); others: the family's backend default on this GPU."""
     if facts.is_dsa:
         return ARTICLE_PAGE_SIZE * (facts.index_kpool if rules.page_times_kpool else 1)
+    if facts.family == "gqa+gdn" and gpu.sm >= 100:
+        # model_overrides/qwen3_5.py (Qwen3-Next / Qwen3.5 on SM100, no --attention-backend): trtllm_mha on
+        # 64-token pages unless the radix cache is on with no extra buffer and no speculative decoding (the
+        # strategy is still "auto" when it runs, so only an explicit extra_buffer counts), else triton on
+        # page 1; the user's --page-size is replaced either way (fresh-clone run, seed 1435354290: radix off
+        # + --page-size 128 -> SGLang 64, glm-kv had 1)
+        paged = (p.disable_radix_cache or p.speculative_algorithm is not None
+                 or p.mamba_scheduler_strategy in ("extra_buffer", "extra_buffer_lazy"))
+        return 64 if paged else 1
     return rules.page_size(facts.family, gpu.sm, p.page_size)
 
 

@@ -277,6 +277,11 @@ FOUND = [
     ("kimi-k3", {**_B200, "tp_size": 4, "disable_overlap_schedule": True}),
     # with --page-size 64 given the strategy sees paging: extra_buffer
     ("nemotron-3-super-120b-a12b-fp8", {**_B200, "tp_size": 4, "disable_overlap_schedule": True, "page_size": 64}),
+    # seed 1189594772: Qwen3.5 on SM100, the qwen3_5 override sets page 1 before the strategy pass (no_buffer)
+    ("qwen3.5-35b-a3b", {**_B200, "tp_size": 4, "page_size": 128, "disable_overlap_schedule": True}),
+    # fresh-clone seed 1435354290: ... and trtllm_mha on 64-token pages with the radix cache off
+    ("qwen3.5-35b-a3b", {**_B200, "tp_size": 1, "page_size": 128, "disable_radix_cache": True,
+                         "max_running_requests": 256}),
 ]
 
 

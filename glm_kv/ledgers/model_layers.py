@@ -44,6 +44,9 @@ class CacheArgs:
     # the TP width that splits the linear-attention (state) heads: attn_tp, except under GLM-5.3-Flash's
     # CP-TP group sharing, where it is the whole TP (``linear_attn_tp_size()``); None: attn_tp
     linear_tp: int | None = None
+    # "null", "prefill" or "decode": on a disaggregated server only the local role's DSA backend
+    # picks the MLA row layout (calculate_mla_kv_cache_dim)
+    disaggregation_mode: str = "null"
 
     @property
     def state_tp(self) -> int:
@@ -102,16 +105,26 @@ def is_dsa(cfg: HfConfig) -> bool:
     return bool(set(cfg.architectures) & set(DSA_ARCHITECTURES)) and cfg.text.get("index_topk") is not None
 
 
+def dsa_fp8_row(prefill: str, decode: str, disaggregation_mode: str = "null") -> str:
+    """``calculate_mla_kv_cache_dim`` (CUDA) for a DSA model's fp8 KV: raw rows when the local role's
+    backend is trtllm (a decode server: the decode backend; a prefill server: the prefill backend;
+    otherwise either), or both backends are tilelang; scaled rows (per-128 fp32 scales, bf16 rope) else."""
+    if disaggregation_mode == "decode":
+        trtllm = decode == "trtllm"
+    elif disaggregation_mode == "prefill":
+        trtllm = prefill == "trtllm"
+    else:
+        trtllm = "trtllm" in (prefill, decode)
+    return "fp8_raw" if trtllm or prefill == decode == "tilelang" else "fp8_scaled"
+
+
 def mla_row(cfg: HfConfig, args: CacheArgs) -> str:
     """``calculate_mla_kv_cache_dim``: scaled fp8 rows only for DSA models off trtllm/tilelang."""
     if args.kv_cache_dtype != "fp8_e4m3":
         return "bf16"
     if not is_dsa(cfg):
         return "fp8_raw"
-    pre, dec = args.dsa_prefill_backend, args.dsa_decode_backend
-    if "trtllm" in (pre, dec) or pre == dec == "tilelang":
-        return "fp8_raw"
-    return "fp8_scaled"
+    return dsa_fp8_row(args.dsa_prefill_backend, args.dsa_decode_backend, args.disaggregation_mode)
 
 
 def _mla(cfg: HfConfig, args: CacheArgs, rules: SglangRules, where: str) -> MlaKv:
@@ -260,7 +273,7 @@ def cache_args(args) -> CacheArgs:
     return CacheArgs(kv_cache_dtype=args.kv_cache_dtype, dsa_prefill_backend=args.dsa_prefill_backend,
                      dsa_decode_backend=args.dsa_decode_backend, attn_tp=args.attn_tp_size,
                      ssm_dtype=p.mamba_ssm_dtype, ssm_dtype_from_config="mamba_ssm_dtype" not in p.model_fields_set,
-                     linear_tp=args.linear_attn_tp_size)
+                     linear_tp=args.linear_attn_tp_size, disaggregation_mode=p.disaggregation_mode)
 
 
 def layers_for(args) -> ModelLayers:

@@ -7,7 +7,7 @@ from ..errors import ProfileError
 from ..inputs.resolve import ARTICLE_PAGE_SIZE, ServerArgs
 from ..units import DTYPE_BYTES, FP8_SCALE_BYTES, FP8_SCALE_GROUP, KV_STORE_DTYPE
 from .layers import DsaIndexerK, GqaKv, MlaKv, SlidingWindowKv
-from .model_layers import ModelLayers, layers_for
+from .model_layers import ModelLayers, dsa_fp8_row, layers_for
 
 KV_KINDS = (MlaKv, GqaKv, SlidingWindowKv)
 
@@ -51,13 +51,14 @@ JSON_NAMES = {"store_dtype": "kv_storage_dtype",
               "indexer_unpooled_bytes_per_token_per_layer": "indexer_row_bytes"}
 
 
-def kv_cache_dim(model, kv_dtype: str, prefill: str, decode: str) -> tuple[int, str]:
+def kv_cache_dim(model, kv_dtype: str, prefill: str, decode: str,
+                 disaggregation_mode: str = "null") -> tuple[int, str]:
     """Row width as ``calculate_mla_kv_cache_dim``: raw 512 for trtllm/tilelang, scaled 528 else
     (``model``: anything with ``kv_lora_rank`` and ``qk_rope_head_dim``; the book's figures use it)."""
     base = model.kv_lora_rank + model.qk_rope_head_dim
     if kv_dtype != "fp8_e4m3":
         return base, "bf16"
-    if "trtllm" in (prefill, decode) or prefill == decode == "tilelang":
+    if dsa_fp8_row(prefill, decode, disaggregation_mode) == "fp8_raw":
         return base, "fp8_raw"
     scaled = (model.kv_lora_rank + model.kv_lora_rank // FP8_SCALE_GROUP * FP8_SCALE_BYTES
               + model.qk_rope_head_dim * 2)

@@ -56,6 +56,19 @@ def test_fp8_row_by_backend_pair(glm, prefill, decode, expected):
     assert kv_cache_dim(glm, "fp8_e4m3", prefill, decode) == expected
 
 
+@pytest.mark.parametrize("mode,prefill,decode,expected", [
+    ("decode", "trtllm", "flashmla_kv", (528, "fp8_scaled")),    # a decode server reads its decode backend
+    ("decode", "flashmla_sparse", "trtllm", (512, "fp8_raw")),
+    ("prefill", "flashmla_sparse", "trtllm", (528, "fp8_scaled")),  # a prefill server its prefill backend
+    ("prefill", "trtllm", "flashmla_kv", (512, "fp8_raw")),
+    ("decode", "tilelang", "tilelang", (512, "fp8_raw")),
+])
+def test_fp8_row_on_a_disaggregated_server(glm, mode, prefill, decode, expected):
+    """0.5.23 ``calculate_mla_kv_cache_dim``: "In disaggregated serving only the backend for the local role
+    determines the local pool layout" (found by the random launches, seed 1163281087)."""
+    assert kv_cache_dim(glm, "fp8_e4m3", prefill, decode, mode) == expected
+
+
 @pytest.fixture(scope="module")
 def article_args():
     from glm_kv import load_profile

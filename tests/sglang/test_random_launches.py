@@ -162,3 +162,32 @@ def test_planted_missing_startup_check_is_caught(sglang_ready, monkeypatch):
     assert all(("errors", "starts") == tuple(x[:2]) or x[0] == "errors"
                for c in launches for x in compare_launch("startup", c, hw)), launches
     assert all(compare_launch("startup", c, hw) for c in launches)
+
+
+# Found by random draws and fixed: each launch is kept here so that it is checked on every run.
+FOUND = [
+    # seed 1163281087 (CI, stop 37): a decode server on B200 with --dsa-decode-backend flashmla_kv. SGLang
+    # picks the MLA row layout from the local role's backend only (calculate_mla_kv_cache_dim): scaled fp8
+    # rows (528 B), though the prefill backend defaults to trtllm; glm-kv took trtllm on either side as raw
+    # (512 B) and planned 10,953,216 tokens where SGLang sizes 10,640,896.
+    (CMD + "--tp 8 --disaggregation-mode decode --disaggregation-decode-extra-slots 3 --max-running-requests 8 "
+     "--disable-prefill-cuda-graph --dsa-decode-backend flashmla_kv", {"gpu": "B200", "available_bytes": 65831947362}),
+    # the mirror: a prefill server keeps scaled rows with --dsa-prefill-backend flashmla_sparse on B200
+    (CMD + "--tp 8 --disaggregation-mode prefill --dsa-prefill-backend flashmla_sparse",
+     {"gpu": "B200", "available_bytes": 65831947362}),
+]
+
+
+@pytest.mark.parametrize("i", range(len(FOUND)))
+def test_found_launches_agree(sglang_ready, i):
+    cmd, hw = FOUND[i]
+    assert compare_launch(f"found-{i}", cmd, hw) == []
+
+
+def test_planted_either_side_row_rule_is_caught(sglang_ready, monkeypatch):
+    """The old rule (trtllm on either side: raw rows, whatever the server's role) disagrees on FOUND[0]."""
+    import glm_kv.ledgers.model_layers as ml
+
+    real = ml.dsa_fp8_row
+    monkeypatch.setattr(ml, "dsa_fp8_row", lambda pre, dec, mode="null": real(pre, dec))
+    assert "capacity.max_total_num_tokens" in {k for k, *_ in compare_launch("planted", *FOUND[0])}

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
 from ..inputs.hf_config import HfConfig, config_where, config_int as _int  # the config's integer rule
+from .memory_pool import mla_kv_cache_dim
 
 TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}
 
@@ -79,9 +81,11 @@ def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
     dsa = cfg.family in ("mla_dsa", "mla_dsa+kda")
     if cfg.family.startswith("mla"):
         lora, rope = t["kv_lora_rank"], t["qk_rope_head_dim"]
-        raw = (not fp8 or not dsa or "trtllm" in (args.dsa_prefill_backend, args.dsa_decode_backend)
-               or args.dsa_prefill_backend == args.dsa_decode_backend == "tilelang")
-        dim = lora + rope if raw else lora + lora // 128 * 4 + rope * 2
+        # calculate_mla_kv_cache_dim's row (the tensors side's own statement, memory_pool.py): the local
+        # role's backend decides on a disaggregated server
+        dim = (mla_kv_cache_dim(SimpleNamespace(kv_lora_rank=lora, qk_rope_head_dim=rope), args.kv_cache_dtype,
+                                args.dsa_prefill_backend, args.dsa_decode_backend, plan.profile.disaggregation_mode)
+               if dsa else lora + rope)
         pools.kv_buffer = [torch.empty((rows, 1, dim), dtype=kv_dtype, device=device) for _ in full]
     else:
         heads = max(1, t.get("num_key_value_heads", t["num_attention_heads"]) // tp)

@@ -35,8 +35,11 @@ PATTERNS: dict[str, tuple[re.Pattern, str]] = {
                                rf"(?: intermediate_ssm_state_cache size: {NUM}GB intermediate_conv_window_cache "
                                rf"size: {NUM}GB)?"),
                     "srt/mem_cache/memory_pool.py:1004 (speculative: 983)"),
-    "kv_cache": (re.compile(rf"(?:(\S+) )?KV Cache is allocated\. dtype: (\S+), #tokens: (\d+), KV size: {NUM} GB"),
-                 "srt/mem_cache/memory_pool.py:2093"),
+    # MLA / DSA pools print one KV size; MHA/GQA pools (Qwen3.5, Nemotron-H) print K and V sizes
+    # (``_log_kv_size``: a tuple from get_kv_size_bytes); values: (label, dtype, tokens, KV or K + V, K, V)
+    "kv_cache": (re.compile(rf"(?:(\S+) )?KV Cache is allocated\. dtype: (\S+), #tokens: (\d+), "
+                            rf"(?:KV size: {NUM} GB|K size: {NUM} GB, V size: {NUM} GB)"),
+                 "srt/mem_cache/memory_pool.py:2087 (K, V) / 2093 (KV)"),
     "mrr_capped": (re.compile(r"max_running_requests is capped to (\d+) by the mamba state cache "
                               r"\(max_mamba_cache_size=(\d+), (\d+) state slots per request\)"),
                    "srt/mem_cache/kv_cache_configurator.py:3140"),
@@ -71,7 +74,7 @@ LOOKED_FOR: dict[str, str] = {
     "load_end": "Load weight end. ... avail mem=... GB, mem usage=... GB.",
     "mm_reserve": "Reserving ... GB of the KV budget for post-sizing multimodal allocations",
     "mamba_cache": "Mamba Cache is allocated. max_mamba_cache_size: ..., conv_state size: ...",
-    "kv_cache": "KV Cache is allocated. dtype: ..., #tokens: ..., KV size: ... GB",
+    "kv_cache": "KV Cache is allocated. dtype: ..., #tokens: ..., KV size: ... GB (or K size: ... GB, V size: ... GB)",
     "mrr_capped": "max_running_requests is capped to ... by the mamba state cache (...)",
     "mrr_reduced": "max_running_requests was reduced from the requested ... to ...",
     "pool_end": "Memory pool end. avail mem=... GB",
@@ -145,7 +148,10 @@ def parse_boot_log(text: str, source: str = "<log>") -> BootLog:
         for kind, (pattern, _where) in PATTERNS.items():
             hit = pattern.search(msg)
             if hit:
-                lines.append(LogLine(i, kind, ranks, _convert(hit.groups()), msg))
+                values = _convert(hit.groups())
+                if kind == "kv_cache" and values[3] is None:   # K and V printed: their sum is the pool
+                    values = values[:3] + (round(values[4] + values[5], 2),) + values[4:]
+                lines.append(LogLine(i, kind, ranks, values, msg))
                 break
     return BootLog(source, tuple(lines), len(all_lines), kinds={k: sum(1 for ln in lines if ln.kind == k)
                                                                for k in PATTERNS})

@@ -281,7 +281,8 @@ def verify_boot_log(profile: Profile, log: BootLog) -> VerifyResult:
                                   v[1] == kv_dtype))
             check(ln, f"{what} #tokens", lambda pl: cap(pl).max_total_num_tokens, v[2], "tokens", page)
             check(ln, f"{what} size", lambda pl, n=layers: device_kv_bytes(cap(pl).max_total_num_tokens, pl.token, n)
-                  / GiB, v[3], "GiB", HALF_CENT + page * tok.cell_size_bytes / GiB)
+                  / GiB, v[3], "GiB", (HALF_CENT if v[4] is None else 2 * HALF_CENT)   # K + V: two roundings
+                  + page * tok.cell_size_bytes / GiB)
         elif k == "mrr_capped":
             check(ln, "max_running_requests capped by mamba", lambda pl: cap(pl).max_running_requests_per_worker
                   if cap(pl).binding_limit == "mamba" else -1, v[0], "requests")

@@ -124,8 +124,16 @@ def test_prefix_and_units_parsed():
         "[2026-10-05 12:00:01 TP0] Allocating kv hierarchical KV host pool: 2560 tokens, 0.03 GB host memory.\n"
         "unrelated line\n")
     kv, host = log.lines
-    assert kv.ranks == (("DP", 3), ("TP", 3), ("EP", 3)) and kv.values[1:] == ("torch.float8_e4m3fn", 1024, 1.5)
+    assert kv.ranks == (("DP", 3), ("TP", 3), ("EP", 3)) and kv.values[1:4] == ("torch.float8_e4m3fn", 1024, 1.5)
+    assert kv.values[4:] == (None, None)   # one KV size: an MLA pool
     assert host.kind == "host_kv" and host.values[1:3] == (2560, 0.03)
+
+
+def test_mha_pool_line_reads_k_plus_v():
+    """memory_pool.py:2087 (an MHA/GQA pool): "K size: A GB, V size: B GB" is a pool of A + B GB."""
+    (kv,) = parse_boot_log("[2026-10-05 12:00:00 TP0] KV Cache is allocated. dtype: torch.bfloat16, "
+                           "#tokens: 3808256, K size: 9.08 GB, V size: 9.07 GB\n").lines
+    assert kv.kind == "kv_cache" and kv.values[1:] == ("torch.bfloat16", 3808256, 18.15, 9.08, 9.07)
 
 
 # --- issue 20: honest verify ------------------------------------------------------------------

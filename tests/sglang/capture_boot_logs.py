@@ -66,34 +66,42 @@ def compose(name: str) -> tuple[str, dict]:
     sg = sglang_memory(launch, launch, pre_model_load_bytes=pre, weights_bytes=target + draft, pool_log=True)
     if "errors" in sg:
         raise RuntimeError(f"{name}: SGLang refused: {sg['errors']}")
-    cap = sg["capacity"]
+    return boot_log_text(fields, sg["log"], pre, target, draft, sg["capacity"], sg.get("resolved", {})), fields
+
+
+POOL_LINE_KEYS = ("Reserving", "Mamba Cache is allocated", "KV Cache is allocated", "max_running_requests is capped",
+                  "max_running_requests was reduced", "HiCache auto-sizing", "hierarchical KV host pool",
+                  "host memory for DSA indexer", "hierarchical Mamba cache")
+
+
+def boot_log_text(fields: dict, sglang_log: list[str], pre: int, target: int, draft: int, cap: dict,
+                  resolved: dict, arch: str = "Glm5NextForConditionalGeneration") -> str:
+    """A boot log from SGLang's own pool messages (``sglang_log``, in order) plus the lines the CPU cannot
+    produce, composed from the wheel's format strings with the values SGLang computed (``cap``: its
+    max_total_num_tokens / max_running_requests; ``resolved``: its context_len, chunked_prefill_size)."""
     stamp = "[2026-11-30 12:00:{s:02d}{r}]"
     out: list[str] = []
     rk = ranks(fields)
-    pool_lines = [m for m in sg["log"] if any(k in m for k in (
-        "Reserving", "Mamba Cache is allocated", "KV Cache is allocated", "max_running_requests is capped",
-        "max_running_requests was reduced", "HiCache auto-sizing", "hierarchical KV host pool",
-        "host memory for DSA indexer", "hierarchical Mamba cache"))]
+    pool_lines = [m for m in sglang_log if any(k in m for k in POOL_LINE_KEYS)]
     for r in rk:
         out.append(stamp.format(s=1, r=r) + f" Load weight begin. avail mem={pre / GiB:.2f} GB")
     for r in rk:
-        out.append(stamp.format(s=20, r=r) + " Load weight end. elapsed=18.52 s, type=Glm5NextForConditionalGeneration, "
+        out.append(stamp.format(s=20, r=r) + f" Load weight end. elapsed=18.52 s, type={arch}, "
                    f"quant=fp8, fmt=e4m3, avail mem={(pre - target) / GiB:.2f} GB, mem usage={target / GiB:.2f} GB.")
     if draft:
         for r in rk:
             out.append(stamp.format(s=22, r=r) + f" Load weight begin. avail mem={(pre - target) / GiB:.2f} GB")
             out.append(stamp.format(s=24, r=r) + " Load weight end. elapsed=1.93 s, "
-                       f"type=Glm5NextForConditionalGenerationNextN, avail mem={(pre - target - draft) / GiB:.2f} GB, "
+                       f"type={arch}NextN, avail mem={(pre - target - draft) / GiB:.2f} GB, "
                        f"mem usage={draft / GiB:.2f} GB.")
     for r in rk:
         for m in pool_lines:
             out.append(stamp.format(s=30, r=r) + " " + m)
-    ctx = sg.get("resolved", {})
     out.append(stamp.format(s=59, r=rk[0]) + f" max_total_num_tokens={cap['max_total_num_tokens']}, "
-               f"chunked_prefill_size={ctx.get('chunked_prefill_size')}, max_prefill_tokens=16384, "
-               f"max_running_requests={cap['max_running_requests']}, context_len={ctx['context_len']}, "
+               f"chunked_prefill_size={resolved.get('chunked_prefill_size')}, max_prefill_tokens=16384, "
+               f"max_running_requests={cap['max_running_requests']}, context_len={resolved['context_len']}, "
                f"available_gpu_mem=7.41 GB")
-    return "\n".join(out) + "\n", fields
+    return "\n".join(out) + "\n"
 
 
 def main() -> None:

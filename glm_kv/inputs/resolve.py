@@ -19,7 +19,7 @@ from .hf_config import HfConfig, glm_hf_config, load_hf_config, names_other_mode
 from .model import ModelConfig, load_model
 from .profile import Profile
 from .rules import RULES, SglangRules, rules_for
-from .startup import validate_startup
+from .startup import validate_linear_attn_backend, validate_startup
 
 ARTICLE_PAGE_SIZE = 64  # upstream f4de6abee6: DSATokenToKVPool asserts page_size == 64 on CUDA
 SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
@@ -629,6 +629,7 @@ def resolve(p: Profile) -> ServerArgs:
     strategy = resolve_strategy(p, seen_page) if facts.has_state_layers else "none"
     if facts.has_state_layers:
         validate_strategy(p, strategy, seen_page, rules, facts.family, gpu.sm)
+    validate_linear_attn_backend(p, gpu.sm)   # after the mamba strategy's checks, as SGLang's hooks run
     validate_startup(p, strategy, facts)   # issue 30: SGLang's start-up refusals of flag combinations (startup.py)
     attn_dp = p.dp_size if p.enable_dp_attention else 1
     attn_tp, linear_tp = resolve_tp(p, facts, config, attn_dp)

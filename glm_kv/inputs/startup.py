@@ -27,6 +27,20 @@ SGLANG_SAYS = {
 CP_TP_SHARING_ARCHS = ("Glm5NextForConditionalGeneration",)   # arg_groups/cp_tp_group_sharing_hook.py
 
 
+def validate_linear_attn_backend(p, sm: int | None) -> None:
+    """arg_groups/attention_hook.py ``handle_linear_attn_backend`` (every model, at resolution): FlashInfer's
+    linear-attention decode on SM100+ needs a bf16 SSM state, and SGLang refuses the launch otherwise. The
+    decode backend is ``--linear-attn-backend`` here (``--linear-attn-decode-backend`` is not read by glm-kv);
+    the state dtype as SGLang's field holds it: None when ``--mamba-ssm-dtype`` is not given."""
+    if not rules_for(p).startup_refusals or p.linear_attn_backend != "flashinfer" or sm is None or sm < 100:
+        return
+    given = p.mamba_ssm_dtype if "mamba_ssm_dtype" in p.model_fields_set else None
+    if given != "bfloat16":
+        raise ProfileError("linear_attn_backend", "SGLang 0.5.23 refuses it at start-up: \"--linear-attn-decode-backend "
+                                                  "flashinfer on SM100+ requires --mamba-ssm-dtype bfloat16, got "
+                                                  f"{given!r}\" (arg_groups/attention_hook.py handle_linear_attn_backend)")
+
+
 def _says(key: str, where: str) -> str:
     return f"SGLang 0.5.23 refuses it at start-up: \"{SGLANG_SAYS[key]}\" ({where})"
 

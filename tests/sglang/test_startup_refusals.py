@@ -18,6 +18,7 @@ import pytest
 GiB = 1 << 30
 L = {"sglang_layout": "0.5.23", "max_running_requests": 64}
 H8 = {"gpu": "H200", "tp_size": 8, "weights_bytes": 40_000_000_000}
+B8 = {"gpu": "B200", "tp_size": 8, "weights_bytes": 40_000_000_000}
 
 # (id, profile as the user wrote it, field glm-kv names or None where both start)
 STARTUP = [
@@ -46,6 +47,18 @@ STARTUP = [
                       "speculative_num_draft_tokens": 4}, None),
     ("prefill-cp-colocated", {**H8, "attn_cp_size": 8, "enable_prefill_cp": True, "cp_strategy": "interleave"},
      None),
+    # attention_hook.py handle_linear_attn_backend: FlashInfer linear decode on SM100+ needs a bf16 SSM state
+    # (found by the random launches, seed 1862494042: a B200 DFLASH decode server glm-kv planned)
+    # (the radix cache off: with it on, no_buffer's page check refuses first on both sides)
+    ("flashinfer-b200", {**B8, "linear_attn_backend": "flashinfer", "disable_radix_cache": True},
+     "linear_attn_backend"),
+    ("flashinfer-b200-fp32", {**B8, "linear_attn_backend": "flashinfer", "mamba_ssm_dtype": "float32",
+                              "disable_radix_cache": True}, "linear_attn_backend"),
+    ("flashinfer-b200-decode", {**B8, "linear_attn_backend": "flashinfer", "disaggregation_mode": "decode"},
+     "linear_attn_backend"),
+    ("flashinfer-b200-bf16", {**B8, "linear_attn_backend": "flashinfer", "mamba_ssm_dtype": "bfloat16",
+                              "disable_radix_cache": True}, None),
+    ("flashinfer-h200", {**H8, "linear_attn_backend": "flashinfer", "disable_radix_cache": True}, None),
 ]
 
 HC = {"enable_hierarchical_cache": True}
@@ -113,6 +126,7 @@ def test_planted_no_startup_checks_is_caught(sglang_ready, monkeypatch):
     import glm_kv.inputs.resolve as resolve
 
     monkeypatch.setattr(resolve, "validate_startup", lambda p, strategy, model=None: None)
+    monkeypatch.setattr(resolve, "validate_linear_attn_backend", lambda p, sm: None)
     found = {pid for pid, _ in disagreements(STARTUP)}
     assert found == {pid for pid, _, field in STARTUP if field is not None}, found
 

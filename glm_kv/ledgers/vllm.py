@@ -403,6 +403,9 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     # mamba_cache_mode: "align" with prefix caching on a hybrid model, else "none" (config/cache.py)
     mode = "align" if (hybrid and prefix) else "none"
     kvd = a.kv_cache_dtype or "auto"
+    if m.arch == "DeepseekV32ForCausalLM" and kvd == "bfloat16":
+        # its verify_and_update_config turns an explicit bfloat16 into "auto" (model_executor/models/config.py)
+        kvd = "auto"
     if kvd == "fp8":
         kvd_resolved = "fp8_e4m3"
     elif kvd == "auto":

@@ -74,6 +74,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--disable-cuda-graph": ("disable_cuda_graph", "flag"),
     "--disable-decode-cuda-graph": ("disable_decode_cuda_graph", "flag"),
     "--disable-prefill-cuda-graph": ("disable_prefill_cuda_graph", "flag"),
+    "--enable-two-batch-overlap": ("enable_two_batch_overlap", "flag"),
     "--cuda-graph-backend-decode": ("cuda_graph_backend_decode", "str"),
     "--cuda-graph-backend-prefill": ("cuda_graph_backend_prefill", "str"),
     "--enable-linear-replayssm-spec": ("enable_linear_replayssm_spec", "flag"),
@@ -152,6 +153,11 @@ MODELLED: dict[str, str] = {
     "disable_decode_cuda_graph": "memory: default fraction (no decode max_bs x 2, no DeepEP a2a buffers; "
                                  "the DP-attention padding stays)",
     "disable_prefill_cuda_graph": "memory: default fraction (no MLA prefill graph 1.5 GiB)",
+    "enable_two_batch_overlap": ("memory: default fraction (the breakable prefill graph off before the fraction, "
+                                 "as cuda_graph_hook.disable_breakable_cudagraph_if_incompatible rules: no MLA "
+                                 "prefill graph 1.5 GiB, no DeepEP prefill delta; an explicit prefill backend "
+                                 "keeps it); SGLang's refusals (no a2a backend without DP attention, megamoe, "
+                                 "deepep_v2, DSA index-topk sharing) in its words"),
     "cuda_graph_backend_decode": ("memory: default fraction (disabled: as --disable-decode-cuda-graph; full / "
                                   "breakable: the decode graph on, winning over the disable switches)"),
     "cuda_graph_backend_prefill": ("memory: default fraction (disabled: no MLA prefill graph 1.5 GiB; full / "
@@ -387,6 +393,42 @@ def flag_table_rows() -> tuple[dict[str, int], list[dict]]:
     return counts, rows
 
 
+def _first(given: dict[str, tuple[str, list[str]]], flag: str) -> str | None:
+    return (given[flag][1] or [""])[0] if flag in given else None
+
+
+def _int_or_zero(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
+
+
+# Flags the table proves inert only beside a companion, because SGLang 0.5.23's check_server_args
+# (arg_groups/validation_hook.py) refuses them alone: flag -> (when it needs the companion, whether the
+# companion is there, SGLang's message). Each row's proof carries the companion (tests/sglang/test_flags_table.py
+# proves both sides); found by the fresh-clone runs' flag-table samples (seeds 21810787, 202).
+NEEDS_COMPANION: dict[str, tuple[Any, Any, str]] = {
+    "--retraction-policy": (lambda g: _first(g, "--retraction-policy") == "priority",
+                            lambda g: "--enable-priority-scheduling" in g,
+                            "--retraction-policy priority requires --enable-priority-scheduling"),
+    "--export-metrics-to-file": (lambda g: True, lambda g: "--export-metrics-to-file-dir" in g,
+                                 "--export-metrics-to-file-dir is required when --export-metrics-to-file is enabled"),
+    "--kv-canary-sweep-interval": (lambda g: _int_or_zero(_first(g, "--kv-canary-sweep-interval")) > 0,
+                                   lambda g: _first(g, "--kv-canary") not in (None, "none"),
+                                   "--kv-canary-sweep-interval requires --kv-canary in {log, raise}"),
+}
+
+
+def _refuse_inert_combinations(given: dict[str, tuple[str, list[str]]]) -> None:
+    """SGLang's refusals of a flag the table proves inert, where the refusal hangs on another flag: the
+    inert proof runs the flag with its companion, so the command must carry it too (NEEDS_COMPANION)."""
+    for canonical, (needs, has, says) in NEEDS_COMPANION.items():
+        if canonical in given and needs(given) and not has(given):
+            raise ProfileError(given[canonical][0], f"SGLang 0.5.23 refuses it: \"{says}\" "
+                                                    "(arg_groups/validation_hook.py check_server_args)")
+
+
 def flag_table_summary(path: Path | None = None) -> dict[str, int]:
     """How the flag table decides SGLang 0.5.23's ``ServerArgs`` fields (the book's flags page): rows per
     status, and the refused rows by reason: SGLang refuses the flag for this model (``sglang_refuses``), its
@@ -542,6 +584,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
     graph_bs_max: Optional[int] = None
     graph_json: dict[str, Any] = {}
     attn_dp: Optional[tuple[str, int]] = None
+    given: dict[str, tuple[str, list[str]]] = {}   # canonical flag -> (as typed, values): cross-flag refusals
     for w in words[:start]:  # the launcher: env assignments, python, -m, ...
         name, eq, raw = w.partition("=")
         if eq and name in ENV_VARS:
@@ -596,6 +639,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
             fields["model"] = values[0]
             fields["weights_estimate"] = True   # the model is named: its weights are predictable (issue 20)
             continue
+        given[canonical] = (flag, values)
         if canonical in CHECKED:
             CHECKED[canonical][1](flag, _int(flag, values[0]))
             continue
@@ -637,6 +681,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
                                            f"{attn_dp[1]}: data-parallel replicas combined with attention data "
                                            f"parallelism are not supported.\" (arg_groups/parallel_hook.py)")
         fields["dp_size"], fields["enable_dp_attention"] = attn_dp[1], True
+    _refuse_inert_combinations(given)
     if pending is not None:
         raise pending
     graph_bs_max = graph_json.pop("decode_bs_max", graph_bs_max)   # the JSON's decode bs wins over the flag's

@@ -213,6 +213,9 @@ FIELDS: dict[str, Field] = {
     "disable_cuda_graph": Bool(),           # both phases (the legacy global switch)
     "disable_decode_cuda_graph": Bool(),
     "disable_prefill_cuda_graph": Bool(),
+    # --enable-two-batch-overlap: cuda_graph_hook.disable_breakable_cudagraph_if_incompatible turns the
+    # breakable prefill graph off before the fraction ("TBO capture is unsupported"), as its model rules do
+    "enable_two_batch_overlap": Bool(),
     "moe_a2a_backend": Choice("none", MOE_A2A_BACKEND_CHOICES),
     "max_prefill_tokens": Int(16384, ge=1, le=COUNT_MAX),
     "disaggregation_mode": Choice("null", DISAGGREGATION_MODE_CHOICES),

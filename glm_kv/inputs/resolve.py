@@ -630,7 +630,7 @@ def resolve(p: Profile) -> ServerArgs:
     if facts.has_state_layers:
         validate_strategy(p, strategy, seen_page, rules, facts.family, gpu.sm)
     validate_linear_attn_backend(p, gpu.sm)   # after the mamba strategy's checks, as SGLang's hooks run
-    validate_startup(p, strategy, facts)   # issue 30: SGLang's start-up refusals of flag combinations (startup.py)
+    validate_startup(p, strategy, facts, config)   # issue 30: SGLang's start-up refusals of flag combinations (startup.py)
     attn_dp = p.dp_size if p.enable_dp_attention else 1
     attn_tp, linear_tp = resolve_tp(p, facts, config, attn_dp)
     validate_caps(p, page, attn_dp)

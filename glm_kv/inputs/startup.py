@@ -21,6 +21,16 @@ SGLANG_SAYS = {
                           "--enable-prefill-cp."),
     "cp_sharing_pd_spec": "--speculative-algorithm != DFLASH is not supported with CP-TP group sharing.",
     "cp_sharing_pd_dp": "--dp-size > 1 is not supported with CP-TP group sharing.",
+    "tbo_needs_dp": ("When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
+                     "attention DP (--attn-dp-size) is required (DeepSeek-V4 non-EP DP TBO path)."),
+    "tbo_megamoe": ("--moe-a2a-backend megamoe has no two-batch / single-batch overlap decomposition; disable "
+                    "--enable-two-batch-overlap and --enable-single-batch-overlap."),
+    "tbo_deepep_v2": ("DeepEP v2 MoE has not implemented the TBO/SBO overlap hooks yet. Disable "
+                      "--enable-two-batch-overlap and --enable-single-batch-overlap when using --moe-a2a-backend "
+                      "deepep_v2."),
+    "tbo_index_sharing": ("--enable-two-batch-overlap is not supported with DSA index-topk sharing: the TBO op path "
+                          "does not propagate topk indices across layers, so shared layers would run sparse "
+                          "attention without indices."),
     "topk_page": ("speculative_eagle_topk > 1 with page_size > 1 is only supported on ('flashinfer', 'fa3', "
                   "'triton'); got attention_backend='dsa'. Use page_size == 1 or one of those backends."),
 }
@@ -45,11 +55,36 @@ def _says(key: str, where: str) -> str:
     return f"SGLang 0.5.23 refuses it at start-up: \"{SGLANG_SAYS[key]}\" ({where})"
 
 
-def validate_startup(p, strategy: str, model=None) -> None:
+def validate_two_batch_overlap(p, config=None, is_dsa: bool = False) -> None:
+    """``--enable-two-batch-overlap``'s start-up refusals, in the order SGLang's hooks run them: the MoE
+    hooks (mega_moe_hook.check_mega_moe_compat, moe_hook's DeepEP v2 branch), the DSA model override
+    (model_hook._validate_dsa_tbo_index_sharing: index_topk_freq > 1, an "S" in index_topk_pattern or a
+    "shared" indexer type), then validation_hook.check_two_batch_overlap (no a2a backend needs DP attention).
+    The ones glm-kv cannot reach are left to the flags that lead there (LoRA, DWDP, unified memory, UNO,
+    KV-cache sharding: refused by the flag table)."""
+    if not p.enable_two_batch_overlap:
+        return
+    if p.moe_a2a_backend == "megamoe":
+        raise ProfileError("enable_two_batch_overlap", _says("tbo_megamoe", "arg_groups/mega_moe_hook.py"))
+    if p.moe_a2a_backend == "deepep_v2":
+        raise ProfileError("enable_two_batch_overlap", _says("tbo_deepep_v2", "arg_groups/moe_hook.py"))
+    text = getattr(config, "text", None) or {}
+    freq = text.get("index_topk_freq", 1) or 1
+    if is_dsa and (freq > 1 or "S" in (text.get("index_topk_pattern") or "")
+                   or "shared" in (text.get("indexer_types") or ())):
+        raise ProfileError("enable_two_batch_overlap", _says("tbo_index_sharing", "arg_groups/model_hook.py"))
+    if p.moe_a2a_backend == "none" and not (p.enable_dp_attention and p.dp_size > 1):
+        raise ProfileError("enable_two_batch_overlap",
+                           _says("tbo_needs_dp", "arg_groups/validation_hook.py check_two_batch_overlap"))
+
+
+def validate_startup(p, strategy: str, model=None, config=None) -> None:
     """``p``: the profile after ``resolve``'s decode-server adjustment; ``strategy``: the resolved
-    mamba radix-cache strategy ("none" without the radix cache); ``model``: its config (architectures)."""
+    mamba radix-cache strategy ("none" without the radix cache); ``model``: its facts (architectures);
+    ``config``: its config.json (what the DSA override reads)."""
     if not rules_for(p).startup_refusals:   # the article's SGLang (upstream f4de6abee6) is not checked here
         return
+    validate_two_batch_overlap(p, config, bool(getattr(model, "is_dsa", False)))
     nnodes = p.nnodes
     # arg_groups/validation_hook.py check_server_args (pp is 1: --pp-size is refused by the flag table)
     if p.tp_size % nnodes:

@@ -140,6 +140,7 @@ class FractionInputs:
     mla_backend: bool = True               # use_mla_backend: flat 1.5 GiB prefill graph, else len(bs) x 8
     max_total_tokens: int | None = None    # caps the non-MLA prefill graph's max_bs
     model_prefill_graph_off: bool = False  # disable_breakable_cudagraph_if_incompatible's model rules
+    two_batch_overlap: bool = False        # its "two-batch overlap" rule (--enable-two-batch-overlap)
     expand_decode_to_running: bool = False  # expand_multimodal_decode_graph_to_running_limit applies
     post_capture_kv_sizing: bool = False   # post_capture_kv_sizing_planned (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING)
 
@@ -199,10 +200,10 @@ def reserved_mib(f: FractionInputs) -> float:
     # resolved then), turns the prefill graph off; it comes back only after the fraction is fixed.
     locked = f.prefill_graph_backend is not None
     # its model rules (KDA other than GLM-5.3-Flash, a multimodal model off the breakable allowlist)
-    # turn it off the same way
+    # and two-batch overlap ("TBO capture is unsupported") turn it off the same way
     prefill_graph = (mode != "decode" and not f.prefill_graph_disabled
                      and (locked or (f.moe_a2a_backend in BREAKABLE_PREFILL_A2A and f.attn_cp_size == 1
-                                     and not f.model_prefill_graph_off)))
+                                     and not f.model_prefill_graph_off and not f.two_batch_overlap)))
     if mode == "decode":
         act = max((f.max_running_requests or max_bs or 1) * (f.speculative_num_draft_tokens or 1), 2048)
     elif chunk > 0:
@@ -357,6 +358,7 @@ def fraction_inputs(p, model, gpu: Gpu, attn_dp: int,
         mla_backend=facts.use_mla,
         max_total_tokens=p.max_total_tokens,
         model_prefill_graph_off=facts.kda_prefill_graph_off or (multimodal and not facts.multimodal_bcg_supported),
+        two_batch_overlap=p.enable_two_batch_overlap,
         expand_decode_to_running=(facts.model_type in HOPPER_QWEN3_VL_TYPES and multimodal and gpu.sm // 10 == 9),
         post_capture_kv_sizing=False,
     )

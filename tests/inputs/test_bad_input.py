@@ -1052,7 +1052,11 @@ def test_well_typed_random_profiles_plan_or_refuse_cleanly():
     floats = {"mamba_full_memory_ratio": (1e-9, 1000.0), "mem_fraction_static": (1e-9, 0.999999),
               "hicache_ratio": (1e-9, 1000.0)}
     seen = Counter()
-    for _ in range(300):
+    # At least 300 draws, then on until every outcome has been seen 20 times (a fixed count of draws left
+    # "planned" at 14 on seed 182735162): the coverage floor holds on every seed, the cap bounds the time.
+    for n in range(3000):
+        if n >= 300 and min(seen["capacity"], seen["planned"], seen["refused"]) >= 20:
+            break
         argv = ["plan", "--json", "--profile", rng.choice(["article", "h200-0.5.23", "tp8-dp8-dpattn", "mtp"])]
         if rng.random() < 0.5:   # the ledgers without a capacity (weights are estimated by default)
             argv += ["--set", "weights_estimate=false"]

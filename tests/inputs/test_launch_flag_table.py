@@ -54,7 +54,9 @@ def test_refused_flag_is_named_and_not_modelled(row):
 def test_inert_flag_is_accepted_and_listed(row):
     argv = row["proof"]["argv"]
     fields, inert = parse_launch_command(" ".join([LAUNCH, *argv]), layout="0.5.23")
-    assert inert == [" ".join(argv)] and fields == {"model": "glm-5.3-flash", "weights_estimate": True}
+    # a companion the proof carries (``--enable-priority-scheduling`` beside ``--retraction-policy priority``)
+    # is listed as its own accepted flag
+    assert " ".join(inert) == " ".join(argv) and inert[0].startswith(argv[0]) and fields == {"model": "glm-5.3-flash", "weights_estimate": True}
 
 
 def test_the_word_ignored_needs_proof(monkeypatch):
@@ -80,6 +82,12 @@ def test_the_word_ignored_needs_proof(monkeypatch):
     # modelled now (the replay ring, tests/sglang/test_flags_replayssm_graph.py); the decode ring SGLang refuses
     ("--enable-linear-replayssm", "--enable-linear-replayssm", ("cannot start", "no_buffer only supports page_size=1")),
     ("--dcp-size 2", "--dcp-size", ("cannot start", "index_kpool=4")),
+    # inert only beside its companion (arg_groups/validation_hook.py; a fresh-clone sample, seed 21810787)
+    ("--retraction-policy priority", "--retraction-policy", ("requires --enable-priority-scheduling",)),
+    ("--retraction-policy=priority --enable-metrics", "--retraction-policy", ("requires --enable-priority-scheduling",)),
+    ("--export-metrics-to-file", "--export-metrics-to-file", ("--export-metrics-to-file-dir is required",)),
+    ("--kv-canary-sweep-interval 5", "--kv-canary-sweep-interval", ("requires --kv-canary in {log, raise}",)),
+    ("--kv-canary-sweep-interval 5 --kv-canary none", "--kv-canary-sweep-interval", ("requires --kv-canary",)),
 ])
 def test_public_commands_refused_by_name(capsys, cmd, flag, words):
     rc = main(["plan", "--sglang-args", f"{LAUNCH} --tp-size 2 {cmd}"])

@@ -88,6 +88,8 @@ _FIXED = {
     "download_dir": ["@TMP@"], "served_model_name": ["glm"], "tokenizer_path": ["@MODEL@"],
     "cuda_graph_max_bs_prefill": ["1024"], "cuda_graph_bs_prefill": ["256"],
     "cuda_graph_max_seq_len_prefill": ["4096"], "cuda_graph_prefill_max_context": ["8192"],
+    # validation_hook.validate_buckets_rule: the rule's first word is tse / default / custom
+    "prompt_tokens_buckets": ["default"], "generation_tokens_buckets": ["default"],
 }
 _PATHLIKE = ("_path", "_dir", "_file", "_folder")
 

@@ -38,7 +38,7 @@ PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "page_siz
         "disable_radix_cache", "disable_overlap_schedule", "max_running_requests", "max_total_tokens",
         "max_mamba_cache_size", "chunked_prefill_size", "disable_cuda_graph", "disable_decode_cuda_graph",
         "disable_prefill_cuda_graph", "cuda_graph_backend_decode", "cuda_graph_backend_prefill",
-        "enable_hierarchical_cache", "hicache_ratio", "hicache_size", "context_length")
+        "enable_hierarchical_cache", "hicache_ratio", "hicache_size", "context_length", "enable_two_batch_overlap")
 
 
 def _nbytes(t) -> int:
@@ -86,6 +86,9 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     try:
         sa = ServerArgs(model_path=path, device="cuda", **kw)
         sa.resolve_once()
+        # the launch's own checks right after the resolution, as entrypoints/engine.py runs them (found
+        # missing by --enable-two-batch-overlap without DP attention, which check_server_args refuses)
+        sa.check_server_args()
     except Exception as e:  # noqa: BLE001 - any refusal is an answer
         raise SGLangRefused("server_args", e)
     v = resolved_view(sa)

@@ -87,6 +87,9 @@ def _plan(path: str, profile: dict) -> dict:
     try:
         sa = ServerArgs(model_path=path, device="cuda", **kw)
         sa.resolve_once()
+        # the launch's own checks right after the resolution, as entrypoints/engine.py runs them (found
+        # missing by --enable-two-batch-overlap without DP attention, which check_server_args refuses)
+        sa.check_server_args()
     except Exception as e:  # noqa: BLE001
         raise SGLangRefused("server_args", e)
     v = resolved_view(sa)

@@ -45,7 +45,8 @@ from oracle import (GiB, SGLangRefused, _where, fake_gpu, mtp_draft_device_pools
 # Profile fields (issue 11) that map 1:1 onto ServerArgs fields.
 EXTRA_PASS_THROUGH = ("chunked_prefill_size", "cuda_graph_max_bs_decode", "max_prefill_tokens",
                       "disaggregation_mode", "moe_a2a_backend", "language_only", "enable_prefill_cp",
-                      "cp_strategy", "attn_cp_size", "enable_linear_replayssm_spec", "linear_replayssm_cache_len")
+                      "cp_strategy", "attn_cp_size", "enable_linear_replayssm_spec", "linear_replayssm_cache_len",
+                      "enable_two_batch_overlap", "cuda_graph_backend_prefill")
 
 
 def kwargs_for(profile: dict, raw: dict) -> dict:

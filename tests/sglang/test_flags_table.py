@@ -80,8 +80,13 @@ def test_modelled_rows_are_the_launch_readers_flags(sglang_ready):
 
 
 def _kwargs(row: dict) -> dict:
+    """The row's field and any companion its proof carries (``--retraction-policy priority`` is proven
+    with ``--enable-priority-scheduling``, which SGLang requires beside it)."""
     ns = ft.parser().parse_args(["--model-path", "unused", *ft._substitute(row["proof"]["argv"])])
-    return {row["field"]: getattr(ns, row["field"])}
+    default = ft.parser().parse_args(["--model-path", "unused"])
+    out = {k: v for k, v in vars(ns).items() if k != "model_path" and v != getattr(default, k, None)}
+    out[row["field"]] = getattr(ns, row["field"])
+    return out
 
 
 def test_sampled_inert_rows_move_no_pool_byte(base):
@@ -158,3 +163,39 @@ def test_issue_30_commands_are_inert_through_sglang(base, argv):
     assert ft.prove_inert(dest, {dest: getattr(ns, dest)}, base) is None
     row = next(r for r in TABLE["rows"] if r["field"] == dest)
     assert row["status"] == "inert", row
+
+
+# (field, its flag alone, the companion SGLang asks for): launch.NEEDS_COMPANION, each row's proof
+COMPANIONS = [("retraction_policy", ["--retraction-policy", "priority"], ["--enable-priority-scheduling"]),
+              ("export_metrics_to_file", ["--export-metrics-to-file"], ["--export-metrics-to-file-dir", "@MODEL@"]),
+              ("kv_canary_sweep_interval", ["--kv-canary-sweep-interval", "3"], ["--kv-canary", "log"])]
+
+
+@pytest.mark.parametrize("companion", [False, True])
+@pytest.mark.parametrize("field, alone, needed", COMPANIONS, ids=[c[0] for c in COMPANIONS])
+def test_flags_inert_beside_their_companion(base, field, alone, needed, companion):
+    """A flag SGLang refuses alone (check_server_args) on every proof profile and sizes every pool the same
+    with beside its companion: glm-kv refuses it alone in SGLang's words and plans it with the companion
+    (found by fresh-clone runs' samples, seeds 21810787 and 202, where glm-kv planned it alone)."""
+    from glm_kv.errors import ProfileError
+    from glm_kv.inputs.launch import NEEDS_COMPANION, parse_launch_command
+
+    argv = alone + (needed if companion else [])
+    ns = ft.parser().parse_args(["--model-path", "unused", *ft._substitute(argv)])
+    default = ft.parser().parse_args(["--model-path", "unused"])
+    kwargs = {k: v for k, v in vars(ns).items() if k != "model_path" and v != getattr(default, k, None)}
+    r = ft.prove(field, kwargs, base)
+    assert "moves" not in r, r
+    cmd = f"python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp 8 {' '.join(argv)}"
+    row = next(x for x in TABLE["rows"] if x["field"] == field)
+    assert alone[0] in NEEDS_COMPANION and row["status"] == "inert" and row["proof"]["argv"] == alone + needed, row
+    if companion:
+        assert set(r["inert_on"]) == {pid for pid, *_ in ft.PROOF_PROFILES} and not r["refused_on"], r
+        fields, inert = parse_launch_command(cmd, layout="0.5.23")
+        assert " ".join(inert) == " ".join(argv), inert
+    else:
+        assert not r["inert_on"] and r["refused_on"], r
+        with pytest.raises(ProfileError) as e:
+            parse_launch_command(cmd, layout="0.5.23")
+        for err in r["refused_on"].values():
+            assert " ".join(err["message"].split()) in str(e.value), (err, str(e.value))

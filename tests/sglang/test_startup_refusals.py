@@ -60,6 +60,27 @@ STARTUP = [
                               "disable_radix_cache": True}, None),
     ("flashinfer-h200", {**H8, "linear_attn_backend": "flashinfer", "disable_radix_cache": True}, None),
 ]
+# --enable-two-batch-overlap: its refusals (no a2a backend without DP attention; megamoe, deepep_v2) and the
+# launches SGLang starts, where its breakable prefill graph goes before the fraction (every key compared)
+DPA = {"dp_size": 8, "enable_dp_attention": True}
+TBO = {"enable_two_batch_overlap": True}
+TWO_BATCH_OVERLAP = [
+    ("tbo-tp8", {**H8, **TBO}, "enable_two_batch_overlap"),
+    ("tbo-tp8-decode", {**H8, **TBO, "disaggregation_mode": "decode"}, "enable_two_batch_overlap"),
+    ("tbo-tp8-dpattn-megamoe", {**H8, **TBO, **DPA, "moe_a2a_backend": "megamoe"}, "enable_two_batch_overlap"),
+    ("tbo-tp8-dpattn-deepep-v2", {**H8, **TBO, **DPA, "moe_a2a_backend": "deepep_v2"}, "enable_two_batch_overlap"),
+    ("tbo-tp8-dpattn", {**H8, **TBO, **DPA}, None),
+    ("tbo-tp8-deepep", {**H8, **TBO, "moe_a2a_backend": "deepep"}, None),
+    ("tbo-tp8-dpattn-deepep", {**H8, **TBO, **DPA, "moe_a2a_backend": "deepep"}, None),
+    ("tbo-b200-tp4-dpattn-eagle", {**B8, "tp_size": 4, "dp_size": 4, "enable_dp_attention": True, **TBO,
+                                   "speculative_algorithm": "EAGLE"}, None),
+    ("tbo-tp8-dpattn-prefill", {**H8, **TBO, **DPA, "disaggregation_mode": "prefill"}, None),
+    ("tbo-tp8-dpattn-decode", {**H8, **TBO, **DPA, "disaggregation_mode": "decode"}, None),
+    ("tbo-tp8-dpattn-hicache", {**H8, **TBO, **DPA, "enable_hierarchical_cache": True,
+                                "host_memory_bytes": 2000 * 10**9}, None),
+    # an explicit prefill backend locks it: apply_cuda_graph_compatibility returns before the TBO rule
+    ("tbo-tp8-dpattn-breakable", {**H8, **TBO, **DPA, "cuda_graph_backend_prefill": "breakable"}, None),
+]
 
 HC = {"enable_hierarchical_cache": True}
 # HiCache host pools: SGLang's ranks per host (no ranks_per_host in the profile) and its host-memory check
@@ -118,6 +139,42 @@ def test_startup_refusals_are_sglangs(sglang_ready):
     assert disagreements(STARTUP) == []
 
 
+def test_two_batch_overlap_is_sglangs(sglang_ready):
+    assert disagreements(TWO_BATCH_OVERLAP) == []
+
+
+def test_two_batch_overlap_moves_sglangs_fraction(sglang_ready):
+    """Not vacuous: where SGLang starts, TBO moves its default fraction, except where the prefill graph is
+    not SGLang's to drop (a decode server; an explicit prefill backend)."""
+    from oracle_memory import sglang_memory
+    from profiles import hardware
+
+    from compare_memory import sglang_inputs
+
+    def fraction(raw):
+        prof, measured = hardware({**L, **raw})
+        return sglang_memory(prof, prof, **sglang_inputs(prof, measured))["resolved"]["mem_fraction_static"]
+
+    for pid, raw, field in TWO_BATCH_OVERLAP:
+        if field is None:
+            plain = {k: v for k, v in raw.items() if k != "enable_two_batch_overlap"}
+            inert = raw.get("disaggregation_mode") == "decode" or "cuda_graph_backend_prefill" in raw
+            assert (fraction(raw) == fraction(plain)) == inert, pid
+
+
+def test_planted_tbo_keeps_the_prefill_graph_is_caught(sglang_ready, monkeypatch):
+    """glm-kv without the TBO rule of the prefill graph: exactly the launches where SGLang drops it differ."""
+    import dataclasses
+
+    import glm_kv.ledgers.memory as memory
+
+    real = memory.reserved_mib
+    monkeypatch.setattr(memory, "reserved_mib", lambda f: real(dataclasses.replace(f, two_batch_overlap=False)))
+    found = {pid for pid, _ in disagreements(TWO_BATCH_OVERLAP)}
+    assert found == {"tbo-tp8-dpattn", "tbo-tp8-deepep", "tbo-tp8-dpattn-deepep", "tbo-b200-tp4-dpattn-eagle",
+                     "tbo-tp8-dpattn-prefill", "tbo-tp8-dpattn-hicache"}, found
+
+
 def test_host_pools_ranks_and_memory_check_are_sglangs(sglang_ready):
     assert disagreements(HOST) == []
 
@@ -125,10 +182,10 @@ def test_host_pools_ranks_and_memory_check_are_sglangs(sglang_ready):
 def test_planted_no_startup_checks_is_caught(sglang_ready, monkeypatch):
     import glm_kv.inputs.resolve as resolve
 
-    monkeypatch.setattr(resolve, "validate_startup", lambda p, strategy, model=None: None)
+    monkeypatch.setattr(resolve, "validate_startup", lambda p, strategy, model=None, config=None: None)
     monkeypatch.setattr(resolve, "validate_linear_attn_backend", lambda p, sm: None)
-    found = {pid for pid, _ in disagreements(STARTUP)}
-    assert found == {pid for pid, _, field in STARTUP if field is not None}, found
+    found = {pid for pid, _ in disagreements(STARTUP + TWO_BATCH_OVERLAP)}
+    assert found == {pid for pid, _, field in STARTUP + TWO_BATCH_OVERLAP if field is not None}, found
 
 
 def test_planted_old_ranks_rule_is_caught(sglang_ready, monkeypatch):

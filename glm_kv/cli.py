@@ -50,6 +50,12 @@ def _profile_from_args(args):
     if args.sglang_args is not None and rules_for(profile).strict_launch_flags:
         # modelling 0.5.23: every flag must be one its parser takes (else the server would not start)
         _, ignored = parse_launch_command(args.sglang_args, layout=profile.sglang_layout)
+    if ignored:
+        # an inert flag SGLang refuses beside this launch's other settings (startup.CONDITIONAL_REFUSALS)
+        from .inputs.launch import inert_flags
+        from .inputs.startup import validate_inert_flags
+
+        validate_inert_flags(profile, inert_flags(ignored))
     return profile, ignored
 
 

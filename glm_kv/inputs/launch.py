@@ -488,6 +488,19 @@ def _resolve_0523(flag: str) -> str:
                                                                             else ""))
 
 
+def inert_flags(inert: list[str]) -> dict[str, list[str]]:
+    """The accepted inert flags of ``parse_launch_command`` (``"flag value ..."`` as typed) by their canonical
+    0.5.23 option: what ``startup.validate_inert_flags`` checks against the rest of the launch."""
+    out: dict[str, list[str]] = {}
+    for item in inert:
+        flag, *values = item.split()
+        try:
+            out[_resolve_0523(flag)] = values
+        except ProfileError:   # not a 0.5.23 option (the article's layout): nothing of SGLang's to check
+            continue
+    return out
+
+
 def human_readable_int(flag: str, raw: str) -> int:
     """SGLang's ``human_readable_int``: an integer, or SI (k, M, G, T) / IEC (Ki, Mi, Gi, Ti) suffixes."""
     value = raw.strip()

@@ -7,6 +7,8 @@ The host-memory check of the HiCache pools needs the pool sizes: it lives in ``l
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import ProfileError
 from .rules import rules_for
 
@@ -115,3 +117,102 @@ def validate_startup(p, strategy: str, model=None, config=None) -> None:
                                + " on a PD prefill server")
         if p.dp_size > 1:
             raise ProfileError("enable_prefill_cp", _says("cp_sharing_pd_dp", "arg_groups/cp_tp_group_sharing_hook.py"))
+
+
+# Flags the flag table proves inert on some proof profiles only: SGLang 0.5.23 refuses them at start-up
+# where another setting of the launch says so (the row's ``sglang_refuses_on``). canonical flag -> checks in
+# the order SGLang's hooks run them: (condition on the profile, the flag's values and the GPU, SGLang's
+# words, the file). Proven through SGLang by tests/sglang/test_flags_conditional.py.
+def _spec(p) -> str | None:
+    """The algorithm SGLang's validators see: NEXTN is EAGLE by then (speculative_hook)."""
+    return "EAGLE" if p.speculative_algorithm == "NEXTN" else p.speculative_algorithm
+
+
+def _attn_dp(p) -> bool:
+    return p.enable_dp_attention and p.dp_size > 1
+
+
+def _radix_off(p) -> bool:
+    return p.disable_radix_cache or p.disaggregation_mode == "decode"   # a decode server runs without it
+
+
+def _threshold(values: list[str]) -> float:
+    try:
+        return float(values[0])
+    except (ValueError, IndexError):
+        return 1.0
+
+
+CONDITIONAL_REFUSALS: dict[str, tuple[tuple[Any, str, str], ...]] = {
+    "--enable-tp-lm-head-all-to-all": (
+        (lambda p, v, g: not _attn_dp(p), "--enable-tp-lm-head-all-to-all requires attention DP (--attn-dp-size).",
+         "arg_groups/overrides.py"),),
+    "--enable-deepseek-v4-fp4-indexer": (
+        (lambda p, v, g: g.sm // 10 not in (10, 12),
+         "--enable-deepseek-v4-fp4-indexer requires SM100, SM120, or gfx95 GPUs with FP4 indexer support.",
+         "arg_groups/serving_hook.py"),),
+    "--enable-int8-mamba-checkpoint": (
+        (lambda p, v, g: p.enable_hierarchical_cache,
+         "--enable-int8-mamba-checkpoint is not supported together with --enable-hierarchical-cache: the "
+         "host-offload path is not int8-aware. Disable one of them.", "arg_groups/mamba_hook.py"),),
+    "--enable-unified-cache-external-linker": (
+        (lambda p, v, g: _radix_off(p), "--enable-unified-cache-external-linker requires the default "
+         "UnifiedRadixCache with radix caching enabled.", "arg_groups/hicache_hook.py"),
+        (lambda p, v, g: p.enable_hierarchical_cache, "--enable-unified-cache-external-linker and "
+         "--enable-hierarchical-cache are mutually exclusive.", "arg_groups/hicache_hook.py")),
+    "--enable-lmcache": (
+        (lambda p, v, g: p.enable_hierarchical_cache,
+         "--enable-lmcache and --enable-hierarchical-cache are mutually exclusive", "arg_groups/kv_cache_hook.py"),
+        (lambda p, v, g: _radix_off(p), "--enable-lmcache requires radix cache to be enabled",
+         "arg_groups/kv_cache_hook.py"),
+        (lambda p, v, g: _spec(p) is not None, "LMCacheUnifiedRadixCache does not yet support speculative decoding",
+         "arg_groups/kv_cache_hook.py"),
+        (lambda p, v, g: _attn_dp(p), "LMCacheUnifiedRadixCache does not yet support DP attention",
+         "arg_groups/kv_cache_hook.py"),
+        (lambda p, v, g: p.disaggregation_mode != "null",
+         "LMCacheUnifiedRadixCache currently supports colocated prefill/decode scheduling only",
+         "arg_groups/kv_cache_hook.py")),
+    "--encoder-only": (
+        (lambda p, v, g: p.language_only, "Cannot set --encoder-only and --language-only together",
+         "arg_groups/pd_disaggregation_hook.py"),
+        (lambda p, v, g: p.disaggregation_mode != "null",
+         "Cannot set --encoder-only and --disaggregation-mode prefill/decode together",
+         "arg_groups/pd_disaggregation_hook.py")),
+    "--enable-response-store": (
+        (lambda p, v, g: p.disaggregation_mode != "null", "--enable-response-store is not supported with "
+         "--disaggregation-mode=prefill or decode; response storage must remain disabled in PD mode.",
+         "arg_groups/validation_hook.py"),),
+    "--speculative-use-block-verification": (
+        (lambda p, v, g: _spec(p) not in ("EAGLE", "EAGLE3", "DFLASH", "DSPARK"),
+         "--speculative-use-block-verification only supports EAGLE / EAGLE3 / NEXTN / DFLASH / DSPARK.",
+         "arg_groups/speculative_hook.py"),),
+    "--enable-watermark": (
+        (lambda p, v, g: p.disaggregation_mode != "null", "--enable-watermark is not supported with PD "
+         "disaggregation", "arg_groups/validation_hook.py"),
+        (lambda p, v, g: _spec(p) not in (None, "NGRAM", "EAGLE", "EAGLE3"),
+         "--enable-watermark supports speculative algorithms NGRAM, EAGLE, and EAGLE3", "arg_groups/validation_hook.py")),
+    "--disaggregation-decode-host-receive-threshold": (
+        (lambda p, v, g: not 0 <= _threshold(v) <= 1,
+         "--disaggregation-decode-host-receive-threshold must be between 0 and 1",
+         "arg_groups/pd_disaggregation_hook.py"),
+        (lambda p, v, g: _threshold(v) < 1 and p.disaggregation_mode != "decode",
+         "--disaggregation-decode-retraction-backup=host_pool is only supported on a PD decode server.",
+         "arg_groups/kv_cache_hook.py")),
+}
+
+
+def validate_inert_flags(p, given: dict[str, list[str]]) -> None:
+    """SGLang's start-up refusals of inert flags (``given``: canonical flag -> its values, from
+    ``launch.inert_flags``) where the launch's other settings (``p``, the profile the command resolved to)
+    say so; a flag inert everywhere has no entry. The article's layout is not checked here."""
+    if not rules_for(p).startup_refusals:
+        return
+    from .gpus import resolve_gpu
+
+    gpu = resolve_gpu(p)
+    for flag, checks in CONDITIONAL_REFUSALS.items():
+        if flag not in given:
+            continue
+        for cond, says, where in checks:
+            if cond(p, given[flag], gpu):
+                raise ProfileError(flag, f"SGLang 0.5.23 refuses it at start-up: \"{says}\" ({where})")

@@ -88,6 +88,10 @@ def test_the_word_ignored_needs_proof(monkeypatch):
     ("--export-metrics-to-file", "--export-metrics-to-file", ("--export-metrics-to-file-dir is required",)),
     ("--kv-canary-sweep-interval 5", "--kv-canary-sweep-interval", ("requires --kv-canary in {log, raise}",)),
     ("--kv-canary-sweep-interval 5 --kv-canary none", "--kv-canary-sweep-interval", ("requires --kv-canary",)),
+    # inert flags SGLang refuses beside other settings (startup.CONDITIONAL_REFUSALS; tests/sglang/test_flags_conditional.py)
+    ("--enable-watermark --disaggregation-mode prefill", "--enable-watermark", ("not supported with PD",)),
+    ("--enable-tp-lm-head-all-to-all", "--enable-tp-lm-head-all-to-all", ("requires attention DP",)),
+    ("--enable-lmcache --enable-hierarchical-cache", "--enable-lmcache", ("mutually exclusive",)),
 ])
 def test_public_commands_refused_by_name(capsys, cmd, flag, words):
     rc = main(["plan", "--sglang-args", f"{LAUNCH} --tp-size 2 {cmd}"])

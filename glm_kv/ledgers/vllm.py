@@ -269,7 +269,7 @@ def glm5next_indexer(kpool: int) -> Backend:
 def _h200_backends(m: "_Model", roles: set, kpool: int) -> dict:
     """H200 (sm_90), as the harness's vLLM picks them (tests/vllm/README.md: GLM-5.3-Flash's sparse MLA on
     FLASHINFER_MLA_SPARSE_SM90, the DSA models' on FLASH_ATTN_MLA_SPARSE, dense MLA on FLASH_ATTN_MLA,
-    full attention on FLASH_ATTN; platforms/cuda.py:134-152, 169-180)."""
+    full attention on FLASH_ATTN; platforms/cuda.py:139-157, 169-182)."""
     out: dict = {}
     if "mla_sparse" in roles:
         out["mla_sparse"] = FLASHINFER_MLA_SPARSE_SM90 if m.mamba_kind == "kda" else FLASH_ATTN_MLA_SPARSE

@@ -34,11 +34,24 @@ What is modelled (``vllm_plan(config, args)``):
   (``v1/core/kv_cache_utils.py`` ``get_max_concurrency_for_kv_cache_config``) and ``GPU KV cache size``
   = int(concurrency x max_model_len) (``get_kv_cache_capacity``), printed ``%.2fx``.
 
-Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 (sm_90: the backend table
-below is H200's), MTP drafters (their layers), fp8 MLA caches, DCP/PCP, HiSparse, kv_cache_dtype_skip_layers.
+* the GPU generation (``GPU_CAPABILITY``): H200 (sm_90) and B200 (sm_100). On B200 vLLM's selection
+  (``platforms/cuda.py`` ``_get_backend_priorities`` / ``get_valid_backends``, ``_b200_backends`` here)
+  puts sparse MLA on FLASHINFER_MLA_SPARSE (fp8; bf16 without FA4), FLASH_ATTN_MLA_SPARSE_FA4 (bf16,
+  <= 16 heads per rank, 576-wide rows) or FLASHMLA_SPARSE (bf16, > 16 heads, 576-wide rows), dense MLA on
+  FLASHINFER_MLA, full attention on FLASHINFER (layout LBHNC), each with its kernel block sizes and
+  block-stride row alignment; GLM-5.1's and GLM-5.3-Flash's kv cache dtype "auto" becomes fp8
+  (``model_executor/models/config.py``), whose MLA row is one byte per latent element (FlashInfer's
+  plain fp8; no scales); the Mamba prefill checkpoints follow each kernel's SM10x rule.
+
+Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; fp8 MLA caches on
+H200 (sm_90: backend choice and row layout); on B200, a launch whose first valid attention backend is past
+the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out, or
+FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); MTP drafters (their layers);
+DCP/PCP, HiSparse, kv_cache_dtype_skip_layers.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
@@ -194,30 +207,163 @@ def _round_up(a: int, b: int) -> int:
 
 
 # ------------------------------------------------------------------------------------------------------
-# the model as vLLM builds it: layer names, kinds, backends (H200)
+# the model as vLLM builds it: layer names, kinds, backends (H200 sm_90, B200 sm_100)
 # ------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Backend:
-    """An attention backend as the sizing sees it: its name, smallest kernel block (``MultipleOf``
-    base or int), whether it accepts any multiple of it, and whether it row-aligns block strides."""
+    """An attention backend as the sizing sees it: its name, the bases of its
+    ``get_supported_kernel_block_sizes`` (an int and a ``MultipleOf`` are read alike:
+    ``AttentionBackend.supports_block_size`` accepts any multiple of either, v1/attention/backend.py:122-137),
+    and how its ``customize_spec`` row-aligns block strides (``sparse_utils.align_blocks_to_rows(spec, rows)``:
+    stride alignment = rows x the row's bytes, v1/attention/backends/mla/sparse_utils.py:44-47; 0: none).
+
+    A backend whose sizes are all fixed ints gets ``block_stride_alignment = MultipleOf(max)`` from
+    ``customize_attention_spec`` (v1/worker/utils.py:477-486); that alignment is the page of
+    gcd(max, block) tokens (``get_block_stride_alignment``, v1/kv_cache_interface.py:224-233), which
+    divides the page of a spec whose page is linear in its block (every attention spec here), so it
+    moves nothing and is not carried."""
 
     name: str
-    kernel_block: int
-    multiple_of: bool
-    row_aligned: bool = False
+    sizes: tuple
+    stride_rows: int = 0
+
+    @property
+    def kernel_block(self) -> int:
+        """The smallest kernel block (``min(s.base ...)`` in ``_align_hybrid_block_size``)."""
+        return min(self.sizes)
 
     def supports(self, block_size: int) -> bool:
-        return block_size % self.kernel_block == 0 if self.multiple_of else block_size == self.kernel_block
+        return any(block_size % s == 0 for s in self.sizes)
 
 
 # H200 (sm_90), with the kernel packages vLLM 0.33.0 pins (tests/vllm/README.md): backend classes and
 # their get_supported_kernel_block_sizes / customize_spec, read in v1/attention/backends/.
-FLASHINFER_MLA_SPARSE_SM90 = Backend("FLASHINFER_MLA_SPARSE_SM90", 64, True, True)   # mla/flashinfer_mla_sparse_sm90.py
-FLASH_ATTN_MLA_SPARSE = Backend("FLASH_ATTN_MLA_SPARSE", 64, True, True)             # mla/flashattn_mla_sparse.py
-FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", 16, True)                                 # mla/flashattn_mla.py
-DEEPSEEK_V32_INDEXER = Backend("DEEPSEEK_V32_INDEXER", 64, False, True)              # mla/indexer.py ([64])
-FLASH_ATTN = Backend("FLASH_ATTN", 16, True)                                         # flash_attn.py (MultipleOf(16))
+FLASHINFER_MLA_SPARSE_SM90 = Backend("FLASHINFER_MLA_SPARSE_SM90", (64,), 1)   # mla/flashinfer_mla_sparse_sm90.py:160
+FLASH_ATTN_MLA_SPARSE = Backend("FLASH_ATTN_MLA_SPARSE", (64,), 1)             # mla/flashattn_mla_sparse.py:50-55
+FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", (16,))                              # mla/flashattn_mla.py
+DEEPSEEK_V32_INDEXER = Backend("DEEPSEEK_V32_INDEXER", (64,))                  # mla/indexer.py:285-286 ([64])
+FLASH_ATTN = Backend("FLASH_ATTN", (16,))                                      # flash_attn.py (MultipleOf(16))
+
+# B200 (sm_100), the same packages; what platforms/cuda.py's selection picks is in _b200_backends.
+# FlashInfer's TRTLLM-gen sparse MLA: [MultipleOf(32)], rows aligned to its 32-row kernel page
+# (mla/flashinfer_mla_sparse.py:73-77, 93-94)
+FLASHINFER_MLA_SPARSE = Backend("FLASHINFER_MLA_SPARSE", (32,), 32)
+# FA4 sparse MLA (subclass of the TRTLLM backend): [MultipleOf(64)], so 64-row pages (mla/flashattn_mla_sparse.py:275-285)
+FLASH_ATTN_MLA_SPARSE_FA4 = Backend("FLASH_ATTN_MLA_SPARSE_FA4", (64,), 64)
+# FlashMLA sparse, bf16 cache: [MultipleOf(64)], rows of 1 (mla/flashmla_sparse.py:158-175)
+FLASHMLA_SPARSE = Backend("FLASHMLA_SPARSE", (64,), 1)
+# FlashInfer dense MLA: [32, 64] (mla/flashinfer_mla.py:204-205)
+FLASHINFER_MLA = Backend("FLASHINFER_MLA", (32, 64))
+# FlashInfer (full attention): [16, 32, 64] (+ 128..1024 with trtllm-gen large pages); either way the
+# smallest is 16 and every multiple of 16 is taken (flashinfer.py:585-604)
+FLASHINFER = Backend("FLASHINFER", (16, 32, 64))
+
+
+def glm5next_indexer(kpool: int) -> Backend:
+    """Glm5NextIndexerBackend: index_kpool x the paged-MQA page sizes, (32, 64) off SM120
+    (mla/indexer.py:297-307, utils/deep_gemm.py:37-40); its name is the DeepSeek-V3.2 indexer's."""
+    return Backend("DEEPSEEK_V32_INDEXER", (kpool * 32, kpool * 64))
+
+
+def _h200_backends(m: "_Model", roles: set, kpool: int) -> dict:
+    """H200 (sm_90), as the harness's vLLM picks them (tests/vllm/README.md: GLM-5.3-Flash's sparse MLA on
+    FLASHINFER_MLA_SPARSE_SM90, the DSA models' on FLASH_ATTN_MLA_SPARSE, dense MLA on FLASH_ATTN_MLA,
+    full attention on FLASH_ATTN; platforms/cuda.py:139-157, 169-182)."""
+    out: dict = {}
+    if "mla_sparse" in roles:
+        out["mla_sparse"] = FLASHINFER_MLA_SPARSE_SM90 if m.mamba_kind == "kda" else FLASH_ATTN_MLA_SPARSE
+    if "mla" in roles:
+        out["mla"] = FLASH_ATTN_MLA
+    if "indexer" in roles:
+        out["indexer"] = glm5next_indexer(kpool) if m.mamba_kind == "kda" else DEEPSEEK_V32_INDEXER
+    if "gqa" in roles:
+        out["gqa"] = FLASH_ATTN
+    return out
+
+
+def _b200_backends(cfg: HfConfig, m: "_Model", roles: set, cache_dtype: str, tp: int,
+                   user_block: Optional[int]) -> dict:
+    """platforms/cuda.py get_attn_backend_cls on sm_100: the first of ``_get_backend_priorities``
+    (platforms/cuda.py:96-130 MLA, 157-168 otherwise) whose ``validate_configuration`` passes
+    (v1/attention/backend.py:279-360: head size, model dtype, kv cache dtype, the user's block size,
+    MLA / sparse, capability, then ``supports_combination``). ``num_heads`` is the layer's heads per
+    rank (MLAAttention gets ``num_local_heads = num_heads // tp``, model_executor/models/deepseek_v2.py:1042,
+    models/glm5next/common/attention.py:418; model_executor/layers/attention/mla_attention.py:514-521).
+    A launch whose first valid backend is not derived here is refused by name (NotModelled)."""
+    t = cfg.text
+    out: dict = {}
+    quantized = cache_dtype.startswith("fp8")     # kv_cache_interface.is_quantized_kv_cache
+    mla_head = int(t.get("kv_lora_rank", 0)) + int(t.get("qk_rope_head_dim", 0) or 0)
+    nope = int(t.get("qk_nope_head_dim", 0) or 0)
+    rope = int(t.get("qk_rope_head_dim", 0) or 0)
+    rank = int(t.get("kv_lora_rank", 0) or 0)
+
+    def block_ok(b: Backend) -> bool:            # validate_configuration: the user's --block-size only
+        return user_block is None or b.supports(user_block)
+
+    if "mla_sparse" in roles:
+        heads = int(t["num_attention_heads"]) // tp
+        topk = t.get("index_topk")
+
+        def flashinfer_sparse_ok() -> bool:      # mla/flashinfer_mla_sparse.py:80-160 (TRTLLM, SM10)
+            if mla_head not in (512, 576) or cache_dtype not in ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3"):
+                return False
+            if rope == 0:                        # native no-rope MLA: only nope 256 / rank 512
+                shape_ok = nope == 256 and rank == 512
+            else:
+                shape_ok = nope in (128, 192)
+            return shape_ok and topk is not None and block_ok(FLASHINFER_MLA_SPARSE)
+
+        def fa4_ok() -> bool:                    # mla/flashattn_mla_sparse.py:275-342 (+ the TRTLLM checks)
+            return (mla_head == 576 and cache_dtype in ("auto", "bfloat16") and topk is not None
+                    and int(topk) % 128 == 0 and (rank, rope) == (512, 64) and heads in (8, 16, 32, 64, 128)
+                    and flashinfer_sparse_ok() and block_ok(FLASH_ATTN_MLA_SPARSE_FA4))
+
+        def flashmla_sparse_ok() -> bool:        # mla/flashmla_sparse.py:147-245: head 512 is SM90-only
+            return (mla_head == 576 and cache_dtype in ("auto", "bfloat16", "fp8")
+                    and block_ok(FLASHMLA_SPARSE))
+
+        if quantized:                            # platforms/cuda.py:101-107: fp8 prefers FlashInfer
+            order = [(FLASHINFER_MLA_SPARSE, flashinfer_sparse_ok), (FLASHMLA_SPARSE, flashmla_sparse_ok)]
+        elif heads <= 16:                        # platforms/cuda.py:111-116
+            order = [(FLASH_ATTN_MLA_SPARSE_FA4, fa4_ok), (FLASHINFER_MLA_SPARSE, flashinfer_sparse_ok),
+                     (FLASHMLA_SPARSE, flashmla_sparse_ok)]
+        else:                                    # platforms/cuda.py:117-121
+            order = [(FLASHMLA_SPARSE, flashmla_sparse_ok), (FLASHINFER_MLA_SPARSE, flashinfer_sparse_ok)]
+        pick = next((b for b, ok in order if ok()), None)
+        if pick is None:
+            raise NotModelled(f"B200 sparse MLA backend for kv cache {cache_dtype!r}, {heads} heads per rank "
+                              f"(none of {[b.name for b, _ in order]} derived valid: vLLM falls further)")
+        if pick is FLASHMLA_SPARSE and quantized:
+            # _canonicalize_sparse_mla_kv_cache_dtype: fp8 becomes the 656-byte fp8_ds_mla row
+            # (model_executor/layers/attention/mla_attention.py:359-369, 1383-1390)
+            raise NotModelled("B200 FLASHMLA_SPARSE with an fp8 cache (the fp8_ds_mla row layout)")
+        out["mla_sparse"] = pick
+    if "mla" in roles:
+        # the dense MLA list starts with FLASHINFER_MLA (platforms/cuda.py:123-133); its checks:
+        # qk_nope_head_dim in (64, 128, 192), head sizes 320/512/576, kv dtypes (mla/flashinfer_mla.py:193-248,
+        # model_executor/layers/attention/mla_attention.py MLACommonBackend.get_supported_head_sizes)
+        if (nope in (64, 128, 192) and mla_head in (320, 512, 576)
+                and cache_dtype in ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3") and block_ok(FLASHINFER_MLA)):
+            out["mla"] = FLASHINFER_MLA
+        else:
+            raise NotModelled(f"B200 dense MLA backend past FLASHINFER_MLA (kv cache {cache_dtype!r}, "
+                              f"block {user_block})")
+    if "indexer" in roles:
+        out["indexer"] = glm5next_indexer(int(t.get("index_kpool", 1) or 1)) if m.mamba_kind == "kda" \
+            else DEEPSEEK_V32_INDEXER
+    if "gqa" in roles:
+        # the causal non-MLA list on sm_100 starts with FLASHINFER (platforms/cuda.py:157-168); its checks:
+        # head sizes 64/128/256/512, kv dtypes, capability 8.0-12.1 (flashinfer.py:573-583, 690-705)
+        head = int(t.get("head_dim") or 0)
+        if (head in (64, 128, 256, 512) and cache_dtype in ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+                and block_ok(FLASHINFER)):
+            out["gqa"] = FLASHINFER
+        else:
+            raise NotModelled(f"B200 full-attention backend past FLASHINFER (head {head}, kv cache {cache_dtype!r}, "
+                              f"block {user_block})")
+    return out
 
 
 @dataclass
@@ -365,7 +511,8 @@ class VllmPlan:
         }
 
 
-GPU_CAPABILITY = {"H200": (9, 0)}
+# compute capability of the GPUs whose backend choice is derived (NVIDIA: H200 9.0, B200 10.0)
+GPU_CAPABILITY = {"H200": (9, 0), "B200": (10, 0)}
 
 
 def _refused(stage: str, type_: str, message: str) -> VllmPlan:
@@ -384,7 +531,8 @@ def vllm_plan(config: HfConfig, args: VllmArgs) -> VllmPlan:
 
 def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     if a.gpu not in GPU_CAPABILITY:
-        raise NotModelled(f"gpu {a.gpu!r}: only H200's backend table is derived")
+        raise NotModelled(f"gpu {a.gpu!r}: only H200 (sm_90) and B200 (sm_100) backend tables are derived")
+    sm100 = GPU_CAPABILITY[a.gpu][0] == 10
     if a.num_speculative_tokens:
         raise NotModelled("speculative decoding (MTP drafter layers)")
     if a.disable_hybrid_kv_cache_manager:
@@ -404,8 +552,15 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     mode = "align" if (hybrid and prefix) else "none"
     kvd = a.kv_cache_dtype or "auto"
     if m.arch == "DeepseekV32ForCausalLM" and kvd == "bfloat16":
-        # its verify_and_update_config turns an explicit bfloat16 into "auto" (model_executor/models/config.py)
+        # its verify_and_update_config turns an explicit bfloat16 into "auto" (model_executor/models/config.py:74-86)
         kvd = "auto"
+    if sm100 and kvd == "auto":
+        # SM10x switches the DSA GLMs' "auto" to fp8 (model_executor/models/config.py): GlmMoeDsaForCausalLM
+        # (GLM-5.1) to "fp8_e4m3" (:89-101), Glm5Next (GLM-5.3-Flash, index_topk set) to "fp8" (:119-135)
+        if m.arch == "GlmMoeDsaForCausalLM":
+            kvd = "fp8_e4m3"
+        elif m.arch == "Glm5NextForConditionalGeneration" and t.get("index_topk") is not None:
+            kvd = "fp8"
     if kvd == "fp8":
         kvd_resolved = "fp8_e4m3"
     elif kvd == "auto":
@@ -414,8 +569,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         kvd_resolved = kvd
     # CacheConfig.cache_dtype: the flag as given; "auto" becomes the checkpoint's fp8 (ModelOpt) only
     cache_dtype_str = "fp8_e4m3" if (kvd == "auto" and m.kv_cache_auto == "fp8_e4m3") else kvd
-    if m.use_mla and kvd_resolved == "fp8_e4m3":
-        raise NotModelled("fp8 MLA KV caches (backend choice and row layout)")
+    if m.use_mla and kvd_resolved == "fp8_e4m3" and not sm100:
+        raise NotModelled("fp8 MLA KV caches on H200 (sm_90: backend choice and row layout)")
     kv_item = "uint8" if kvd_resolved == "fp8_e4m3" else "bfloat16"
 
     # --- per-layer raw specs (block size filled in below)
@@ -425,15 +580,7 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     kpool = int(t.get("index_kpool", 1) or 1)
     # the indexer K row: index_head_dim fp8 + index_head_dim/128 x 4 B scales (v1/attention/backends/mla/indexer.py)
     index_row = index_dim + index_dim // 128 * 4
-    backends: dict[str, Backend] = {}
-    if "mla_sparse" in roles:
-        backends["mla_sparse"] = FLASHINFER_MLA_SPARSE_SM90 if m.mamba_kind == "kda" else FLASH_ATTN_MLA_SPARSE
-    if "mla" in roles:
-        backends["mla"] = FLASH_ATTN_MLA
-    if "indexer" in roles:
-        backends["indexer"] = DEEPSEEK_V32_INDEXER
-    if "gqa" in roles:
-        backends["gqa"] = FLASH_ATTN
+    backends = _b200_backends(cfg, m, roles, kvd, tp, a.block_size) if sm100 else _h200_backends(m, roles, kpool)
 
     # --- the attention block size (platforms/interface.py update_block_size_for_backend)
     order = [r for r in ("indexer", "mla_sparse", "mla", "gqa") if r in backends]
@@ -453,7 +600,7 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     else:
         attn_per_token = gqa_heads * 2 * gqa_head * DTYPE_BYTES[kv_item]
 
-    mamba_shapes, mamba_dtypes, mamba_type, ckpt_align = _mamba_state(m, t, tp, a)
+    mamba_shapes, mamba_dtypes, mamba_type, ckpt_align = _mamba_state(m, t, tp, a, sm100)
     mamba_page = sum(math.prod(s) * DTYPE_BYTES[d] for s, d in zip(mamba_shapes, mamba_dtypes)) if hybrid else 0
     mamba_block = None
     mamba_padded = None
@@ -487,8 +634,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
             b = backends[role]
             spec = Spec("MLAAttentionSpec", block, num_kv_heads=1, head_size=mla_head, dtype=kv_item,
                         cache_dtype_str=kvd, role=role)
-            if b.row_aligned:   # sparse_utils.align_blocks_to_rows: stride = whole rows
-                spec = replace(spec, block_stride_alignment=spec.state_content_size_bytes)
+            if b.stride_rows:   # sparse_utils.align_blocks_to_rows(spec, rows): stride = whole row pages
+                spec = replace(spec, block_stride_alignment=b.stride_rows * spec.state_content_size_bytes)
         elif role == "indexer":
             spec = Spec("MLAAttentionSpec", block, num_kv_heads=1, head_size=index_row, dtype="uint8",
                         cache_dtype_str=None, tokens_per_state=kpool, role=role,
@@ -504,16 +651,19 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
             raise NotModelled(f"layer role {role}")
         layers.append((name, spec))
 
-    module_names = {"glm5_next": {"kda": "Glm5NextLinearAttention:GDN_ATTN", "indexer": "Glm5NextIndexerCache:DEEPSEEK_V32_INDEXER",
-                                  "tail": "Glm5NextTailCache:KPOOL_TAIL", "mla_sparse": "MLAAttention:FLASHINFER_MLA_SPARSE_SM90"},
-                    "kimi_k3": {"kda": "KimiK3DeltaAttention:KIMI_K3_KDA", "mla": "MultiHeadLatentAttention:FLASH_ATTN_MLA"},
-                    "nemotron_h": {"mamba2": "MambaMixer2:MAMBA2_ATTN", "gqa": "Attention:FLASH_ATTN"},
-                    "dsa": {"indexer": "DeepseekV32IndexerCache:DEEPSEEK_V32_INDEXER",
-                            "mla_sparse": "DeepseekV32Attention:FLASH_ATTN_MLA_SPARSE"},
-                    "qwen": {"gdn": "QwenGatedDeltaNetAttention:GDN_ATTN", "gqa": "Attention:FLASH_ATTN"}}
+    # the vLLM layer class per role, and the backend name (SSM and ring backends: fixed)
+    module_names = {"glm5_next": {"kda": "Glm5NextLinearAttention", "indexer": "Glm5NextIndexerCache",
+                                  "tail": "Glm5NextTailCache", "mla_sparse": "MLAAttention"},
+                    "kimi_k3": {"kda": "KimiK3DeltaAttention", "mla": "MultiHeadLatentAttention"},
+                    "nemotron_h": {"mamba2": "MambaMixer2", "gqa": "Attention"},
+                    "dsa": {"indexer": "DeepseekV32IndexerCache", "mla_sparse": "DeepseekV32Attention"},
+                    "qwen": {"gdn": "QwenGatedDeltaNetAttention", "gqa": "Attention"}}
+    fixed_backend = {"kda": "KIMI_K3_KDA" if cfg.model_type == "kimi_k3" else "GDN_ATTN", "gdn": "GDN_ATTN",
+                     "mamba2": "MAMBA2_ATTN", "tail": "KPOOL_TAIL"}
     key = ("dsa" if cfg.model_type in ("deepseek_v32", "glm_moe_dsa") else
            "qwen" if cfg.model_type.startswith("qwen") else cfg.model_type)
-    attention_backends = tuple(sorted({module_names[key][r] for r in roles}))
+    attention_backends = tuple(sorted({module_names[key][r] + ":" + (backends[r].name if r in backends else fixed_backend[r])
+                                       for r in roles}))
 
     # --- groups (v1/core/kv_cache_planning.py get_kv_cache_groups)
     groups = _groups(dict(layers), m.block_outermost)
@@ -556,10 +706,22 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         vllm_version="0.33.0", gpu_capability=GPU_CAPABILITY[a.gpu], tp=tp, max_model_len=max_len,
         kv_cache_memory_bytes=int(a.kv_cache_memory_bytes), cache_block_size=block, mamba_block_size=mamba_block,
         mamba_cache_mode=mode, kv_cache_dtype=cache_dtype_str, enable_prefix_caching=prefix,
-        num_speculative_tokens=a.num_speculative_tokens, layout="BLHNC" if m.block_outermost else "LBNHC",
+        num_speculative_tokens=a.num_speculative_tokens, layout=_layout(m, backends),
         attention_backends=attention_backends, layers=tuple(layers), groups=tuple(groups), num_blocks=num_blocks,
         bytes_per_block=bpb, kv_cache_tensors=tuple(tensors), blocks_per_request=per_request,
         gpu_kv_cache_size_tokens=int(conc * max_len), maximum_concurrency=conc)
+
+
+def _layout(m: "_Model", backends: dict) -> str:
+    """resolve_kv_cache_layout's pick (v1/attention/backends/utils.py:243-278, 293-383): the kpool tail
+    takes BLHNC only (mla/indexer.py:310-316); FlashInfer on sm_10x declares (LBHNC, BLHNC), head-major
+    block interiors for trtllm-gen (flashinfer.py:728-735); the others declare none (the default LBNHC).
+    LBHNC and LBNHC are both layer-outer: the sizing is the same."""
+    if m.block_outermost:
+        return "BLHNC"
+    if any(b is FLASHINFER for b in backends.values()):
+        return "LBHNC"
+    return "LBNHC"
 
 
 def _format_gib(b: int) -> str:
@@ -568,25 +730,27 @@ def _format_gib(b: int) -> str:
 
 
 def _preferred_block(bks: list[Backend]) -> int:
-    """_preferred_block_size_for_backends: one backend: its preferred size (the default when it supports
-    it, else its smallest kernel block); several: the default when all take it, else the smallest lcm
-    of one supported size per backend that all accept."""
+    """_preferred_block_size_for_backends (platforms/interface.py:700-747): one backend: its preferred
+    size (``get_preferred_block_size``, v1/attention/backend.py:155-163: the default when it supports it,
+    else its smallest kernel block); several: the default when all take it, else the smallest of the
+    lcms of one supported size per backend that all accept."""
     if len(bks) == 1:
         b = bks[0]
         return DEFAULT_BLOCK_SIZE if b.supports(DEFAULT_BLOCK_SIZE) else b.kernel_block
     if all(b.supports(DEFAULT_BLOCK_SIZE) for b in bks):
         return DEFAULT_BLOCK_SIZE
-    cand = math.lcm(*(b.kernel_block for b in bks))
-    if all(b.supports(cand) for b in bks):
-        return cand
+    for cand in sorted({math.lcm(*sizes) for sizes in itertools.product(*(b.sizes for b in bks))}):
+        if all(b.supports(cand) for b in bks):
+            return cand
     raise VllmRefusal("update_block_size_for_backend", "ValueError",
                       "The attention backends share no supported KV cache block size")
 
 
-def _mamba_state(m: _Model, t: dict, tp: int, a: VllmArgs):
+def _mamba_state(m: _Model, t: dict, tp: int, a: VllmArgs, sm100: bool = False):
     """MambaStateShapeCalculator (model_executor/layers/mamba/mamba_utils.py) and the state dtypes
     (MambaStateDtypeCalculator: conv in mamba_cache_dtype (auto: the model dtype), temporal in
-    mamba_ssm_cache_dtype; default float32 as vLLM resolves it for these models)."""
+    mamba_ssm_cache_dtype; default float32 as vLLM resolves it for these models); the last item is the
+    layers' prefill checkpoint alignment (None: they export none)."""
     if m.mamba_kind is None:
         return (), (), "", None
     conv_dtype = a.mamba_cache_dtype if a.mamba_cache_dtype not in (None, "auto") else "bfloat16"
@@ -603,7 +767,9 @@ def _mamba_state(m: _Model, t: dict, tp: int, a: VllmArgs):
         h, d, k = int(lac["num_heads"]), int(lac["head_dim"]), int(lac["short_conv_kernel_size"])
         conv = (k - 1 + spec, div(h * d + 2 * h * d, "KDA conv dim"))        # kda_state_shape
         temporal = (div(h, "KDA heads"), d, d)
-        # Glm5Next / KimiK3 KDA: flashkda prefill (bf16, head_dim 128, sm90) exports checkpoints every 16
+        # Glm5Next / KimiK3 KDA: the "auto" prefill backend is flashkda on SM90/SM10x/SM12x for bf16 and
+        # head_dim 128 (models/glm5next/common/kda.py:137-160; models/kimi_k3/nvidia/kda.py:363-378, 486-523:
+        # "flashinfer" only when asked for), which exports checkpoints every 16 (kda_checkpoint.py:9-10)
         ckpt = KDA_FLASHKDA_CHECKPOINT_ALIGNMENT if d == 128 else None
         return (conv, temporal), (conv_dtype, ssm_dtype), "GDN_ATTN", ckpt
     if m.mamba_kind == "gdn":
@@ -611,7 +777,12 @@ def _mamba_state(m: _Model, t: dict, tp: int, a: VllmArgs):
         dk, dv, k = int(t["linear_key_head_dim"]), int(t["linear_value_head_dim"]), int(t["linear_conv_kernel_dim"])
         conv = (k - 1 + spec, div(dk * nk * 2 + dv * nv, "GDN conv dim"))   # gated_delta_net_state_shape
         temporal = (div(nv, "GDN v heads"), dv, dk)
-        return (conv, temporal), (conv_dtype, ssm_dtype), "GDN_ATTN", FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+        # FlashInfer's GDN prefill (checkpoints every 64 in align mode, qwen_gdn_linear_attn.py:691-696) runs
+        # on SM90, and on SM10x with head_k_dim 128 and CUDA runtime >= 13 (qwen_gdn_linear_attn.py:246-267;
+        # vLLM 0.33.0's pinned torch 2.14.0+cu130 is CUDA 13); else Triton, which exports none
+        flashinfer_gdn = not sm100 or dk == 128
+        return ((conv, temporal), (conv_dtype, ssm_dtype), "GDN_ATTN",
+                FLASHINFER_GDN_CHECKPOINT_ALIGNMENT if flashinfer_gdn else None)
     # mamba2_state_shape
     heads, hdim = int(t["mamba_num_heads"]), int(t["mamba_head_dim"])
     ng = int(t.get("n_groups", 8))

@@ -5,8 +5,9 @@ these launches with test_oracle.py's; each launch runs once), so this module add
 
 Every key of the oracle's output is compared both ways (a key one side lacks fails, named), nested
 (per-layer specs, groups, tensors); a refusal must be vLLM's stage and type and the same words up to the
-figures. A launch glm-kv does not model (``NotModelled``: B200, MTP, fp8 MLA, ...) is an xfail that
-names what is missing, never a pass."""
+figures. A launch glm-kv does not model (``NotModelled``: MTP, fp8 MLA on H200, ...) is an xfail that
+names what is missing, never a pass. B200 (sm_100) launches run through the oracle's fake B200 like the
+H200 ones (the anchors' two, the random launches' B200 draws, and ``B200`` below)."""
 from __future__ import annotations
 
 import re
@@ -15,7 +16,7 @@ import pytest
 
 from glm_kv.inputs.hf_config import load_hf_config
 from glm_kv.ledgers.vllm import NotModelled, VllmArgs, vllm_plan as glm_kv_vllm_plan
-from tests.vllm.test_oracle import ANCHORS, MODELS, RANDOM_PER_MODEL, anchor_launch, memory_pair, seeded_launch
+from tests.vllm.test_oracle import ANCHORS, GiB, MODELS, RANDOM_PER_MODEL, anchor_launch, memory_pair, seeded_launch
 
 
 def differences(ours, theirs, path: str = "") -> list[str]:
@@ -52,7 +53,16 @@ def _words(message: str) -> str:
     return message[:cut] if cut >= 0 else message
 
 
+# The oracle's one-process world: Kimi-K3's latent-MoE tail fusion (SM100 only) reads the TP size from
+# its process group (vllm/models/kimi_k3/nvidia/ops/latent_moe_tail.py:60-71, dist.get_world_size of the
+# device group: 1 here) after the runner checked the configured TP (latent_moe_runner.py:76-93: 8 or 16),
+# so at TP 8 / 16 on B200 the oracle raises where a real B200 would not. No expected value: an xfail.
+HARNESS_ONLY = re.compile(r"K3 latent-MoE tail fusion requires TP in \(8, 16\), got 1\.")
+
+
 def compare(launch: dict, theirs: dict) -> None:
+    if "refused" in theirs and HARNESS_ONLY.fullmatch(theirs["refused"]["message"]):
+        pytest.xfail(f"the oracle cannot size {launch} (one-process world: {theirs['refused']['message']})")
     try:
         ours = glm_kv_vllm_plan(load_hf_config(launch["model"]), VllmArgs.from_launch(launch)).to_dict()
     except NotModelled as e:
@@ -98,6 +108,34 @@ def test_glm_kv_agrees_on_found_launch(vllm_plan, which):
     compare(FOUND[which], vllm_plan(FOUND[which]))
 
 
+# B200 (sm_100) launches pinned so that every run checks each backend vLLM picks there (besides the two
+# B200 anchors, GLM-5.1 / GLM-5.3-Flash at TP8 default: fp8 on FLASHINFER_MLA_SPARSE), whatever the seed draws.
+B200 = [
+    # FLASH_ATTN_MLA_SPARSE_FA4 (bf16, 16 heads per rank), prefix caching default
+    {"model": "deepseek-v3.2", "gpu": "B200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB},
+    # FLASHMLA_SPARSE (bf16, 64 heads per rank), prefix caching off
+    {"model": "deepseek-v3.2", "gpu": "B200", "tp": 2, "kv_cache_memory_bytes": 30 * GiB,
+     "kv_cache_dtype": "bfloat16", "enable_prefix_caching": False},
+    # FA4 at 8 heads per rank: GLM-5.1 keeps an explicit bfloat16 (only "auto" becomes fp8 on SM10x)
+    {"model": "glm-5.1", "gpu": "B200", "tp": 8, "kv_cache_memory_bytes": 50 * GiB, "kv_cache_dtype": "bfloat16"},
+    # FLASHINFER_MLA_SPARSE with a bf16 cache (head 512: FA4 and FLASHMLA_SPARSE refuse), mamba mode none
+    {"model": "glm-5.3-flash", "gpu": "B200", "tp": 2, "kv_cache_memory_bytes": 30 * GiB,
+     "kv_cache_dtype": "bfloat16", "enable_prefix_caching": False},
+    # FLASHINFER_MLA with an fp8 cache, align mode (flashkda checkpoints)
+    {"model": "kimi-k3", "gpu": "B200", "tp": 4, "kv_cache_memory_bytes": 40 * GiB, "kv_cache_dtype": "fp8"},
+    # FLASHINFER (LBHNC), FlashInfer GDN checkpoints (align mode)
+    {"model": "qwen3.5-35b-a3b", "gpu": "B200", "tp": 2, "kv_cache_memory_bytes": 30 * GiB},
+    # FLASHINFER with ModelOpt's fp8 cache, a bf16 SSM state
+    {"model": "nemotron-3-super-120b-a12b-fp8", "gpu": "B200", "tp": 1, "kv_cache_memory_bytes": 45 * GiB,
+     "mamba_ssm_cache_dtype": "bfloat16"},
+]
+
+
+@pytest.mark.parametrize("which", range(len(B200)), ids=[f"{l['model']}-tp{l['tp']}" for l in B200])
+def test_glm_kv_agrees_on_b200_launch(vllm_plan, which):
+    compare(B200[which], vllm_plan(B200[which]))
+
+
 @pytest.mark.parametrize("which", [0, 1])
 def test_glm_kv_agrees_on_memory_pair(vllm_plan, which):
     launch = memory_pair()[which]
@@ -115,6 +153,8 @@ def launches_of(item) -> list[dict]:
         return [seeded_launch(params["model"], params["i"])]
     if name == "test_glm_kv_agrees_on_found_launch":
         return [FOUND[params["which"]]]
+    if name == "test_glm_kv_agrees_on_b200_launch":
+        return [B200[params["which"]]]
     if name == "test_glm_kv_agrees_on_memory_pair":
         return [memory_pair()[params["which"]]]
     return []

@@ -135,6 +135,10 @@ def launch(rng: random.Random, drafts: dict, kind: str | None = None) -> tuple[s
             args += words
     if tp > 1 and not dpa and mode != "decode" and rng.random() < 0.08:
         args += ["--attn-cp-size", str(tp), "--enable-prefill-cp", "--cp-strategy", "interleave"]
+    # --enable-two-batch-overlap (issue 30) from a stream of its own, keyed by the command so far: every seed's
+    # launches stay what they were, some now with TBO (refused without DP attention or an a2a backend)
+    if random.Random(shlex.join(args)).random() < (0.25 if dpa else 0.06):
+        args += ["--enable-two-batch-overlap"]
     if rng.random() < 0.6:
         hw["weights_bytes"] = rng.randrange(15, 60) * 10**9 // max(1, tp // 2)
     else:

@@ -86,13 +86,15 @@ def compare_launch(pid: str, command: str, hw: dict) -> list:
                                               and prof.get("available_bytes") is None else None))
             return [] if "errors" in sg else [("errors", "refused", "starts")]
         out = [(m["key"], m["engine"], m["sglang"]) for m in compare(pid, raw)["mismatches"]]
-        if raw.get("disaggregation_mode") == "decode":
-            # a refusal SGLang makes only when it allocates the pools (MambaPool's replay-ring checks) cannot
-            # be seen on a decode server here: the oracles do not build its request/state pools (seed
-            # 1512622610: DSPARK 8 draft tokens, --linear-replayssm-cache-len 8). The same rule is checked
-            # through MambaPool on the other servers (test_flags_replayssm_graph.py).
+        ledger = not raw.get("enable_hierarchical_cache") and raw.get("disaggregation_mode") != "decode"
+        if raw.get("disaggregation_mode") == "decode" or ledger:
+            # a refusal SGLang makes only when it allocates the pools (MambaPool's replay-ring checks) is not
+            # seen by the memory oracle, which sizes budgets only: on a decode server the oracles do not build
+            # its request/state pools (seed 1512622610: DSPARK 8 draft tokens, --linear-replayssm-cache-len 8;
+            # the rule is checked through MambaPool on the other servers, test_flags_replayssm_graph.py); on
+            # the others the ledger oracle below builds them and must refuse alike (seed 99)
             out = [m for m in out if not (m[0] == "errors" and "allocates the pools" in str(m[1]))]
-        if not raw.get("enable_hierarchical_cache") and raw.get("disaggregation_mode") != "decode":
+        if ledger:
             # the ledger oracle allocates its (W6-sized) host pools in this machine's RAM, so a HiCache
             # launch is compared by the memory oracle alone (host pools at full size on meta, every
             # compare_memory key both ways); the other launches by both
@@ -158,7 +160,7 @@ def test_planted_missing_startup_check_is_caught(sglang_ready, monkeypatch):
     launches = [CMD + "--tp 8 --nnodes 3",
                 CMD + "--tp 8 --disaggregation-mode prefill --mamba-radix-cache-strategy extra_buffer_lazy"]
     assert all(compare_launch("startup", c, hw) == [] for c in launches)
-    monkeypatch.setattr(resolve, "validate_startup", lambda p, strategy, model=None: None)
+    monkeypatch.setattr(resolve, "validate_startup", lambda p, strategy, model=None, config=None: None)
     assert all(("errors", "starts") == tuple(x[:2]) or x[0] == "errors"
                for c in launches for x in compare_launch("startup", c, hw)), launches
     assert all(compare_launch("startup", c, hw) for c in launches)

@@ -75,7 +75,7 @@ def validate_two_batch_overlap(p, config=None, is_dsa: bool = False) -> None:
     if is_dsa and (freq > 1 or "S" in (text.get("index_topk_pattern") or "")
                    or "shared" in (text.get("indexer_types") or ())):
         raise ProfileError("enable_two_batch_overlap", _says("tbo_index_sharing", "arg_groups/model_hook.py"))
-    if p.moe_a2a_backend == "none" and not (p.enable_dp_attention and p.dp_size > 1):
+    if p.moe_a2a_backend == "none" and not _attn_dp(p):
         raise ProfileError("enable_two_batch_overlap",
                            _says("tbo_needs_dp", "arg_groups/validation_hook.py check_two_batch_overlap"))
 

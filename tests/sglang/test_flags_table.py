@@ -79,14 +79,18 @@ def test_modelled_rows_are_the_launch_readers_flags(sglang_ready):
             assert r["status"] == "refused" and r["why"] == REFUSED_BY_SGLANG[r["field"]], r
 
 
-def _kwargs(row: dict) -> dict:
-    """The row's field and any companion its proof carries (``--retraction-policy priority`` is proven
-    with ``--enable-priority-scheduling``, which SGLang requires beside it)."""
-    ns = ft.parser().parse_args(["--model-path", "unused", *ft._substitute(row["proof"]["argv"])])
+def _argv_kwargs(field: str, argv: list[str]) -> dict:
+    """The ServerArgs kwargs SGLang's parser reads off ``argv``: the field, and any companion the argv
+    carries (``--retraction-policy priority`` is proven with ``--enable-priority-scheduling``)."""
+    ns = ft.parser().parse_args(["--model-path", "unused", *ft._substitute(argv)])
     default = ft.parser().parse_args(["--model-path", "unused"])
     out = {k: v for k, v in vars(ns).items() if k != "model_path" and v != getattr(default, k, None)}
-    out[row["field"]] = getattr(ns, row["field"])
+    out[field] = getattr(ns, field)
     return out
+
+
+def _kwargs(row: dict) -> dict:
+    return _argv_kwargs(row["field"], row["proof"]["argv"])
 
 
 def test_sampled_inert_rows_move_no_pool_byte(base):
@@ -181,10 +185,7 @@ def test_flags_inert_beside_their_companion(base, field, alone, needed, companio
     from glm_kv.inputs.launch import NEEDS_COMPANION, parse_launch_command
 
     argv = alone + (needed if companion else [])
-    ns = ft.parser().parse_args(["--model-path", "unused", *ft._substitute(argv)])
-    default = ft.parser().parse_args(["--model-path", "unused"])
-    kwargs = {k: v for k, v in vars(ns).items() if k != "model_path" and v != getattr(default, k, None)}
-    r = ft.prove(field, kwargs, base)
+    r = ft.prove(field, _argv_kwargs(field, argv), base)
     assert "moves" not in r, r
     cmd = f"python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp 8 {' '.join(argv)}"
     row = next(x for x in TABLE["rows"] if x["field"] == field)

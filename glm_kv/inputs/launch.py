@@ -92,6 +92,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--hicache-io-backend": ("hicache_io_backend", "str"),
     "--nnodes": ("nnodes", "int"),
     "--disaggregation-decode-extra-slots": ("disaggregation_decode_extra_slots", "int"),
+    "--disaggregation-decode-enable-radix-cache": ("disaggregation_decode_enable_radix_cache", "flag"),
 }
 # ServerArgs field -> what it moves in glm-kv (the flag table's "modelled" rows; issue 20).
 MODELLED: dict[str, str] = {
@@ -195,6 +196,10 @@ MODELLED: dict[str, str] = {
     "disaggregation_decode_extra_slots": (
         "tail/request: on a decode server the pre-allocated request rows of req_to_token and the compress tail "
         "(DecodeReqToTokenPool); no pool elsewhere (tests/sglang/test_decode_extra_slots.py)"),
+    "disaggregation_decode_enable_radix_cache": (
+        "request/host: a decode server keeps the radix cache (its mamba strategy and state slots as a co-located "
+        "server's; HiCache allowed there), winning over --disable-radix-cache; inert off a decode server "
+        "(tests/sglang/test_startup_refusals.py DECODE_RADIX)"),
 }
 # SGLang 0.5.23's argparse choices for the flags above that have them (the wheel's server_args).
 CHOICES: dict[str, tuple[str, ...]] = {

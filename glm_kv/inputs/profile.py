@@ -243,6 +243,9 @@ FIELDS: dict[str, Field] = {
     # --disaggregation-decode-extra-slots: a decode server's pre-allocated request rows (req_to_token and the
     # compress tail); None: SGLang's default (handle_pd_disaggregation); read by no pool elsewhere
     "disaggregation_decode_extra_slots": Int(None, optional=True, ge=0, le=COUNT_MAX),
+    # --disaggregation-decode-enable-radix-cache: a decode server keeps the radix cache (handle_pd_disaggregation
+    # resolves disable_radix_cache to its negation on a decode server, over --disable-radix-cache); inert elsewhere
+    "disaggregation_decode_enable_radix_cache": Bool(),
 }
 
 

@@ -237,16 +237,17 @@ def validate_strategy(p: Profile, strategy: str, page_size: int, rules: SglangRu
     rules = rules or rules_for(p)
     if not rules.startup_refusals:
         return
-    if strategy == "no_buffer" and p.mamba_scheduler_strategy == "no_buffer" and not p.disable_overlap_schedule:
-        # validate_mamba_no_buffer (arg_groups/mamba_hook.py); auto turns the overlap schedule off itself
-        raise ProfileError("mamba_scheduler_strategy", "SGLang 0.5.23 refuses it: \"no_buffer do not support overlap "
-                                                       "schedule. Try to set disable_overlap_schedule=True.\"")
+    # validate_mamba_no_buffer (arg_groups/mamba_hook.py), its asserts in its order: the page, the overlap
+    # schedule (auto turns it off itself), the trtllm_mha backend
     if strategy == "no_buffer" and page_size > 1:
         field = ("mamba_scheduler_strategy" if p.mamba_scheduler_strategy == "no_buffer"
                  else "linear_attn_backend")
-        raise ProfileError(field, f"no_buffer only supports page_size=1, and SGLang 0.5.23 forces "
-                                  f"page_size={page_size} for this model (auto resolves to no_buffer "
-                                  f"unless linear_attn_backend is triton)")
+        raise ProfileError(field, f"SGLang 0.5.23 refuses it: \"no_buffer only supports page_size=1.\" "
+                                  f"(arg_groups/mamba_hook.py), and it forces page_size={page_size} for this "
+                                  f"model (auto resolves to no_buffer unless linear_attn_backend is triton)")
+    if strategy == "no_buffer" and p.mamba_scheduler_strategy == "no_buffer" and not p.disable_overlap_schedule:
+        raise ProfileError("mamba_scheduler_strategy", "SGLang 0.5.23 refuses it: \"no_buffer do not support overlap "
+                                                       "schedule. Try to set disable_overlap_schedule=True.\"")
     if strategy == "no_buffer" and rules.default_backend_is_trtllm_mha(family, sm):
         # validate_mamba_no_buffer (arg_groups/mamba_hook.py)
         raise ProfileError("disable_overlap_schedule" if p.mamba_scheduler_strategy == "auto"
@@ -292,11 +293,14 @@ def validate_combination(p: Profile, model, rules: SglangRules | None = None) ->
         raise ProfileError("language_only", f"SGLang 0.5.23 does not support encoder disaggregation for "
                                             f"{model.architectures[0]}")
     if p.enable_hierarchical_cache and p.disable_radix_cache:
-        if p.disaggregation_mode == "decode":  # resolve() turned the radix cache off, as SGLang does
-            raise ProfileError("enable_hierarchical_cache", "a decode server disables the radix cache, and "
-                                                            "HiCache needs it (SGLang 0.5.23 refuses the two together)")
-        raise ProfileError("enable_hierarchical_cache", "HiCache and disable_radix_cache are mutually "
-                                                        "exclusive (HiCache lives on the radix tree)")
+        # arg_groups/kv_cache_hook.py; resolve() turned the radix cache off on a decode server, as SGLang does
+        # (unless --disaggregation-decode-enable-radix-cache): HiCache lives on the radix tree
+        where = (" on a decode server without --disaggregation-decode-enable-radix-cache"
+                 if p.disaggregation_mode == "decode" else "")
+        raise ProfileError("enable_hierarchical_cache", "SGLang 0.5.23 refuses it at start-up: \"The arguments "
+                           "enable-hierarchical-cache and disable-radix-cache are mutually exclusive and cannot be "
+                           "used at the same time. Please use only one of them.\" (arg_groups/kv_cache_hook.py)"
+                           + where)
     if p.speculative_algorithm == "DFLASH":
         validate_dflash(p)
     if p.speculative_algorithm == "DSPARK":
@@ -616,10 +620,10 @@ def resolve(p: Profile) -> ServerArgs:
         raise ProfileError("sglang_layout", f"other models are modelled for SGLang {modelled} only (the "
                                             f"{rules.version} layout describes GLM-5.3-Flash)")
     p = resolve_context_length(p, facts)
-    if p.disaggregation_mode == "decode" and not p.disable_radix_cache:
-        # handle_pd_disaggregation (pd_disaggregation_hook.py): a 0.5.23 decode server runs
-        # without the radix cache (no --disaggregation-decode-enable-radix-cache modelled)
-        p = p.model_copy(update={"disable_radix_cache": True})
+    if p.disaggregation_mode == "decode" and p.disable_radix_cache == p.disaggregation_decode_enable_radix_cache:
+        # handle_pd_disaggregation (pd_disaggregation_hook.py): a 0.5.23 decode server runs without the radix
+        # cache unless --disaggregation-decode-enable-radix-cache, which turns it on over --disable-radix-cache
+        p = p.model_copy(update={"disable_radix_cache": not p.disaggregation_decode_enable_radix_cache})
     refuse_unsized(p, facts)
     validate_combination(p, facts, rules)
     gpu = resolve_gpu(p)

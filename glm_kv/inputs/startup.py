@@ -54,7 +54,11 @@ def validate_linear_attn_backend(p, sm: int | None) -> None:
 
 
 def _says(key: str, where: str) -> str:
-    return f"SGLang 0.5.23 refuses it at start-up: \"{SGLANG_SAYS[key]}\" ({where})"
+    return _says_text(SGLANG_SAYS[key], where)
+
+
+def _says_text(message: str, where: str) -> str:
+    return f"SGLang 0.5.23 refuses it at start-up: \"{message}\" ({where})"
 
 
 def validate_two_batch_overlap(p, config=None, is_dsa: bool = False) -> None:
@@ -87,6 +91,11 @@ def validate_startup(p, strategy: str, model=None, config=None) -> None:
     if not rules_for(p).startup_refusals:   # the article's SGLang (upstream f4de6abee6) is not checked here
         return
     validate_two_batch_overlap(p, config, bool(getattr(model, "is_dsa", False)))
+    # arg_groups/speculative_hook.py, on the final algorithm (NEXTN is EAGLE by then)
+    if _decode_radix(p) and _spec(p) not in (None, "DSPARK", "EAGLE", "EAGLE3"):
+        raise ProfileError("disaggregation_decode_enable_radix_cache", _says_text(
+            "--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding "
+            f"(--speculative-algorithm {_spec(p)})", "arg_groups/speculative_hook.py"))
     nnodes = p.nnodes
     # arg_groups/validation_hook.py check_server_args (pp is 1: --pp-size is refused by the flag table)
     if p.tp_size % nnodes:
@@ -132,8 +141,17 @@ def _attn_dp(p) -> bool:
     return p.enable_dp_attention and p.dp_size > 1
 
 
+def _decode_radix(p) -> bool:
+    """A decode server that keeps the radix cache (handle_pd_disaggregation reads the flag there only)."""
+    return p.disaggregation_mode == "decode" and p.disaggregation_decode_enable_radix_cache
+
+
 def _radix_off(p) -> bool:
-    return p.disable_radix_cache or p.disaggregation_mode == "decode"   # a decode server runs without it
+    """The radix cache as SGLang resolves it: a decode server runs without it unless it keeps it, over
+    --disable-radix-cache (handle_pd_disaggregation)."""
+    if p.disaggregation_mode == "decode":
+        return not p.disaggregation_decode_enable_radix_cache
+    return p.disable_radix_cache
 
 
 def _threshold(values: list[str]) -> float:
@@ -191,6 +209,12 @@ CONDITIONAL_REFUSALS: dict[str, tuple[tuple[Any, str, str], ...]] = {
          "disaggregation", "arg_groups/validation_hook.py"),
         (lambda p, v, g: _spec(p) not in (None, "NGRAM", "EAGLE", "EAGLE3"),
          "--enable-watermark supports speculative algorithms NGRAM, EAGLE, and EAGLE3", "arg_groups/validation_hook.py")),
+    "--disaggregation-transfer-backend": (
+        (lambda p, v, g: _decode_radix(p) and v[:1] == ["fake"],
+         "--disaggregation-decode-enable-radix-cache is incompatible with --disaggregation-transfer-backend fake",
+         "arg_groups/pd_disaggregation_hook.py"),
+        (lambda p, v, g: p.disaggregation_mode == "prefill" and v[:1] == ["fake"],
+         "Prefill server does not support 'fake' as the transfer backend", "arg_groups/pd_disaggregation_hook.py")),
     "--disaggregation-decode-host-receive-threshold": (
         (lambda p, v, g: not 0 <= _threshold(v) <= 1,
          "--disaggregation-decode-host-receive-threshold must be between 0 and 1",

@@ -104,4 +104,5 @@ def test_layout_and_page_refusals_say_why():
         plan_of("nemotron-3-super-120b-a12b-fp8", "B200", mamba_scheduler_strategy="no_buffer",
                 disable_overlap_schedule=True, page_size=64)
     assert e.value.field == "mamba_scheduler_strategy"
-    assert e.value.rule.startswith("no_buffer only supports page_size=1, and SGLang 0.5.23 forces page_size=64 ")
+    assert e.value.rule.startswith("SGLang 0.5.23 refuses it: \"no_buffer only supports page_size=1.\" "
+                                   "(arg_groups/mamba_hook.py), and it forces page_size=64 ")

@@ -46,7 +46,8 @@ from oracle import (GiB, SGLangRefused, _where, fake_gpu, mtp_draft_device_pools
 EXTRA_PASS_THROUGH = ("chunked_prefill_size", "cuda_graph_max_bs_decode", "max_prefill_tokens",
                       "disaggregation_mode", "moe_a2a_backend", "language_only", "enable_prefill_cp",
                       "cp_strategy", "attn_cp_size", "enable_linear_replayssm_spec", "linear_replayssm_cache_len",
-                      "enable_two_batch_overlap", "cuda_graph_backend_prefill")
+                      "enable_two_batch_overlap", "cuda_graph_backend_prefill",
+                      "disaggregation_decode_enable_radix_cache")
 
 
 def kwargs_for(profile: dict, raw: dict) -> dict:
@@ -284,6 +285,16 @@ def _host(configurator, profile, tokens, max_reqs, v, host: bool = True, r=None)
                 token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv),
                 mtp_draft_device_pools=drafts, mtp_draft_mamba_pools=(), tp_cache_group=None,
                 attn_cp_cache_group=None, attn_tp_cache_group=None, pp_cache_group=None)
+            if v.disaggregation_mode == "decode":
+                # a decode server resolves its retraction backup and HiCache ratio against the built pools
+                # (kv_cache_builder.build_kv_cache -> resolve_decode_retraction_backup), SGLang's own function
+                # here with the tp worker's views of those pools
+                from sglang.srt.mem_cache.kv_cache_builder import resolve_decode_retraction_backup
+
+                resolve_decode_retraction_backup(tp_worker=SimpleNamespace(
+                    get_memory_pool=lambda: (req, params.token_to_kv_pool_allocator), is_hybrid_swa=False,
+                    model_runner=SimpleNamespace(model_config=r.mc, mtp_draft_device_pools=drafts,
+                                                 spec_algorithm=r.spec)))
             fraction = get_memory().hicache_host_memory_fraction
             sidecar = dflash_sidecar_pool(kvc, v, tokens, r)
             plan = None if sidecar is None else SimpleNamespace(mode="sidecar", device_pools=(sidecar,))

@@ -10,6 +10,8 @@ GPU, weights or bytes for the pools, the host's free RAM). Both sides read the *
 
 The first launches of every draw are one of each kind the issue names (DFLASH / DSPARK / ReplaySSM with
 HiCache, a decode and a prefill server, a host-memory limit), with random values; the rest are random.
+A decode server keeps its radix cache (--disaggregation-decode-enable-radix-cache) in about half the decode launches,
+then sometimes with HiCache.
 The seed is the run's (``tests.pytest_glm_kv.run_seed``), so every run draws other launches.
 """
 from __future__ import annotations
@@ -139,6 +141,14 @@ def launch(rng: random.Random, drafts: dict, kind: str | None = None) -> tuple[s
     # launches stay what they were, some now with TBO (refused without DP attention or an a2a backend)
     if random.Random(shlex.join(args)).random() < (0.25 if dpa else 0.06):
         args += ["--enable-two-batch-overlap"]
+    # --disaggregation-decode-enable-radix-cache (issue 30) the same way, on decode servers mostly (inert
+    # elsewhere), a decode server keeping it now and then with HiCache (which it allows there)
+    own = random.Random("decode-radix " + shlex.join(args))
+    if own.random() < (0.5 if mode == "decode" else 0.03):
+        args += ["--disaggregation-decode-enable-radix-cache"]
+        if mode == "decode" and "--enable-hierarchical-cache" not in args and "--enable-hicache" not in args \
+                and own.random() < 0.4:
+            _hicache(own, args, hw)
     if rng.random() < 0.6:
         hw["weights_bytes"] = rng.randrange(15, 60) * 10**9 // max(1, tp // 2)
     else:

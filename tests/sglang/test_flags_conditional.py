@@ -32,6 +32,9 @@ LAUNCHES = [
      139 * GiB, 70 * GiB),
     ("h200-tp2-eagle", {"gpu": "H200", "tp_size": 2, "speculative_algorithm": "EAGLE", "max_running_requests": 64},
      139 * GiB, 40 * GiB),
+    ("h200-tp2-decode-radix", {"gpu": "H200", "tp_size": 2, "disaggregation_mode": "decode",
+                               "disaggregation_decode_enable_radix_cache": True, "max_running_requests": 64},
+     139 * GiB, 40 * GiB),
 ]
 # (flag as typed, ServerArgs kwargs SGLang gets)
 FLAGS = [
@@ -45,6 +48,7 @@ FLAGS = [
     (["--speculative-use-block-verification"], {"speculative_use_block_verification": True}),
     (["--enable-watermark"], {"enable_watermark": True}),
     (["--disaggregation-decode-host-receive-threshold", "0.6"], {"disaggregation_decode_host_receive_threshold": 0.6}),
+    (["--disaggregation-transfer-backend", "fake"], {"disaggregation_transfer_backend": "fake"}),
 ]
 
 

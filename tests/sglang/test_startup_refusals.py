@@ -83,6 +83,28 @@ TWO_BATCH_OVERLAP = [
 ]
 
 HC = {"enable_hierarchical_cache": True}
+# --disaggregation-decode-enable-radix-cache: a decode server keeps the radix cache (over --disable-radix-cache),
+# with the co-located strategy and state slots, HiCache allowed; SGLang's refusals; inert off a decode server
+DEC = {"disaggregation_mode": "decode"}
+DR = {"disaggregation_decode_enable_radix_cache": True}
+DECODE_RADIX = [
+    ("decode-radix-tp8", {**H8, **DEC, **DR}, None),
+    ("decode-radix-tp8-cap8", {**H8, **DEC, **DR, "max_running_requests": 8}, None),
+    ("decode-radix-tp8-eagle", {**H8, **DEC, **DR, "speculative_algorithm": "EAGLE"}, None),
+    ("decode-radix-tp8-nextn", {**H8, **DEC, **DR, "speculative_algorithm": "NEXTN"}, None),
+    ("decode-radix-tp8-over-disable", {**H8, **DEC, **DR, "disable_radix_cache": True}, None),
+    ("decode-radix-tp8-no-overlap", {**H8, **DEC, **DR, "disable_overlap_schedule": True}, None),
+    ("decode-radix-tp8-no-buffer", {**H8, **DEC, **DR, "mamba_scheduler_strategy": "no_buffer"},
+     "mamba_scheduler_strategy"),
+    ("decode-radix-tp8-lazy", {**H8, **DEC, **DR, "mamba_scheduler_strategy": "extra_buffer_lazy"},
+     "mamba_scheduler_strategy"),
+    ("decode-radix-b200-dpattn", {**B8, "tp_size": 4, "dp_size": 4, "enable_dp_attention": True, **DEC, **DR}, None),
+    ("decode-radix-tp8-hicache", {**H8, **DEC, **DR, **HC, "host_memory_bytes": 2000 * 10**9}, None),
+    ("decode-hicache", {**H8, **DEC, **HC, "host_memory_bytes": 2000 * 10**9}, "enable_hierarchical_cache"),
+    ("prefill-radix-flag", {**H8, "disaggregation_mode": "prefill", **DR}, None),
+    ("colocated-radix-flag", {**H8, **DR}, None),
+    ("colocated-radix-flag-radix-off", {**H8, **DR, "disable_radix_cache": True}, None),
+]
 # HiCache host pools: SGLang's ranks per host (no ranks_per_host in the profile) and its host-memory check
 HOST = [
     ("auto-tp8", {**H8, **HC, "host_memory_bytes": 500 * 10**9}, None),
@@ -173,6 +195,51 @@ def test_planted_tbo_keeps_the_prefill_graph_is_caught(sglang_ready, monkeypatch
     found = {pid for pid, _ in disagreements(TWO_BATCH_OVERLAP)}
     assert found == {"tbo-tp8-dpattn", "tbo-tp8-deepep", "tbo-tp8-dpattn-deepep", "tbo-b200-tp4-dpattn-eagle",
                      "tbo-tp8-dpattn-prefill", "tbo-tp8-dpattn-hicache"}, found
+
+
+def test_decode_radix_cache_is_sglangs(sglang_ready):
+    assert disagreements(DECODE_RADIX) == []
+
+
+def test_decode_radix_cache_moves_sglangs_pools(sglang_ready):
+    """Not vacuous: on a decode server SGLang's state slots move with the flag; off one they do not."""
+    from oracle_memory import sglang_memory
+    from profiles import hardware
+
+    from compare_memory import sglang_inputs
+
+    def slots(raw):
+        prof, measured = hardware({**L, **raw})
+        return sglang_memory(prof, prof, **sglang_inputs(prof, measured))["capacity"]["max_mamba_cache_size"]
+
+    for pid, raw, field in DECODE_RADIX:
+        if field is None and "enable_hierarchical_cache" not in raw and "disable_overlap_schedule" not in raw:
+            plain = {k: v for k, v in raw.items() if k != "disaggregation_decode_enable_radix_cache"}
+            assert (slots(raw) == slots(plain)) == (raw.get("disaggregation_mode") != "decode"), pid
+
+
+def test_decode_radix_cache_refuses_dflash_as_sglang(sglang_ready, tmp_path):
+    """speculative_hook: a decode server keeping the radix cache takes no DFLASH draft (EAGLE, DSPARK it takes);
+    the same DFLASH decode server without the flag starts on both sides."""
+    from test_flags_dflash import dflash_oracle, write_draft
+
+    dflash = {**H8, **DEC, "speculative_algorithm": "DFLASH", "speculative_draft_model_path": write_draft(tmp_path)}
+    with dflash_oracle(90, {}):   # the draft flags passed through, SGLang's own aux config
+        assert disagreements([("decode-radix-dflash", {**dflash, **DR}, "disaggregation_decode_enable_radix_cache"),
+                              ("decode-dflash", dflash, None)]) == []
+
+
+def test_planted_decode_ignores_the_radix_flag_is_caught(sglang_ready, monkeypatch):
+    """glm-kv without the flag (a decode server always without the radix cache): the decode launches differ."""
+    import glm_kv.inputs.profile as profile
+
+    real = profile.make_profile
+    monkeypatch.setattr(profile, "make_profile", lambda raw, *a, **k: real(
+        {k2: v for k2, v in raw.items() if k2 != "disaggregation_decode_enable_radix_cache"}, *a, **k))
+    found = {pid for pid, _ in disagreements(DECODE_RADIX)}
+    assert {"decode-radix-tp8", "decode-radix-tp8-eagle", "decode-radix-tp8-hicache",
+            "decode-radix-tp8-lazy"} <= found, found
+    assert not found & {"prefill-radix-flag", "colocated-radix-flag", "decode-hicache"}, found
 
 
 def test_host_pools_ranks_and_memory_check_are_sglangs(sglang_ready):

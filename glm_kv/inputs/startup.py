@@ -7,6 +7,7 @@ The host-memory check of the HiCache pools needs the pool sizes: it lives in ``l
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from ..errors import ProfileError
@@ -154,6 +155,32 @@ def _radix_off(p) -> bool:
     return p.disable_radix_cache
 
 
+def _int(values: list[str]) -> int | None:
+    try:
+        return int(values[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def _track_interval_refused(p, values: list[str]) -> bool:
+    """model_hook runs validate_mamba_extra_buffer (mamba_hook.py) where the strategy resolves to
+    extra_buffer(_lazy): its asserts want the interval a multiple of the page and at least the draft tokens."""
+    from .resolve import resolve
+
+    n = _int(values)
+    r = resolve(p)
+    if n is None or r.mamba_strategy not in ("extra_buffer", "extra_buffer_lazy"):
+        return False
+    return n % r.page_size != 0 or (r.draft_tokens > 0 and n < r.draft_tokens)
+
+
+def _hicache_host_mode_validated(p, given: dict) -> bool:
+    """hicache_hook.handle_hicache runs validate_hicache_host_memory_mode with HiCache, or on a decode server
+    whose retraction backup is unset or host_pool (the decode offload flag is refused by the flag table)."""
+    backup = (given.get("--disaggregation-decode-retraction-backup") or [None])[0]
+    return p.enable_hierarchical_cache or (p.disaggregation_mode == "decode" and backup in (None, "host_pool"))
+
+
 def _threshold(values: list[str]) -> float:
     try:
         return float(values[0])
@@ -215,6 +242,26 @@ CONDITIONAL_REFUSALS: dict[str, tuple[tuple[Any, str, str], ...]] = {
          "arg_groups/pd_disaggregation_hook.py"),
         (lambda p, v, g: p.disaggregation_mode == "prefill" and v[:1] == ["fake"],
          "Prefill server does not support 'fake' as the transfer backend", "arg_groups/pd_disaggregation_hook.py")),
+    "--weight-cache-mode": (
+        (lambda p, v, g: v[:1] != ["off"] and p.speculative_algorithm is not None,
+         "--weight-cache-mode is not supported together with speculative decoding (--speculative-algorithm): the "
+         "weight cache daemon does not export the draft model's weights. Disable one of them (--weight-cache-mode "
+         "off) for this configuration.", "arg_groups/model_path_hook.py"),),
+    "--mamba-track-interval": (
+        (lambda p, v, g: _track_interval_refused(p, v), "",
+         "an AssertionError without a message in arg_groups/mamba_hook.py validate_mamba_extra_buffer: with the "
+         "extra_buffer strategy the interval must be a multiple of the page size and at least the draft tokens"),),
+    "--hicache-host-memory-mode": (
+        (lambda p, v, g: v[:1] == ["buffer_only"] and _hicache_host_mode_validated(p, g.given)
+         and "--hicache-storage-backend" not in g.given,
+         "--hicache-host-memory-mode buffer_only requires a storage backend (--hicache-storage-backend): host "
+         "memory is only a staging buffer and all cached data lives in storage.", "arg_groups/hicache_hook.py"),
+        (lambda p, v, g: v[:1] == ["buffer_only"] and _hicache_host_mode_validated(p, g.given)
+         and p.disaggregation_mode == "decode",
+         "--hicache-host-memory-mode buffer_only is not supported on decode instances: the decode-side prefetch and "
+         "offload paths bypass the buffer-mode pipeline, fetching without its prefix context and never consuming its "
+         "staged holds. Prefill instances share the standard scheduler path and are supported.",
+         "arg_groups/hicache_hook.py")),
     "--disaggregation-decode-host-receive-threshold": (
         (lambda p, v, g: not 0 <= _threshold(v) <= 1,
          "--disaggregation-decode-host-receive-threshold must be between 0 and 1",
@@ -222,6 +269,17 @@ CONDITIONAL_REFUSALS: dict[str, tuple[tuple[Any, str, str], ...]] = {
         (lambda p, v, g: _threshold(v) < 1 and p.disaggregation_mode != "decode",
          "--disaggregation-decode-retraction-backup=host_pool is only supported on a PD decode server.",
          "arg_groups/kv_cache_hook.py")),
+}
+
+
+# Flags the table proves inert where they move no pool, but which move one beside other settings glm-kv does
+# not size yet: canonical flag -> (condition, glm-kv's refusal). Proven by tests/sglang/test_flags_conditional.py.
+CONDITIONALLY_UNSIZED: dict[str, tuple[Any, str]] = {
+    "--hicache-host-memory-mode": (
+        lambda p, v, g: v[:1] == ["buffer_only"] and p.enable_hierarchical_cache,
+        "buffer_only with HiCache moves SGLang 0.5.23's host pools (handle_hicache_ratio_default defaults "
+        "hicache_ratio to 1.2, a staging buffer, and the buffer-mode stack checks its own capacity), which glm-kv "
+        "does not size yet; leave it out for a plan"),
 }
 
 
@@ -233,10 +291,13 @@ def validate_inert_flags(p, given: dict[str, list[str]]) -> None:
         return
     from .gpus import resolve_gpu
 
-    gpu = resolve_gpu(p)
+    launch = SimpleNamespace(sm=resolve_gpu(p).sm, given=given)
     for flag, checks in CONDITIONAL_REFUSALS.items():
         if flag not in given:
             continue
         for cond, says, where in checks:
-            if cond(p, given[flag], gpu):
+            if cond(p, given[flag], launch):
                 raise ProfileError(flag, f"SGLang 0.5.23 refuses it at start-up: \"{says}\" ({where})")
+    for flag, (cond, why) in CONDITIONALLY_UNSIZED.items():
+        if flag in given and cond(p, given[flag], launch):
+            raise ProfileError(flag, why)

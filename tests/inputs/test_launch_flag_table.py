@@ -92,6 +92,14 @@ def test_the_word_ignored_needs_proof(monkeypatch):
     ("--enable-watermark --disaggregation-mode prefill", "--enable-watermark", ("not supported with PD",)),
     ("--enable-tp-lm-head-all-to-all", "--enable-tp-lm-head-all-to-all", ("requires attention DP",)),
     ("--enable-lmcache --enable-hierarchical-cache", "--enable-lmcache", ("mutually exclusive",)),
+    ("--weight-cache-mode daemon --speculative-algorithm EAGLE", "--weight-cache-mode", ("speculative decoding",)),
+    ("--mamba-track-interval 259", "--mamba-track-interval", ("multiple of the page size",)),
+    ("--hicache-host-memory-mode buffer_only --enable-hicache", "--hicache-host-memory-mode",
+     ("requires a storage backend",)),
+    ("--hicache-host-memory-mode buffer_only --hicache-storage-backend file --enable-hicache",
+     "--hicache-host-memory-mode", ("does not size yet",)),
+    ("--disaggregation-mode decode --disaggregation-decode-enable-radix-cache --disaggregation-transfer-backend fake",
+     "--disaggregation-transfer-backend", ("incompatible with --disaggregation-transfer-backend fake",)),
 ])
 def test_public_commands_refused_by_name(capsys, cmd, flag, words):
     rc = main(["plan", "--sglang-args", f"{LAUNCH} --tp-size 2 {cmd}"])

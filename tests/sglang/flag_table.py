@@ -90,6 +90,9 @@ _FIXED = {
     "cuda_graph_max_seq_len_prefill": ["4096"], "cuda_graph_prefill_max_context": ["8192"],
     # validation_hook.validate_buckets_rule: the rule's first word is tse / default / custom
     "prompt_tokens_buckets": ["default"], "generation_tokens_buckets": ["default"],
+    # mamba_hook.validate_mamba_extra_buffer: a multiple of the page (256 here) and >= the draft tokens; the
+    # generic default + 3 (259) is refused wherever extra_buffer runs, which proved nothing there
+    "mamba_track_interval": ["512"],
 }
 _PATHLIKE = ("_path", "_dir", "_file", "_folder")
 

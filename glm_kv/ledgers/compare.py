@@ -81,7 +81,7 @@ def vllm_side(plan: VllmPlan, gpu: str, max_num_seqs: Optional[int], context: in
         tokens_per_worker=plan.gpu_kv_cache_size_tokens,
         tokens_source="GPU KV cache size (vLLM's line: int(Maximum concurrency x max_model_len))",
         request_cap_per_worker=cap, request_cap_source=cap_source, context=context,
-        requests_per_worker=min(by_blocks, cap), binds="KV blocks" if by_blocks < cap else "max_num_seqs",
+        requests_per_worker=min(by_blocks, cap), binds="blocks (KV + state)" if by_blocks < cap else "max_num_seqs",
         blocks_per_request=per_request, num_blocks=plan.num_blocks,
         maximum_concurrency_printed=plan.maximum_concurrency_printed, max_model_len=plan.max_model_len)
 

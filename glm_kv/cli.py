@@ -148,7 +148,7 @@ def _sglang_plan(args):
 
 
 def cmd_plan(args) -> int:
-    if getattr(args, "vllm_args", None) is not None:
+    if getattr(args, "vllm_args", None) is not None or getattr(args, "vllm_profile", None) is not None:
         from .cli_vllm import cmd_plan_vllm
 
         return cmd_plan_vllm(args)
@@ -503,7 +503,7 @@ def _positive_int(text: str) -> int:
 def _cmd_compare(args) -> int:
     from .cli_vllm import cmd_compare
 
-    return cmd_compare(args)
+    return cmd_compare(args, _sglang_plan)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -530,12 +530,14 @@ def build_parser() -> argparse.ArgumentParser:
     profile_args(sp)
     sp.add_argument("--json", action="store_true", help="print the plan-contract JSON")
     sp.add_argument("--vllm-args", metavar="COMMAND", help="a pasted `vllm serve ...` command: vLLM 0.33.0's plan")
+    sp.add_argument("--vllm-profile", metavar="FILE", help="a YAML file: model and VllmArgs fields (gpu, tp, ...)")
     sp.add_argument("--gpu", metavar="NAME", help="the GPU for --vllm-args (vLLM has no GPU flag; default H200)")
     sp.set_defaults(func=cmd_plan)
 
     sp = sub.add_parser("compare", help="SGLang 0.5.23 and vLLM 0.33.0 side by side: tokens and requests that fit")
     sp.add_argument("--sglang-args", metavar="COMMAND", help="a pasted sglang.launch_server command")
     sp.add_argument("--vllm-args", metavar="COMMAND", help="a pasted `vllm serve ...` command (same model and TP)")
+    sp.add_argument("--vllm-profile", metavar="FILE", help="or a YAML file: model and VllmArgs fields")
     sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override an SGLang profile field")
     sp.add_argument("--gpu", metavar="NAME", help="the GPU of both (default H200)")
     sp.add_argument("--context", type=_positive_int, metavar="N",

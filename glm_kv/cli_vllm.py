@@ -2,7 +2,7 @@
 
 Rendering and argument checks only (cli.py's rule): the vLLM plan is ``ledgers.vllm.vllm_plan``, the
 side-by-side figures are ``ledgers.compare``; the SGLang side is the plan ``glm-kv plan`` computes (the
-same ``cli._sglang_plan``). Bad input: one line naming the flag and the rule, exit 2; a launch vLLM
+same ``cli._sglang_plan``, passed in). Bad input: one line naming the flag and the rule, exit 2; a launch vLLM
 itself refuses: its stage and words, exit 3.
 """
 from __future__ import annotations
@@ -16,11 +16,31 @@ from .units import fmt_bytes
 REFUSED_EXIT = 3
 
 
-def _vllm_launch(command: str):
+def _vllm_launch(args):
+    """The launch from --vllm-args (a pasted command) or --vllm-profile (a YAML file), the model as
+    load_hf_config takes it, and the GPU (--gpu, else the file's, else H200; both and different: refused)."""
     from .inputs.vllm_launch import parse_vllm_command, resolve_model
 
-    launch = parse_vllm_command(command)
-    return launch, resolve_model(launch.model)
+    command, profile = getattr(args, "vllm_args", None), getattr(args, "vllm_profile", None)
+    if (command is None) == (profile is None):
+        raise ProfileError("--vllm-args", "give one vLLM launch: a pasted command (--vllm-args) or a YAML file "
+                                          "(--vllm-profile)")
+    file_gpu = None
+    if command is not None:
+        launch = parse_vllm_command(command)
+    else:
+        from .inputs.vllm_profile import load_vllm_profile
+
+        launch, file_gpu = load_vllm_profile(profile)
+    if args.gpu and file_gpu and args.gpu != file_gpu:
+        raise ProfileError("--gpu", f"{args.gpu} beside the profile's gpu {file_gpu}: give one")
+    return launch, resolve_model(launch.model), _check_gpu(args.gpu or file_gpu or "H200")
+
+
+def _vllm_args(launch, gpu: str, kv_cache_memory_bytes=None):
+    from .ledgers.vllm import VllmArgs
+
+    return VllmArgs(gpu=gpu, **launch.vllm_fields(kv_cache_memory_bytes))
 
 
 def _vllm_plan(config, vargs):
@@ -52,16 +72,15 @@ def _print_refusal(refused: dict, as_json: bool) -> int:
 
 
 def cmd_plan_vllm(args) -> int:
-    """``glm-kv plan --vllm-args "vllm serve ..." [--gpu H200] [--json]``."""
+    """``glm-kv plan --vllm-args "vllm serve ..." | --vllm-profile FILE [--gpu H200] [--json]``."""
     from .inputs.hf_config import load_hf_config
 
     if args.profile is not None or args.sglang_args is not None or args.set:
         raise ProfileError("--vllm-args", "plans vLLM alone: leave out --profile, --sglang-args and --set "
                                           "(glm-kv compare puts the two engines side by side)")
-    gpu = _check_gpu(args.gpu or "H200")
-    launch, model = _vllm_launch(args.vllm_args)
+    launch, model, gpu = _vllm_launch(args)
     config = load_hf_config(model)
-    plan = _vllm_plan(config, launch.vllm_args(gpu))
+    plan = _vllm_plan(config, _vllm_args(launch, gpu))
     if plan.refused is not None:
         return _print_refusal(plan.refused, args.json)
     if args.json:
@@ -130,20 +149,20 @@ def _model_key(model: str) -> str:
     return str((p / "config.json" if p.is_dir() else p).resolve())
 
 
-def cmd_compare(args) -> int:
-    """``glm-kv compare --sglang-args ... --vllm-args ... [--gpu G] [--context N] [--same-kv-bytes] [--json]``."""
+def cmd_compare(args, sglang_plan) -> int:
+    """``glm-kv compare --sglang-args ... --vllm-args ... [--gpu G] [--context N] [--same-kv-bytes] [--json]``;
+    ``sglang_plan``: cli's ``_sglang_plan``, the function ``glm-kv plan`` plans with (passed in, not imported:
+    cli imports this module)."""
     import argparse
 
-    from .cli import _sglang_plan
     from .inputs.hf_config import load_hf_config
     from .ledgers.compare import sglang_pool_bytes, sglang_side, vllm_side
 
-    if args.sglang_args is None or args.vllm_args is None:
+    if args.sglang_args is None or (args.vllm_args is None and args.vllm_profile is None):
         raise ProfileError("compare", "needs both --sglang-args and --vllm-args (one launch command per engine)")
-    gpu = _check_gpu(args.gpu or "H200")
-    launch, vmodel = _vllm_launch(args.vllm_args)   # every input read before anything is computed
-    sets = list(args.set or []) + ([f"gpu={gpu}"] if args.gpu else [])
-    splan, _ = _sglang_plan(argparse.Namespace(profile=None, sglang_args=args.sglang_args, set=sets))
+    launch, vmodel, gpu = _vllm_launch(args)   # every input read before anything is computed
+    sets = list(args.set or []) + ([f"gpu={gpu}"] if gpu != "H200" or args.gpu else [])
+    splan, _ = sglang_plan(argparse.Namespace(profile=None, sglang_args=args.sglang_args, set=sets))
     if splan.gpu.name != gpu:
         raise ProfileError("--gpu", f"the SGLang plan is for {splan.gpu.name}, the vLLM one for {gpu}: one GPU "
                                     f"for both (give --gpu)")
@@ -165,7 +184,7 @@ def cmd_compare(args) -> int:
     else:
         mem, source = own, "--kv-cache-memory-bytes"
     config = load_hf_config(vmodel)
-    vargs = launch.vllm_args(gpu, mem)
+    vargs = _vllm_args(launch, gpu, mem)
     if args.same_kv_bytes:
         from dataclasses import replace
 

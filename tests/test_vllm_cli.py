@@ -98,3 +98,29 @@ def test_compare_same_kv_bytes(capsys):
                "--json")
     assert d2["engines"][1]["kv_bytes_per_rank"] == s["kv_bytes_per_rank"]
     assert "gives no --kv-cache-memory-bytes" in d2["vllm_kv_bytes_source"]
+
+
+def test_vllm_profile_is_the_command(capsys, tmp_path):
+    f = tmp_path / "glm-vllm.yaml"
+    f.write_text("model: zai-org/GLM-5.3-Flash\ngpu: H200\ntp: 8\nkv_cache_memory_bytes: 60G\nmax_model_len: 128k\n"
+                 "enable_prefix_caching: false\n")
+    a = _json(capsys, "plan", "--vllm-profile", str(f), "--json")
+    b = _json(capsys, "plan", "--vllm-args", GLM_V + " --no-enable-prefix-caching", "--json")
+    assert a == b and a["mamba_cache_mode"] == "none"
+
+
+@pytest.mark.parametrize("text,field", [
+    ("model: glm-5.3-flash\ntp: 8\nkv_cache_memory_bytes: 1G\nport: 8000\n", "'port'"),
+    ("model: glm-5.3-flash\ntp: eight\nkv_cache_memory_bytes: 1G\n", "tp"),
+    ("model: glm-5.3-flash\ntp: 8\nkv_cache_memory_bytes: 1.5G\n", "kv_cache_memory_bytes"),
+    ("model: glm-5.3-flash\ntp: 8\nkv_cache_memory_bytes: 60G\nkv_cache_dtype: fp8_e5m2\n", "--kv-cache-dtype"),
+    ("model: glm-5.3-flash\ntp: 8\n", "--kv-cache-memory-bytes"),
+    ("tp: 8\n", "model"),
+    ("model: glm-5.3-flash\ngpu: B200\ntp: 8\nkv_cache_memory_bytes: 60G\n", "--gpu"),   # beside --gpu H200
+])
+def test_vllm_profile_bad_input(capsys, tmp_path, text, field):
+    f = tmp_path / "p.yaml"
+    f.write_text(text)
+    assert main(["plan", "--vllm-profile", str(f), "--gpu", "H200"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.startswith(f"glm-kv: error: {field}:") and cap.err.count("\n") == 1, cap.err

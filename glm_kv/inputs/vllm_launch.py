@@ -36,12 +36,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ProfileError, shown
-from ..ledgers.vllm import VllmArgs
 
 COMMAND_MAX_CHARS = 100_000
 WHERE = "--vllm-args"
 
-# vLLM flag dest -> the VllmArgs field it fills (the flags that move memory, issue 33)
+# vLLM flag dest -> the ledgers.vllm.VllmArgs field it fills (the flags that move memory, issue 33)
 MODELLED: dict[str, str] = {
     "tensor_parallel_size": "tp",
     "kv_cache_memory_bytes": "kv_cache_memory_bytes",
@@ -95,9 +94,10 @@ class VllmLaunch:
     engine_args: dict = field(default_factory=dict)
     inert: tuple = ()
 
-    def vllm_args(self, gpu: str, kv_cache_memory_bytes: Optional[int] = None) -> VllmArgs:
-        """The VllmArgs for ``vllm_plan`` on ``gpu``; ``kv_cache_memory_bytes`` when the command gives none
-        (the caller says where it came from). Refuses what vllm_plan cannot size (named)."""
+    def vllm_fields(self, kv_cache_memory_bytes: Optional[int] = None) -> dict:
+        """The ``ledgers.vllm.VllmArgs`` fields this command sets (its names: ``tp``, ``num_speculative_tokens``,
+        ...), with ``kv_cache_memory_bytes`` from the caller when the command gives none (the caller says
+        where it came from). Refuses what ``vllm_plan`` cannot size (named). The GPU is the caller's."""
         e = self.engine_args
         mem = e.get("kv_cache_memory_bytes") or kv_cache_memory_bytes
         if not mem:
@@ -105,7 +105,7 @@ class VllmLaunch:
                                   "from a memory profile on the GPU (--gpu-memory-utilization x total memory, "
                                   "less weights and activations), which glm-kv does not model; give the per-rank "
                                   "KV bytes (e.g. --kv-cache-memory-bytes 60G)")
-        kw: dict[str, Any] = {}
+        kw: dict[str, Any] = {"kv_cache_memory_bytes": int(mem)}
         for dest, name in MODELLED.items():
             if dest in e and dest not in ("kv_cache_memory_bytes", "speculative_config") and e[dest] is not None:
                 kw[name] = e[dest]
@@ -116,7 +116,7 @@ class VllmLaunch:
                 raise VllmNotModelled("--speculative-config", "without a positive num_speculative_tokens vLLM "
                                       "takes the drafter's own count, which glm-kv does not read")
             kw["num_speculative_tokens"] = n
-        return VllmArgs(gpu=gpu, kv_cache_memory_bytes=int(mem), **kw)
+        return kw
 
 
 @lru_cache(maxsize=1)

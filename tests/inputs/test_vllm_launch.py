@@ -7,7 +7,6 @@ import pytest
 
 from glm_kv.inputs.vllm_launch import (VllmNotModelled, VllmRefuses, human_readable_int, parse_vllm_command,
                                        vllm_flags)
-from glm_kv.ledgers.vllm import VllmArgs
 
 GLM = "vllm serve zai-org/GLM-5.3-Flash"
 
@@ -109,20 +108,19 @@ def test_not_modelled_waits_for_vllms_own_refusals():
 def test_vllm_args_need_the_kv_memory():
     launch = parse_vllm_command(f"{GLM} -tp 8 --gpu-memory-utilization 0.9")
     with pytest.raises(VllmNotModelled) as e:
-        launch.vllm_args("H200")
+        launch.vllm_fields()
     assert e.value.field == "--kv-cache-memory-bytes" and "memory profile" in e.value.rule
-    assert launch.vllm_args("H200", 2**30) == VllmArgs(gpu="H200", tp=8, kv_cache_memory_bytes=2**30)
+    assert launch.vllm_fields(2**30) == {"tp": 8, "kv_cache_memory_bytes": 2**30}
 
 
 def test_vllm_args_fields():
     launch = parse_vllm_command(f"{GLM} -tp 4 --kv-cache-memory-bytes 30G --max-model-len 64k --no-enable-prefix-caching "
                                 f"--speculative-config '{{\"method\": \"mtp\", \"num_speculative_tokens\": 2}}'")
-    assert launch.vllm_args("B200", 1) == VllmArgs(gpu="B200", tp=4, kv_cache_memory_bytes=30 * 2**30,
-                                                   max_model_len=64_000, enable_prefix_caching=False,
-                                                   num_speculative_tokens=2)
+    assert launch.vllm_fields(1) == dict(tp=4, kv_cache_memory_bytes=30 * 2**30, max_model_len=64_000,
+                                         enable_prefix_caching=False, num_speculative_tokens=2)
     with pytest.raises(VllmNotModelled):   # no count: vLLM takes the drafter's own
         parse_vllm_command(f"{GLM} --speculative-config '{{\"method\": \"mtp\"}}' --kv-cache-memory-bytes 1G"
-                           ).vllm_args("H200")
+                           ).vllm_fields()
 
 
 def test_the_flag_file_holds_the_modelled_flags():

@@ -73,3 +73,15 @@ def test_sglang_side_is_the_plans_own_figures():
     assert sglang_pool_bytes(plan) == cap["token_pool_bytes"] + cap["mamba_pool_bytes"]
     assert {"tokens": "token slots", "mamba": "state slots", "requested": "max_running_requests"}[
         cap["binds_at_context"]] == side.binds
+
+
+@pytest.mark.parametrize("model,args", LAUNCHES[1:], ids=[m for m, _ in LAUNCHES[1:]])
+def test_the_null_block_holds_no_request(model, args):
+    """A pool of exactly k requests' blocks (--num-gpu-blocks-override) serves k - 1: block 0 is vLLM's
+    null block. vLLM's own Maximum concurrency line still says k."""
+    from dataclasses import replace
+
+    per = vllm_plan(load_hf_config(model), args).blocks_per_request
+    plan = vllm_plan(load_hf_config(model), replace(args, num_gpu_blocks_override=10 * per))
+    assert plan.num_blocks == 10 * per and plan.maximum_concurrency_printed == "10.00x"
+    assert vllm_side(plan, "H200", 10**9, plan.max_model_len, "t").requests_per_worker == 9

@@ -237,5 +237,8 @@ def render_compare(sides, model: str, gpu: str, tp: int, context: int) -> None:
     for line in (f"vLLM KV memory: {v.kv_bytes_source}", f"vLLM request cap: {v.request_cap_source}",
                  f"SGLang: {s.kv_bytes_source}; tokens: {s.tokens_source}",
                  f"vLLM tokens: {v.tokens_source}; requests: (num_blocks - 1 null block) // blocks per request, "
-                 f"at most max_num_seqs"):
+                 f"at most max_num_seqs",
+                 *([f"SGLang's {s.workers} attention-DP workers each hold their own requests; vLLM is one engine over "
+                    f"its TP ranks (each rank holds its share of every request's KV: for MLA a copy of the latent "
+                    f"row); vLLM's data parallel (-dp) is not modelled"] if s.workers > 1 else [])):
         con.print(escape(line), highlight=False)

@@ -6,7 +6,8 @@ vLLM's parser refuses is refused here too, with the flag named:
 
 * underscores in a flag's name are dashes (``--max_model_len`` is ``--max-model-len``), ``--flag=value``
   works, unique prefixes are the flag (argparse's ``allow_abbrev``: ``--max-model`` is
-  ``--max-model-len``; an ambiguous one is refused), the last of a repeated flag wins;
+  ``--max-model-len``, ``-t`` is ``-tp``; an ambiguous one is refused), the last of a repeated flag wins;
+  argparse's other single-dash forms (``-n5``) and the ``--`` separator are not read (not modelled);
 * ``--max-model-len`` and ``--kv-cache-memory-bytes`` take vLLM's ``human_readable_int``: ``k m g t``
   are powers of 1000 (decimals allowed, truncated as ``int(float(n) * 1000**i)``), ``K M G T`` powers
   of 1024 (no decimals); ``--max-model-len`` also takes ``auto`` / ``-1`` (vLLM fits it to the memory:
@@ -258,6 +259,14 @@ def _resolve(flag: str) -> str:
     flags = vllm_flags()
     if flag in flags:
         return flag
+    if not flag.startswith("--") and len(flag) > 1 and flag[:2] not in flags:
+        hits = sorted(o for o in flags if o.startswith(flag))
+        if len(hits) == 1:      # argparse's single-dash prefix (-t is -tp)
+            return hits[0]
+    if not flag.startswith("--") or flag == "--":
+        # argparse's other single-dash forms (-n5: -n with 5; ambiguous prefixes) and '--' (end of options)
+        raise VllmNotModelled(flag, "glm-kv reads single-dash options only as vLLM spells them (-tp, -sc, ...), "
+                                    "and no '--' separator")
     if flag.startswith("--") and len(flag) > 2:
         hits = sorted({o for o in flags if o.startswith(flag) and o.startswith("--")})
         if len(hits) == 1:

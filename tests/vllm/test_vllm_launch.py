@@ -28,7 +28,7 @@ MODELS = ("zai-org/GLM-5.3-Flash", "glm-5.3-flash", "moonshotai/Kimi-K3", "Qwen/
 
 # flag spellings -> value forms (good and bad) the random commands draw from
 VALUED = {
-    ("-tp", "--tensor-parallel-size", "--tensor_parallel_size", "--tensor-parallel"):
+    ("-tp", "--tensor-parallel-size", "--tensor_parallel_size", "--tensor-parallel", "-t"):
         ("1", "2", "8", "+4", "08", "1_6", "2.0", "x", "-1"),
     ("--kv-cache-memory-bytes", "--kv_cache_memory_bytes", "--kv-cache-mem"):
         ("60G", "60g", "64424509440", "1.5g", "4.35k", "1.5G", "30Gi", "1e9", "None", "8T", "0.7t", "12M", "12m"),

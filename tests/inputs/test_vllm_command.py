@@ -128,3 +128,9 @@ def test_the_flag_file_holds_the_modelled_flags():
     assert flags["-tp"] == ("tensor_parallel_size", None)
     assert flags["--no-enable-prefix-caching"] == ("enable_prefix_caching", 0)
     assert len(flags) > 400
+
+
+def test_single_dash_prefix_is_argparses():
+    assert parse_vllm_command(f"{GLM} -t 4").engine_args == {"tensor_parallel_size": 4}
+    with pytest.raises(VllmNotModelled):     # -n with an attached value: argparse's form, not read here
+        parse_vllm_command(f"{GLM} -n5")

@@ -138,11 +138,23 @@ def render_plan(plan, ignored: list[str]) -> None:
                              + " ".join(one_line(w, 200) for w in ignored)))
 
 
-def cmd_plan(args) -> int:
+def _sglang_plan(args):
+    """The one SGLang resolution: the profile from --profile / --sglang-args / --set, planned. ``plan``
+    and ``compare`` both call this, so compare's SGLang side is the plan ``plan`` prints."""
     from .ledgers.plan import compute_plan
 
     profile, ignored = _profile_from_args(args)
-    plan = compute_plan(profile)
+    return compute_plan(profile), ignored
+
+
+def cmd_plan(args) -> int:
+    if getattr(args, "vllm_args", None) is not None or getattr(args, "vllm_profile", None) is not None:
+        from .cli_vllm import cmd_plan_vllm
+
+        return cmd_plan_vllm(args)
+    if getattr(args, "gpu", None) is not None:
+        raise ProfileError("--gpu", "is for --vllm-args (vLLM has no GPU flag); an SGLang plan takes --set gpu=...")
+    plan, ignored = _sglang_plan(args)
     if args.json:
         d = plan.to_dict()
         if ignored:
@@ -477,6 +489,23 @@ def _jobs(text: str) -> int:
     return n
 
 
+def _positive_int(text: str) -> int:
+    """``--context``: a whole number of tokens, at least 1 (at most 2**40)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}") from None
+    if not 1 <= n <= 2**40:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 2**40, got {n}")
+    return n
+
+
+def _cmd_compare(args) -> int:
+    from .cli_vllm import cmd_compare
+
+    return cmd_compare(args, _sglang_plan)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with its usage errors on one escaped line (exit 2), like every other bad input."""
 
@@ -500,7 +529,24 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("plan", help="every ledger and the capacity for a profile")
     profile_args(sp)
     sp.add_argument("--json", action="store_true", help="print the plan-contract JSON")
+    sp.add_argument("--vllm-args", metavar="COMMAND", help="a pasted `vllm serve ...` command: vLLM 0.33.0's plan")
+    sp.add_argument("--vllm-profile", metavar="FILE", help="a YAML file: model and VllmArgs fields (gpu, tp, ...)")
+    sp.add_argument("--gpu", metavar="NAME", help="the GPU for --vllm-args (vLLM has no GPU flag; default H200)")
     sp.set_defaults(func=cmd_plan)
+
+    sp = sub.add_parser("compare", help="SGLang 0.5.23 and vLLM 0.33.0 side by side: tokens and requests that fit")
+    sp.add_argument("--sglang-args", metavar="COMMAND", help="a pasted sglang.launch_server command")
+    sp.add_argument("--vllm-args", metavar="COMMAND", help="a pasted `vllm serve ...` command (same model and TP)")
+    sp.add_argument("--vllm-profile", metavar="FILE", help="or a YAML file: model and VllmArgs fields")
+    sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override an SGLang profile field")
+    sp.add_argument("--gpu", metavar="NAME", help="the GPU of both (default H200)")
+    sp.add_argument("--context", type=_positive_int, metavar="N",
+                    help="tokens per request (default: vLLM's max_model_len)")
+    sp.add_argument("--same-kv-bytes", action="store_true",
+                    help="give vLLM the SGLang plan's token + state pool bytes per rank as --kv-cache-memory-bytes "
+                         "(also the default when the vLLM command gives none)")
+    sp.add_argument("--json", action="store_true", help="print both engines' figures as JSON")
+    sp.set_defaults(func=_cmd_compare)
 
     sp = sub.add_parser("advise", help="the SGLang flags that serve a workload on a profile")
     profile_args(sp)

@@ -46,7 +46,8 @@ def heavy_in(modules: list[str]) -> list[str]:
     ("plan", "--profile", str(LOG.with_suffix(".yaml")), "--set", "hicache_ratio=1.5", "--json"),
     ("plan", "--json", "--sglang-args", "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp 8"),
     ("verify", "--boot-log", str(LOG.with_suffix(".log")), "--profile", str(LOG.with_suffix(".yaml")), "--json"),
-], ids=["plan-article", "plan-h200", "plan-file-set", "plan-launch", "verify"])
+    ("plan", "--json", "--vllm-args", "vllm serve zai-org/GLM-5.3-Flash -tp 8 --kv-cache-memory-bytes 60G"),
+], ids=["plan-article", "plan-h200", "plan-file-set", "plan-launch", "verify", "plan-vllm"])
 def test_plan_and_verify_load_no_heavy_module(argv):
     r = loaded_modules(*argv)
     assert r["rc"] == 0 and r["out"].startswith("{"), r

@@ -1,6 +1,6 @@
 """The package's layers, enforced: every import (including those inside functions) goes down, never up.
 
-    errors, units  <  inputs  <  ledgers  <  tensors  <  book  <  cli (and __init__, __main__)
+    errors, units  <  inputs  <  ledgers  <  tensors  <  book  <  cli, cli_vllm (and __init__, __main__)
 
 A module may import its own layer and any layer below it. No cycles between modules either:
 a lazy import inside a function is still an edge.
@@ -14,7 +14,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "glm_kv"
 RANK = {"errors": 0, "units": 0, "inputs": 1, "ledgers": 2, "tensors": 3, "book": 4,
-        "cli": 5, "__init__": 5, "__main__": 5}
+        "cli": 5, "cli_vllm": 5, "__init__": 5, "__main__": 5}
 # third-party packages a layer may not touch (the ledgers are plain arithmetic: no torch)
 FORBIDDEN = {"inputs": {"torch", "numpy", "pandas"}, "ledgers": {"torch"}, "errors": {"torch"}, "units": {"torch"}}
 

@@ -33,10 +33,13 @@ class NothingToVerify(Exception):
     (sglang #40558's, say) proves nothing about the plan.
     """
 
-    def __init__(self, found: dict[str, int], why: str):
+    def __init__(self, found: dict[str, int], why: str, looked_for: dict[str, str] = LOOKED_FOR,
+                 pool_kinds: tuple[str, ...] = POOL_KINDS, server: str = "SGLang"):
+        # looked_for / pool_kinds / server: the vLLM reader's own (glm_kv/inputs/vllm_boot_log.py)
         self.found = {k: n for k, n in found.items() if n}
-        self.looked_for = [LOOKED_FOR[k] for k in POOL_KINDS]
-        got = ", ".join(f"{n} x '{LOOKED_FOR[k]}'" for k, n in self.found.items()) or "no SGLang memory line at all"
+        self.looked_for = [looked_for[k] for k in pool_kinds]
+        got = ", ".join(f"{n} x '{looked_for[k]}'" for k, n in self.found.items()) or \
+            f"no {server} memory line at all"
         super().__init__(f"nothing to verify: {why}. Looked for: " + " | ".join(f"'{x}'" for x in self.looked_for)
                          + f". Found: {got}")
 
@@ -116,12 +119,15 @@ class VerifyResult:
     notes: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok,
-                "lines": [{"log_line": r.log_line, "rank": r.rank, "quantity": r.quantity,
-                           "predicted": r.predicted,
-                           "predicted_range": list(r.predicted_range) if r.predicted_range else None,
-                           "logged": r.logged, "unit": r.unit, "ok": r.ok, "note": r.note} for r in self.rows],
+        return {"ok": self.ok, "lines": row_dicts(self.rows),
                 "inputs_from_log": self.inputs_from_log, "notes": list(self.notes)}
+
+
+def row_dicts(rows) -> list[dict]:
+    """The rows as ``--json`` prints them (shared with the vLLM verify, glm_kv/ledgers/vllm_verify.py)."""
+    return [{"log_line": r.log_line, "rank": r.rank, "quantity": r.quantity, "predicted": r.predicted,
+             "predicted_range": list(r.predicted_range) if r.predicted_range else None,
+             "logged": r.logged, "unit": r.unit, "ok": r.ok, "note": r.note} for r in rows]
 
 
 def _per_rank(lines) -> dict:

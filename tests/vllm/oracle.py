@@ -387,7 +387,8 @@ def _size(vllm_config, platform, model) -> dict:
     from vllm.v1.attention.backends.utils import (get_supported_kv_cache_layouts, record_kv_cache_layout,
                                                   resolve_kv_cache_layout)
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
-    from vllm.v1.core.kv_cache_utils import generate_scheduler_kv_cache_config, get_kv_cache_capacity
+    from vllm.v1.core.kv_cache_utils import (generate_scheduler_kv_cache_config, get_kv_cache_capacity,
+                                             update_kv_cache_capacity)
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
 
     stage = "update_block_size_for_backend"
@@ -405,10 +406,13 @@ def _size(vllm_config, platform, model) -> dict:
         vllm_config.adjust_dcp_kv_cache_interleave_size(groups)
         record_kv_cache_layout(vllm_config.cache_config, layout.name)
         avail = int(vllm_config.cache_config.kv_cache_memory_bytes)
-        configs = get_kv_cache_configs(vllm_config, [specs], [avail], groups)
-        sched = generate_scheduler_kv_cache_config(configs)
-        stage = "get_kv_cache_capacity"
-        tokens, concurrency = get_kv_cache_capacity(vllm_config, sched)
+        with _vllm_log() as log:
+            configs = get_kv_cache_configs(vllm_config, [specs], [avail], groups)
+            sched = generate_scheduler_kv_cache_config(configs)
+            stage = "get_kv_cache_capacity"
+            tokens, concurrency = get_kv_cache_capacity(vllm_config, sched)
+            # the engine core's own report (v1/engine/core.py _initialize_kv_caches): the boot-log line
+            update_kv_cache_capacity(vllm_config, sched)
     except Exception as e:  # noqa: BLE001
         raise Refused(stage, e)
     cc = vllm_config.cache_config
@@ -442,7 +446,43 @@ def _size(vllm_config, platform, model) -> dict:
         "gpu_kv_cache_size_tokens": int(tokens),
         "maximum_concurrency": float(concurrency),
         "maximum_concurrency_printed": f"{concurrency:.2f}x",
+        # what vLLM's own loggers printed while sizing, through vLLM's own formatter (not a sizing key:
+        # tests/vllm/test_vllm_verify.py feeds it to glm-kv's verify; test_glm_kv_plan.py leaves it out)
+        "vllm_log": log,
     }
+
+
+@contextlib.contextmanager
+def _vllm_log():
+    """Collect the INFO+ lines vLLM's ``vllm`` loggers emit inside the block, formatted by vLLM's own
+    NewLineFormatter with logger.py's ``_FORMAT`` / ``_DATE_FORMAT`` (the text a server prints), the process
+    named ``EngineCore`` as the engine core names itself (v1/engine/core.py:1476-1484, ``decorate_logs``).
+    The harness runs with VLLM_LOGGING_LEVEL=WARNING (``_environment``): the ``vllm`` logger is lowered to
+    INFO for the block only, and its own stream handler keeps its WARNING level, so nothing more is shown."""
+    import logging
+
+    import vllm.logger as vlog
+    from vllm.logging_utils import NewLineFormatter
+    from vllm.utils.system_utils import decorate_logs
+
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            lines.extend(self.format(record).splitlines())
+
+    decorate_logs("EngineCore")
+    handler = Collect(logging.INFO)
+    handler.setFormatter(NewLineFormatter(vlog._FORMAT, vlog._DATE_FORMAT, log_level="INFO"))
+    root = logging.getLogger("vllm")
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield lines
+    finally:
+        root.setLevel(level)
+        root.removeHandler(handler)
 
 
 def _attn_layers(vllm_config) -> dict:

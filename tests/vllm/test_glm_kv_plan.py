@@ -74,7 +74,8 @@ def compare(launch: dict, theirs: dict) -> None:
         assert (o["stage"], o["type"]) == (t["stage"], t["type"]), (launch, o, t)
         assert _words(o["message"]) == _words(t["message"]), (launch, o["message"], t["message"][:400])
         return
-    diff = differences(ours, theirs)
+    # vLLM's own log lines are not a sizing key: tests/vllm/test_vllm_verify.py checks them with glm-kv's verify
+    diff = differences(ours, {k: v for k, v in theirs.items() if k != "vllm_log"})
     assert not diff, f"{launch}: {len(diff)} difference(s):\n" + "\n".join(diff[:25])
 
 

@@ -101,9 +101,19 @@ def glued_values() -> dict:
 
 
 def table():
-    """The side-by-side table, for reading (thousands separators, model and GPU in view)."""
+    """The side-by-side table, for reading (thousands separators, model and GPU in view); the reasons are
+    ``reasons_table``'s (a sentence per row does not fit beside ten numbers at 400 px)."""
     import pandas as pd
 
     from .tables import show
 
-    return show(pd.DataFrame(rows()).set_index(["model", "GPU"]))
+    return show(pd.DataFrame(rows()).drop(columns="why").set_index(["model", "GPU"]))
+
+
+def reasons_table():
+    """The largest reason each pair differs, one sentence per model and GPU."""
+    import pandas as pd
+
+    from .tables import show
+
+    return show(pd.DataFrame(rows())[["model", "GPU", "why"]].set_index(["model", "GPU"]))

@@ -53,9 +53,10 @@ def _profile_from_args(args):
     if ignored:
         # an inert flag SGLang refuses beside this launch's other settings (startup.CONDITIONAL_REFUSALS)
         from .inputs.launch import inert_flags
+        from .inputs.resolve import resolve
         from .inputs.startup import validate_inert_flags
 
-        validate_inert_flags(profile, inert_flags(ignored))
+        validate_inert_flags(profile, inert_flags(ignored), resolve)
     return profile, ignored
 
 
@@ -396,13 +397,13 @@ def _measure_model(plan, device: str, as_json: bool) -> int:
     return 0 if not r["differences"] else 1
 
 
-def render_verify(res) -> None:
+def render_verify(res, label: str | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     con = Console(width=None if sys.stdout.isatty() else 160)
-    t = Table(title=escape(f"glm-kv verify: {res.plan.profile.label} against the boot log"))
+    t = Table(title=escape(f"glm-kv verify: {label or res.plan.profile.label} against the boot log"))
     for c in ("line", "rank", "quantity", "predicted", "logged", "unit", "verdict"):
         t.add_column(c, justify="right" if c in ("line", "predicted", "logged") else "left")
     for r in res.rows:
@@ -428,6 +429,13 @@ def cmd_verify(args) -> int:
     from .inputs.boot_log import read_boot_log
     from .ledgers.verify import NothingToVerify, verify_boot_log
 
+    if getattr(args, "vllm_args", None) is not None or getattr(args, "vllm_profile", None) is not None:
+        from .cli_vllm import cmd_verify_vllm
+
+        if args.profile or args.sglang_args or args.set:
+            raise ProfileError("--vllm-args", "a vLLM boot log is checked against a vLLM launch only: drop "
+                                              "--profile / --sglang-args / --set")
+        return cmd_verify_vllm(args, render_verify)
     log = read_boot_log(args.boot_log)
     profile, _ = _profile_from_args(args)
     try:
@@ -572,6 +580,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("verify", help="check a real SGLang 0.5.23 boot log against the plan, line by line")
     sp.add_argument("--boot-log", required=True, metavar="FILE", help="the server's log (stdout/stderr)")
     profile_args(sp)
+    sp.add_argument("--vllm-args", metavar="COMMAND", help="the `vllm serve ...` command whose vLLM 0.33.0 boot log "
+                                                           "this is (instead of an SGLang profile)")
+    sp.add_argument("--vllm-profile", metavar="FILE", help="the vLLM launch as a YAML file")
+    sp.add_argument("--gpu", help="the vLLM launch's GPU (H200 or B200; default H200)")
     sp.add_argument("--json", action="store_true", help="print {ok, lines, inputs_from_log}")
     sp.set_defaults(func=cmd_verify)
 

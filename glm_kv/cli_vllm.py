@@ -242,3 +242,38 @@ def render_compare(sides, model: str, gpu: str, tp: int, context: int) -> None:
                     f"its TP ranks (each rank holds its share of every request's KV: for MLA a copy of the latent "
                     f"row); vLLM's data parallel (-dp) is not modelled"] if s.workers > 1 else [])):
         con.print(escape(line), highlight=False)
+
+
+def cmd_verify_vllm(args, render) -> int:
+    """``glm-kv verify --boot-log FILE --vllm-args "vllm serve ..." [--gpu G] [--json]``: vLLM 0.33.0's boot lines
+    against glm-kv's vLLM plan. Exit 0 when every checked line agrees, 1 on a disagreement, 2 on bad input, 3 when
+    the log states no sizing line. Without --kv-cache-memory-bytes in the command the per-rank KV memory is read
+    off the log (``ledgers.vllm_verify``; the notes say so). ``render``: cli's ``render_verify`` (passed in: cli
+    imports this module)."""
+    from dataclasses import replace
+
+    from .inputs.hf_config import load_hf_config
+    from .inputs.vllm_boot_log import read_vllm_boot_log
+    from .ledgers.verify import NothingToVerify
+    from .ledgers.vllm_verify import verify_vllm_boot_log
+
+    launch, model, gpu = _vllm_launch(args)
+    log = read_vllm_boot_log(args.boot_log)
+    given = launch.engine_args.get("kv_cache_memory_bytes")
+    vargs = _vllm_args(launch, gpu, given or 1)   # every field the command sets, checked
+    if not given:
+        vargs = replace(vargs, kv_cache_memory_bytes=0)   # the memory is the log's (vllm_verify reads it)
+    config = load_hf_config(model)
+    try:
+        res = verify_vllm_boot_log(config, vargs, log, label=f"{config.name} on {vargs.tp} x {gpu} (vLLM 0.33.0)")
+    except NothingToVerify as e:
+        if args.json:
+            print(json.dumps({"ok": None, "nothing_to_verify": True, "looked_for": e.looked_for,
+                              "found": e.found}, indent=1))
+        print(f"glm-kv verify: {one_line(str(e), 4000)}", file=sys.stderr)
+        return REFUSED_EXIT
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=1, allow_nan=False))
+    else:
+        render(res, res.label)
+    return 0 if res.ok else 1

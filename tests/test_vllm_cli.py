@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,28 @@ def test_vllm_profile_bad_input(capsys, tmp_path, text, field):
     assert main(["plan", "--vllm-profile", str(f), "--gpu", "H200"]) == 2
     cap = capsys.readouterr()
     assert cap.out == "" and cap.err.startswith(f"glm-kv: error: {field}:") and cap.err.count("\n") == 1, cap.err
+
+
+# glm-kv verify on a vLLM boot log (issue 33 item 5): vLLM 0.33.0's own printed lines (tests/ledgers/vllm_boot_logs)
+VLOG = Path(__file__).resolve().parent / "ledgers" / "vllm_boot_logs" / "glm-5.3-flash-h200-tp8.log"
+VSERVE = "vllm serve zai-org/GLM-5.3-Flash -tp 8"
+
+
+@pytest.mark.parametrize("extra, rc", [("--kv-cache-memory-bytes 64424509440", 0),
+                                       ("--kv-cache-memory-bytes 64424509441000", 1)])
+def test_verify_vllm_boot_log_exit_codes(capsys, extra, rc):
+    assert main(["verify", "--boot-log", str(VLOG), "--vllm-args", f"{VSERVE} {extra}", "--json"]) == rc
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is (rc == 0) and any(r["quantity"].startswith("GPU KV cache size") for r in out["lines"]), out
+
+
+def test_verify_vllm_needs_memory_and_one_launch(capsys, tmp_path):
+    assert main(["verify", "--boot-log", str(VLOG), "--vllm-args", VSERVE]) == 2   # no memory line, no flag
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--kv-cache-memory-bytes" in err, err
+    assert main(["verify", "--boot-log", str(VLOG), "--vllm-args", VSERVE, "--profile", "h200-0.5.23"]) == 2
+    assert "--vllm-args" in capsys.readouterr().err
+    empty = tmp_path / "quiet.log"
+    empty.write_text("(EngineCore pid=1) INFO 12-03 16:14:35 [core.py:1] nothing about memory\n")
+    assert main(["verify", "--boot-log", str(empty), "--vllm-args",
+                 f"{VSERVE} --kv-cache-memory-bytes 64424509440"]) == 3

@@ -162,14 +162,15 @@ def _int(values: list[str]) -> int | None:
         return None
 
 
-def _track_interval_refused(p, values: list[str]) -> bool:
+def _track_interval_refused(p, values: list[str], g) -> bool:
     """model_hook runs validate_mamba_extra_buffer (mamba_hook.py) where the strategy resolves to
-    extra_buffer(_lazy): its asserts want the interval a multiple of the page and at least the draft tokens."""
-    from .resolve import resolve
-
+    extra_buffer(_lazy): its asserts want the interval a multiple of the page and at least the draft tokens.
+    ``g.resolve``: ``resolve.resolve``, passed in by the caller (resolve imports this module)."""
     n = _int(values)
-    r = resolve(p)
-    if n is None or r.mamba_strategy not in ("extra_buffer", "extra_buffer_lazy"):
+    if n is None or g.resolve is None:
+        return False
+    r = g.resolve(p)
+    if r.mamba_strategy not in ("extra_buffer", "extra_buffer_lazy"):
         return False
     return n % r.page_size != 0 or (r.draft_tokens > 0 and n < r.draft_tokens)
 
@@ -248,7 +249,7 @@ CONDITIONAL_REFUSALS: dict[str, tuple[tuple[Any, str, str], ...]] = {
          "weight cache daemon does not export the draft model's weights. Disable one of them (--weight-cache-mode "
          "off) for this configuration.", "arg_groups/model_path_hook.py"),),
     "--mamba-track-interval": (
-        (lambda p, v, g: _track_interval_refused(p, v), "",
+        (lambda p, v, g: _track_interval_refused(p, v, g), "",
          "an AssertionError without a message in arg_groups/mamba_hook.py validate_mamba_extra_buffer: with the "
          "extra_buffer strategy the interval must be a multiple of the page size and at least the draft tokens"),),
     "--hicache-host-memory-mode": (
@@ -283,15 +284,17 @@ CONDITIONALLY_UNSIZED: dict[str, tuple[Any, str]] = {
 }
 
 
-def validate_inert_flags(p, given: dict[str, list[str]]) -> None:
+def validate_inert_flags(p, given: dict[str, list[str]], resolve=None) -> None:
     """SGLang's start-up refusals of inert flags (``given``: canonical flag -> its values, from
     ``launch.inert_flags``) where the launch's other settings (``p``, the profile the command resolved to)
-    say so; a flag inert everywhere has no entry. The article's layout is not checked here."""
+    say so; a flag inert everywhere has no entry. The article's layout is not checked here. ``resolve``:
+    ``inputs.resolve.resolve``, for the checks that read SGLang's resolved strategy and page (without it they
+    are skipped)."""
     if not rules_for(p).startup_refusals:
         return
     from .gpus import resolve_gpu
 
-    launch = SimpleNamespace(sm=resolve_gpu(p).sm, given=given)
+    launch = SimpleNamespace(sm=resolve_gpu(p).sm, given=given, resolve=resolve)
     for flag, checks in CONDITIONAL_REFUSALS.items():
         if flag not in given:
             continue

@@ -89,11 +89,12 @@ def glm_kv_refusal(launch: dict, pre: int, w: int, argv: list[str]) -> str | Non
     from glm_kv.errors import ProfileError
     from glm_kv.inputs.launch import inert_flags
     from glm_kv.inputs.profile import make_profile
+    from glm_kv.inputs.resolve import resolve
     from glm_kv.inputs.startup import validate_inert_flags
 
     p = make_profile({"sglang_layout": "0.5.23", **launch, "pre_model_load_bytes": pre, "weights_bytes": w})
     try:
-        validate_inert_flags(p, inert_flags(_items(argv)))
+        validate_inert_flags(p, inert_flags(_items(argv)), resolve)
     except ProfileError as e:
         return e.rule
     return None

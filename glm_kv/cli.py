@@ -235,6 +235,28 @@ def cmd_profiles(args) -> int:
     return 0
 
 
+def cmd_models(args) -> int:
+    """Every architecture glm-kv plans (its configs and their source), and SGLang 0.5.23's hybrids it does not."""
+    from .inputs.catalog import catalog
+
+    cat = catalog()
+    if args.json:
+        print(json.dumps(cat, indent=2))
+        return 0
+    print(f"planned (SGLang {cat['sglang_version']} layout):")
+    for r in cat["planned"]:
+        print(f"  {r['architecture'] or '(any architecture)'}  [{', '.join(r['model_types'])}]  {r['layers']}")
+        for c in r["configs"]:
+            print(f"      {c['model']:34s} {', '.join(c['files'])}")
+            print(f"      {'':34s} from {c['source']}")
+        if not r["configs"]:
+            print("      no vendored config: a config.json of this model_type is read")
+    print("not planned (SGLang serves them):")
+    for r in cat["not_planned"]:
+        print(f"  {r['sglang']}  [{r['model_types']}]  {r['reason']}: {r['detail']}")
+    return 0
+
+
 def _sizes_text(sizes: dict) -> str:
     """An allocation's sizes as words (tokens 256, mamba slots 1, ...), never a Python dict."""
     return ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sizes.items())
@@ -566,6 +588,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("profiles", help="list the shipped profiles")
     sp.set_defaults(func=cmd_profiles)
+
+    sp = sub.add_parser("models", help="list the architectures glm-kv plans (configs, sources) and those it does not")
+    sp.add_argument("--json", action="store_true", help="print {sglang_version, planned, not_planned}")
+    sp.set_defaults(func=cmd_models)
 
     sp = sub.add_parser("measure", help="allocate SGLang-shaped tensors and compare with the ledgers")
     profile_args(sp)

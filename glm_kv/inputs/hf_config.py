@@ -51,7 +51,33 @@ SHIPPED: dict[str, tuple[str, str]] = {
                                        "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8"),
     "deepseek-v3.2": ("deepseek-ai--DeepSeek-V3.2", "deepseek-ai/DeepSeek-V3.2"),
     "glm-5.1": ("zai-org--GLM-5.1", "zai-org/GLM-5.1"),
+    # issue 32: real configs of architectures SGLang 0.5.23 serves in the families above
+    "qwen3-next-80b-a3b-thinking": ("Qwen--Qwen3-Next-80B-A3B-Thinking", "Qwen/Qwen3-Next-80B-A3B-Thinking"),
+    "qwen3.5-27b": ("Qwen--Qwen3.5-27B", "Qwen/Qwen3.5-27B"),
+    "nemotron-h-56b-base-8k": ("nvidia--Nemotron-H-56B-Base-8K", "nvidia/Nemotron-H-56B-Base-8K"),
+    "nemotron-3-nano-30b-a3b-bf16": ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+                                     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"),
+    "nemotron-3-ultra-550b-a55b-bf16": ("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
+                                        "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16"),
 }
+# provenance files of the vendored configs: SOURCE.json (the aiconfigurator-core 0.12.0 wheel) and
+# SOURCE_GITHUB.json (files of a public GitHub repository at a stated commit, not in that wheel)
+PROVENANCE_FILES = ("SOURCE.json", "SOURCE_GITHUB.json")
+
+
+@lru_cache(maxsize=1)
+def vendored_sources() -> dict[str, str]:
+    """Vendored file name -> where it came from, in words, read from the provenance files."""
+    out: dict[str, str] = {}
+    for fname in PROVENANCE_FILES:
+        doc = json.loads((MODELS_DIR / fname).read_text())
+        for name, meta in doc["files"].items():
+            if "path_in_wheel" in meta:
+                # the path under the package folder (the label plans have always carried)
+                out[name] = f"{doc['package']} {doc['version']} wheel, {meta['path_in_wheel'].split('/', 1)[1]}"
+            else:
+                out[name] = f"github.com/{doc['repository']} {meta['path']} at commit {meta['commit']}"
+    return out
 
 
 @dataclass(frozen=True)
@@ -165,8 +191,7 @@ def load_hf_config(model: str) -> HfConfig:
         return hf_config_from_dict(cfg, name, "shipped with glm_kv (glm_kv/inputs/data/glm-5.3-flash.json)")
     if name is not None:
         path = MODELS_DIR / f"{SHIPPED[name][0]}_config.json"
-        return hf_config_from_dict(_read_json_file(path, "model"), name,
-                                   f"aiconfigurator-core 0.12.0 wheel, model_configs/{path.name}",
+        return hf_config_from_dict(_read_json_file(path, "model"), name, vendored_sources()[path.name],
                                    quant=_quant_beside(path, "model"))
     _check_path_text(model, "model")
     path = Path(model)
@@ -229,6 +254,31 @@ def config_int(text: dict, key: str, where: str, default: int | None = None, lo:
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 1 << 24:
         raise ProfileError(f"{where}.{key}", f"must be an integer between {lo} and {1 << 24:,}, got {shown(v)}")
     return v
+
+
+# NemotronHConfig (SGLang 0.5.23 configs/nemotron_h.py): layers_block_type's names and the one-letter
+# hybrid_override_pattern they stand for (M Mamba-2, * attention, - MLP, E MoE)
+NEMOTRON_BLOCK_LETTERS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def nemotron_pattern(text: dict, where: str) -> str:
+    """A Nemotron-H config's layers as the one-letter pattern, read as ``NemotronHConfig`` does: the
+    canonical ``layers_block_type`` list when given (Nemotron-3 Ultra, 3.5 Lightning: no
+    ``num_hidden_layers``), else the legacy ``hybrid_override_pattern`` string. Here, in the inputs,
+    so the ledgers and the tensors read the layers with one rule."""
+    blocks = text.get("layers_block_type")
+    if blocks is not None:
+        if (not isinstance(blocks, list) or not blocks or len(blocks) > 4096
+                or not all(isinstance(b, str) and b in NEMOTRON_BLOCK_LETTERS for b in blocks)):
+            raise ProfileError(f"{where}.layers_block_type",
+                               f"must be a list of {', '.join(NEMOTRON_BLOCK_LETTERS)} (at most 4,096), "
+                               f"got {shown(blocks)}")
+        return "".join(NEMOTRON_BLOCK_LETTERS[b] for b in blocks)
+    pattern = text.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or not pattern or len(pattern) > 4096 or set(pattern) - set("M*E-"):
+        raise ProfileError(f"{where}.hybrid_override_pattern",
+                           f"must be a string of M, *, E and - (Mamba-2, attention, MoE, MLP), got {shown(pattern)}")
+    return pattern
 
 
 def config_where(cfg: HfConfig) -> str:

@@ -8,8 +8,9 @@ Which layer holds what (SGLang 0.5.23, ``configs/``):
   indexer when the architecture is DSA and the config has ``index_topk``).
 * Gated DeltaNet (``Qwen3NextConfig`` and the Qwen3.5 classes): full attention every
   ``full_attention_interval``-th layer (``layers_block_type``), GQA there, GDN elsewhere.
-* Mamba-2 (``NemotronHConfig``): ``hybrid_override_pattern`` "M" = Mamba-2, "*" = attention
-  (GQA), "E"/"-" (MoE/MLP) hold no cache.
+* Mamba-2 (``NemotronHConfig``): ``layers_block_type`` ("mamba", "attention", "moe", "mlp"), else
+  the legacy ``hybrid_override_pattern`` "M" = Mamba-2, "*" = attention (GQA), "E"/"-" (MoE/MLP)
+  hold no cache (``inputs.hf_config.nemotron_pattern``).
 * DSA models (DeepSeek-V3.2, GLM-5.1: ``is_deepseek_dsa``): every layer MLA + indexer K, except
   layers whose ``indexer_types`` entry is "shared" (``dsa_layer_skips_topk``: 0-row index K).
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ProfileError, shown
-from ..inputs.hf_config import HfConfig, config_where, config_int as _int
+from ..inputs.hf_config import HfConfig, config_where, config_int as _int, nemotron_pattern
 from ..inputs.model import LINEAR_LAYER_TYPES
 from ..inputs.rules import SglangRules
 from ..units import DTYPE_BYTES
@@ -207,10 +208,7 @@ def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLay
         for i in range(n):
             layers.append((i, (gqa,) if (i + 1) % interval == 0 else (gdn,)))
     elif fam == "gqa+mamba2":
-        pattern = t.get("hybrid_override_pattern")
-        if not isinstance(pattern, str) or not pattern or set(pattern) - set("M*E-"):
-            raise ProfileError(f"{where}.hybrid_override_pattern",
-                               f"must be a string of M, *, E and - (Mamba-2, attention, MoE, MLP), got {shown(pattern)}")
+        pattern = nemotron_pattern(t, where)   # layers_block_type, else hybrid_override_pattern
         n = len(pattern)
         heads, hdim = _int(t, "mamba_num_heads", where), _int(t, "mamba_head_dim", where)
         m2 = Mamba2State(intermediate_size=heads * hdim,

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ProfileError
-from ..inputs.hf_config import HfConfig
+from ..inputs.hf_config import HfConfig, config_where, nemotron_pattern
 from ..inputs.weights import BYTES_PER_PARAM, quantization_of
 from .layers import DsaIndexerK, GatedDeltaNetState, GqaKv, KdaState, Mamba2State, MlaKv, SlidingWindowKv
 from .model_layers import ModelLayers
@@ -156,17 +156,19 @@ def _mlp_counts(cfg: HfConfig, layers: ModelLayers, q: str) -> tuple[WeightCount
     # Kimi-K3's compressed-tensors ignore list keeps shared experts and dense MLPs in bf16
     ct_ignored = q == "mxfp4"
     if fam == "gqa+mamba2":   # Nemotron-H: 'E' MoE, '-' MLP (relu2: up + down), per hybrid_override_pattern
-        pattern = t["hybrid_override_pattern"]
+        pattern = nemotron_pattern(t, config_where(cfg))
         n_moe, n_mlp = pattern.count("E"), pattern.count("-")
-        inter = t["moe_intermediate_size"]
-        latent = _g(t, "moe_latent_size", None)
-        d = latent or h
-        routed = t["n_routed_experts"] * 2 * d * inter
-        shared = _g(t, "n_shared_experts", 1) * 2 * h * _g(t, "moe_shared_expert_intermediate_size", inter)
-        lat = 2 * h * latent if latent else 0
-        quant += WeightCounts(over_tp=n_moe * (routed + shared) + n_mlp * 2 * h * t["intermediate_size"],
-                              replicated=n_moe * lat)
-        kept += WeightCounts(replicated=n_moe * t["n_routed_experts"] * h)
+        if n_moe:   # a dense Nemotron-H (56B: M and - only) has no expert fields
+            inter = t["moe_intermediate_size"]
+            latent = _g(t, "moe_latent_size", None)
+            d = latent or h
+            routed = t["n_routed_experts"] * 2 * d * inter
+            shared = _g(t, "n_shared_experts", 1) * 2 * h * _g(t, "moe_shared_expert_intermediate_size", inter)
+            lat = 2 * h * latent if latent else 0
+            quant += WeightCounts(over_tp=n_moe * (routed + shared), replicated=n_moe * lat)
+            kept += WeightCounts(replicated=n_moe * t["n_routed_experts"] * h)
+        if n_mlp:
+            quant += WeightCounts(over_tp=n_mlp * 2 * h * t["intermediate_size"])
         return quant, kept
     if fam == "gqa+gdn":      # Qwen3.5 MoE: every layer MoE unless in mlp_only_layers
         n = layers.num_hidden_layers

@@ -56,7 +56,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
 
-from ..inputs.hf_config import HfConfig
+from ..inputs.hf_config import HfConfig, config_where, nemotron_pattern
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1, "fp8_e4m3": 1}
 DEFAULT_BLOCK_SIZE = 16                      # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
@@ -421,7 +421,7 @@ def _model_of(cfg: HfConfig) -> _Model:
         return _Model("Qwen3_5MoeForConditionalGeneration", int(t["max_position_embeddings"]), False,
                       tuple(layers), "gdn", False, "bfloat16")
     if mt == "nemotron_h":
-        pat = t["hybrid_override_pattern"]
+        pat = nemotron_pattern(t, config_where(cfg))
         layers = []
         for i, c in enumerate(pat):
             if c == "M":

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import torch
 
-from ..inputs.hf_config import HfConfig, config_where, config_int as _int  # the config's integer rule
+from ..inputs.hf_config import HfConfig, config_where, config_int as _int, nemotron_pattern  # the config rules
 from .memory_pool import mla_kv_cache_dim
 
 TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}
@@ -57,7 +57,7 @@ def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
         n, every = t["num_hidden_layers"], t.get("full_attention_interval", 4)
         state = [i for i in range(n) if (i + 1) % every]
     elif cfg.family == "gqa+mamba2":
-        pattern = t["hybrid_override_pattern"]
+        pattern = nemotron_pattern(t, config_where(cfg))
         return [i for i, c in enumerate(pattern) if c == "*"], [i for i, c in enumerate(pattern) if c == "M"]
     else:
         n, state = t["num_hidden_layers"], []

@@ -216,7 +216,9 @@ def test_book_for_another_model_is_refused_by_name(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("model", ["glm-5.3-flash", "kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8",
-                                   "deepseek-v3.2", "glm-5.1"])
+                                   "deepseek-v3.2", "glm-5.1", "qwen3-next-80b-a3b-thinking", "qwen3.5-27b",
+                                   "nemotron-h-56b-base-8k", "nemotron-3-nano-30b-a3b-bf16",
+                                   "nemotron-3-ultra-550b-a55b-bf16"])
 def test_launch_command_and_yaml_give_the_same_plan(tmp_path, capsys, model):
     """Issue 31's done-when, one half: a pasted `--model-path <config dir> --tp N ...` and the equivalent YAML
     resolve to the same plan, capacity from GPU memory included (the other half, equal to SGLang's classes key

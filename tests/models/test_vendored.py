@@ -10,20 +10,21 @@ from pathlib import Path
 import pytest
 
 from glm_kv.errors import ProfileError
-from glm_kv.inputs.hf_config import MODELS_DIR, SHIPPED, SUPPORTED_MODEL_TYPES, load_hf_config
+from glm_kv.inputs.hf_config import MODELS_DIR, PROVENANCE_FILES, SHIPPED, SUPPORTED_MODEL_TYPES, load_hf_config
 
 SOURCE = MODELS_DIR / "SOURCE.json"
 
 
 def mismatches(folder: Path) -> list[str]:
-    """Files whose bytes differ from SOURCE.json's sha256 (or that are missing / not listed)."""
-    src = json.loads((folder / "SOURCE.json").read_text())
-    bad = []
-    for name, meta in src["files"].items():
-        p = folder / name
-        if not p.is_file() or hashlib.sha256(p.read_bytes()).hexdigest() != meta["sha256"]:
-            bad.append(name)
-    listed = set(src["files"]) | {"SOURCE.json"}
+    """Files whose bytes differ from their provenance file's sha256 (SOURCE.json, SOURCE_GITHUB.json),
+    or that are missing, listed twice, or not listed."""
+    bad, listed = [], set(PROVENANCE_FILES)
+    for fname in PROVENANCE_FILES:
+        for name, meta in json.loads((folder / fname).read_text())["files"].items():
+            p = folder / name
+            if name in listed or not p.is_file() or hashlib.sha256(p.read_bytes()).hexdigest() != meta["sha256"]:
+                bad.append(name)
+            listed.add(name)
     bad += sorted(p.name for p in folder.glob("*.json") if p.name not in listed)
     return bad
 
@@ -37,6 +38,27 @@ def test_vendored_files_match_their_source():
     assert mismatches(MODELS_DIR) == []
     assert "Apache License" in (MODELS_DIR / "LICENSE").read_text()
     assert "aiconfigurator-core 0.12.0" in (MODELS_DIR / "NOTICE").read_text()
+
+
+def test_github_vendored_files_name_their_commit():
+    """SOURCE_GITHUB.json (issue 32): files of a public repository, each at a stated commit, Apache-2.0."""
+    src = json.loads((MODELS_DIR / "SOURCE_GITHUB.json").read_text())
+    assert src["repository"] == "ai-dynamo/aiconfigurator" and src["license"] == "Apache-2.0"
+    for name, meta in src["files"].items():
+        assert meta["path"] == f"src/aiconfigurator/model_configs/{name}" and len(meta["commit"]) == 40
+    assert "SOURCE_GITHUB.json" in (MODELS_DIR / "NOTICE").read_text()
+
+
+def test_a_file_listed_in_both_provenance_files_is_caught(tmp_path):
+    """Planted error: a wheel file claimed by the GitHub provenance file too fails the source check."""
+    folder = tmp_path / "models"
+    shutil.copytree(MODELS_DIR, folder)
+    gh = json.loads((folder / "SOURCE_GITHUB.json").read_text())
+    wheel = json.loads((folder / "SOURCE.json").read_text())
+    gh["files"]["zai-org--GLM-5.1_config.json"] = {**wheel["files"]["zai-org--GLM-5.1_config.json"],
+                                                    "path": "x", "commit": "0" * 40}
+    (folder / "SOURCE_GITHUB.json").write_text(json.dumps(gh))
+    assert mismatches(folder) == ["zai-org--GLM-5.1_config.json"]
 
 
 def test_an_edited_vendored_file_is_caught(tmp_path):

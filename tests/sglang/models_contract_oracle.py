@@ -226,17 +226,21 @@ def _measure(configurator, v, mc, hybrid: bool, dsa: bool, n_reqs: int) -> dict:
     rows = []
     try:
         for slots, pages in ((1, 2), (2, 4)):
-            k = configurator()
+            # on meta (W12): every figure below is a shape, a dtype or numel x element_size, which meta
+            # tensors carry unallocated; on the CPU one Nemotron-H-56B TP 1 state slot is 0.9 GB of zeros
+            k = configurator("meta")
             if hybrid:
                 get_context().override("glm-kv contract oracle: small pools (W6)", max_mamba_cache_size=slots)
-            req = k._build_req_to_token_pool(max_num_reqs=2)
+            with meta_device_module():
+                req = k._build_req_to_token_pool(max_num_reqs=2)
             tokens = pages * max(page, 64)
             sizes = _PoolSizes(max_total_num_tokens=tokens, max_running_requests=2, full_max_total_num_tokens=None,
                                swa_max_total_num_tokens=None, c4_max_total_num_tokens=0, c128_max_total_num_tokens=0,
                                c4_state_pool_size=0, c128_state_pool_size=0, c4_state_dtype=None, c128_state_dtype=None)
             try:
-                kv = k._build_token_to_kv_pool(sizes=sizes, is_dsa_model=dsa, is_dsv4_model=False,
-                                               req_to_token_pool=req)
+                with meta_device_module():
+                    kv = k._build_token_to_kv_pool(sizes=sizes, is_dsa_model=dsa, is_dsv4_model=False,
+                                                   req_to_token_pool=req)
             except Exception as e:  # noqa: BLE001
                 raise SGLangRefused("pool_build", e)
             full = getattr(kv, "full_kv_pool", kv)

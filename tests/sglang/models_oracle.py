@@ -26,7 +26,12 @@ ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "glm_kv" / "inputs" / "models"
 STEMS = {"kimi-k3": "moonshotai--Kimi-K3", "qwen3.5-35b-a3b": "Qwen--Qwen3.5-35B-A3B",
          "nemotron-3-super-120b-a12b-fp8": "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8",
-         "deepseek-v3.2": "deepseek-ai--DeepSeek-V3.2", "glm-5.1": "zai-org--GLM-5.1"}
+         "deepseek-v3.2": "deepseek-ai--DeepSeek-V3.2", "glm-5.1": "zai-org--GLM-5.1",
+         # issue 32: the real configs added in families glm-kv already sizes
+         "qwen3-next-80b-a3b-thinking": "Qwen--Qwen3-Next-80B-A3B-Thinking", "qwen3.5-27b": "Qwen--Qwen3.5-27B",
+         "nemotron-h-56b-base-8k": "nvidia--Nemotron-H-56B-Base-8K",
+         "nemotron-3-nano-30b-a3b-bf16": "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+         "nemotron-3-ultra-550b-a55b-bf16": "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16"}
 _PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "dsa_prefill_backend", "dsa_decode_backend", "page_size",
          "mamba_ssm_dtype", "disable_radix_cache", "disable_overlap_schedule", "max_running_requests",
          "max_total_tokens", "max_mamba_cache_size", "mamba_full_memory_ratio", "context_length",

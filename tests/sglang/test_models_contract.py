@@ -58,11 +58,18 @@ from tests.pytest_glm_kv import run_seed
 
 GiB, MiB = 1 << 30, 1 << 20
 MODELS = ["kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deepseek-v3.2", "glm-5.1", "glm-5.3-flash"]
+# issue 32: real configs of other architectures SGLang 0.5.23 serves in the families above (Qwen3-Next and
+# dense Qwen3.5: GQA + Gated DeltaNet; Nemotron-H dense, Nemotron-3 Nano, Nemotron-3 Ultra's layers_block_type:
+# GQA + Mamba-2); fewer launches each (the families' rules are drawn above already), every seed a new draw
+MODELS_ADDED = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-h-56b-base-8k", "nemotron-3-nano-30b-a3b-bf16",
+                "nemotron-3-ultra-550b-a55b-bf16"]
 # (state layers, DSA indexer, compress tail): facts of the shipped configs, read by neither side here
 FACTS = {"kimi-k3": (True, False, False), "qwen3.5-35b-a3b": (True, False, False),
          "nemotron-3-super-120b-a12b-fp8": (True, False, False), "deepseek-v3.2": (False, True, False),
-         "glm-5.1": (False, True, False), "glm-5.3-flash": (True, True, True)}
+         "glm-5.1": (False, True, False), "glm-5.3-flash": (True, True, True),
+         **{name: (True, False, False) for name in MODELS_ADDED}}
 LAUNCHES_PER_MODEL = 4
+LAUNCHES_PER_ADDED_MODEL = 3
 GPUS = {"H200": 143771 * MiB, "B200": 183359 * MiB}   # cpu_workarounds.GPU_FACTS, the suite's own table
 
 ENGINE_ONLY: dict[str, str] = {
@@ -259,11 +266,12 @@ def planted(monkeypatch, name: str, launch: dict, plant) -> list[str]:
     return check(name, launch, sg)[0]
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", MODELS + MODELS_ADDED)
 def test_random_launches_agree_key_for_key(sglang_ready, name):
     seed = run_seed()
     failures, summary, t0 = [], [], time.time()
-    for i, launch in enumerate(launches(name, seed)):
+    n = LAUNCHES_PER_ADDED_MODEL if name in MODELS_ADDED else LAUNCHES_PER_MODEL
+    for i, launch in enumerate(launches(name, seed, n)):
         problems, sg = check(name, launch)
         summary.append("refused" if "errors" in sg else f"{len(problems)} problems")
         if problems:
@@ -364,6 +372,18 @@ def test_a_planted_acceptance_is_caught(sglang_ready, monkeypatch):
     problems = planted(monkeypatch, "deepseek-v3.2", {**PLANT, "weights_bytes": 140 * GiB},
                        lambda mp: mp.setattr(plan_module, "_available", lenient))
     assert problems and problems[0].startswith("errors: SGLang refuses"), problems
+
+
+def test_a_planted_legacy_only_nemotron_reading_is_caught(sglang_ready, monkeypatch):
+    """Planted (issue 32): glm-kv reads hybrid_override_pattern only, as before; Nemotron-3 Ultra's config has
+    layers_block_type alone, so glm-kv refuses it where SGLang's NemotronHConfig starts."""
+    import glm_kv.ledgers.model_layers as model_layers
+
+    real = model_layers.nemotron_pattern
+    problems = planted(monkeypatch, "nemotron-3-ultra-550b-a55b-bf16", PLANT, lambda mp: mp.setattr(
+        model_layers, "nemotron_pattern",
+        lambda t, where: real({k: v for k, v in t.items() if k != "layers_block_type"}, where)))
+    assert problems and problems[0].startswith("errors: glm-kv refuses (model.hybrid_override_pattern"), problems
 
 
 def test_key_sets_are_compared_both_ways():

@@ -42,6 +42,9 @@ ALL_MODULES += [
 ]
 # issue 31: ledgers.model_plan folded into the one plan; ledgers.model_weights (any model's weight estimate)
 ALL_MODULES += ["ledgers.model_weights", "inputs.startup", "ledgers.vllm"]
+# issue 33: vLLM's launch command, profile file and boot log, the verify and the comparison; issue 32: the catalog
+ALL_MODULES += ["inputs.vllm_launch", "inputs.vllm_profile", "inputs.vllm_boot_log", "ledgers.vllm_verify",
+                "ledgers.compare", "inputs.catalog"]
 KILLED = {1, 3, 37}          # a test failed (3: pytest internal error), or the type checker
 SURVIVED = {0}
 NO_TESTS = {5, 33}
@@ -51,9 +54,8 @@ TIMEOUT = {24, -24, 36, 152, 255}
 def _module(name: str) -> str:
     name = name.removeprefix("glm_kv.").removesuffix(".py").replace("/", ".")
     if "." not in name:
-        name = ("inputs." if name in {"resolve", "profile", "model", "launch", "workload_spec",
-                                      "boot_log", "gpus", "draft", "weights", "startup",
-                                      "hf_config", "rules"} else "ledgers.") + name
+        inputs = {m.split(".", 1)[1] for m in ALL_MODULES if m.startswith("inputs.")}   # one list of modules
+        name = ("inputs." if name in inputs else "ledgers.") + name
     return name
 
 

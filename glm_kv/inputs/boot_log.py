@@ -157,19 +157,29 @@ def parse_boot_log(text: str, source: str = "<log>") -> BootLog:
                                                                for k in PATTERNS})
 
 
-def read_boot_log(path: str) -> BootLog:
-    """A log file from disk; unreadable or unrecognisable input is a ProfileError (exit 2)."""
+def read_log_text(path: str, refuse_binary: bool = False) -> str:
+    """A server log's text from disk (SGLang's or vLLM's): missing, unreadable, oversized, empty (and with
+    ``refuse_binary``, NUL bytes in its first 64 KiB) is a one-line ProfileError on --boot-log (exit 2)."""
     p = Path(path)
     try:
         if p.stat().st_size > LOG_MAX_BYTES:
             raise ProfileError("--boot-log", f"{path!r} is larger than {LOG_MAX_BYTES >> 20} MiB")
-        text = p.read_bytes().decode("utf-8", errors="replace")
+        data = p.read_bytes()
     except FileNotFoundError:
         raise ProfileError("--boot-log", f"{path!r} does not exist") from None
     except (OSError, IsADirectoryError) as e:
         raise ProfileError("--boot-log", f"{path!r} is unreadable ({e.__class__.__name__})") from None
+    if refuse_binary and b"\x00" in data[:1 << 16]:
+        raise ProfileError("--boot-log", f"{path!r} is binary, not a server log")
+    text = data.decode("utf-8", errors="replace")
     if not text.strip():
         raise ProfileError("--boot-log", f"{path!r} is empty")
+    return text
+
+
+def read_boot_log(path: str) -> BootLog:
+    """A log file from disk; unreadable or unrecognisable input is a ProfileError (exit 2)."""
+    text = read_log_text(path)
     # A log without any recognised line is not bad input: ``verify`` answers "nothing to verify"
     # (exit 3) and lists the lines it looked for (``LOOKED_FOR``).
     return parse_boot_log(text, path)

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ..errors import ProfileError
-from .boot_log import LOG_MAX_BYTES
+from .boot_log import LOG_MAX_BYTES, read_log_text  # noqa: F401 - LOG_MAX_BYTES: the same cap, re-exported
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # "(EngineCore_DP0 pid=123) INFO 12-03 15:56:11 [kv_cache_utils.py:1147] msg"; older builds: no process
@@ -178,19 +176,6 @@ def parse_vllm_boot_log(text: str, source: str = "<log>") -> VllmBootLog:
 
 def read_vllm_boot_log(path: str) -> VllmBootLog:
     """A log file from disk; unreadable, binary or oversized input is a ProfileError (exit 2)."""
-    p = Path(path)
-    try:
-        if p.stat().st_size > LOG_MAX_BYTES:
-            raise ProfileError("--boot-log", f"{path!r} is larger than {LOG_MAX_BYTES >> 20} MiB")
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise ProfileError("--boot-log", f"{path!r} does not exist") from None
-    except (OSError, IsADirectoryError) as e:
-        raise ProfileError("--boot-log", f"{path!r} is unreadable ({e.__class__.__name__})") from None
-    if b"\x00" in data[:1 << 16]:
-        raise ProfileError("--boot-log", f"{path!r} is binary, not a server log")
-    text = data.decode("utf-8", errors="replace")
-    if not text.strip():
-        raise ProfileError("--boot-log", f"{path!r} is empty")
+    text = read_log_text(path, refuse_binary=True)
     # A log without any recognised line is not bad input: ``verify`` answers "nothing to verify" (exit 3).
     return parse_vllm_boot_log(text, path)

@@ -65,6 +65,54 @@ def test_a_fixture_that_leaves_a_socket_open_fails_the_run(tmp_path):
     assert closed.returncode == 0, (closed.stdout + closed.stderr)[-2000:]
 
 
+MODULE_LEAK = '''
+import socket
+import pytest
+
+CLOSE = {close}
+
+
+class Holder:
+    """A socket kept in a reference cycle: only the cyclic collector frees it."""
+
+
+@pytest.fixture(scope="module")
+def a_socket():
+    h = Holder()
+    h.me, h.s = h, socket.socket()
+    yield h.s
+    if CLOSE:
+        h.s.close()
+    del h
+
+
+def test_uses_a_module_socket(a_socket):
+    assert a_socket.fileno() >= 0
+
+
+def test_uses_it_again(a_socket):
+    assert a_socket.fileno() >= 0
+'''
+
+
+def test_a_module_fixture_leak_in_a_cycle_still_fails_the_run(tmp_path):
+    """The collector freezes what each test leaves alive (pytest_glm_kv.collect_garbage); a module's
+    fixture finalised after its last test must still be collected, and warn, before the run ends."""
+    (tmp_path / "test_later.py").write_text("def test_later():\n    assert True\n")
+    for close in (False, True):
+        (tmp_path / "test_inner.py").write_text(MODULE_LEAK.format(close=close))
+        cmd = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
+               "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", "-q",
+               str(tmp_path / "test_inner.py"), str(tmp_path / "test_later.py")]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120, env=env)
+        out = run.stdout + run.stderr
+        if close:
+            assert run.returncode == 0, out[-2000:]
+        else:
+            assert run.returncode != 0 and "ResourceWarning" in out, f"a frozen leak went unseen:\n{out[-2000:]}"
+
+
 SEEDED = '''
 import ast
 import os

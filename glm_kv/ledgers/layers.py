@@ -235,9 +235,21 @@ class GatedDeltaNetState(Mamba2State):
     kind = "gdn_state"
 
 
-LayerSpec = Union[MlaKv, DsaIndexerK, GqaKv, SlidingWindowKv, KdaState, Mamba2State, GatedDeltaNetState]
+@dataclass(frozen=True)
+class JetBlockState(Mamba2State):
+    """Jet-Nemotron's JetBlock (dynamic-convolution linear attention, issue 32): SGLang 0.5.23 sizes it
+    with ``Mamba2StateShape.create`` (``JetNemotronConfig.mamba2_cache_params``) from
+    ``efficient_attention_config["jet"]``: heads = n_groups = num_heads, head_dim = int(head_k_dim x
+    expand_v) (the v dim), state = head_k_dim, intermediate = heads x v dim, conv kernel = conv_size;
+    split over attention TP. Its own kind: the shapes are Mamba-2's, the layer is not."""
+
+    kind = "jet_state"
+
+
+LayerSpec = Union[MlaKv, DsaIndexerK, GqaKv, SlidingWindowKv, KdaState, Mamba2State, GatedDeltaNetState,
+                  JetBlockState]
 TOKEN_KINDS = (MlaKv, DsaIndexerK, GqaKv, SlidingWindowKv)
-STATE_KINDS = (KdaState, Mamba2State, GatedDeltaNetState)
+STATE_KINDS = (KdaState, Mamba2State, GatedDeltaNetState, JetBlockState)
 
 
 def dtype_bytes(name: str) -> int:

@@ -47,7 +47,8 @@ NOT_PLANNED: tuple[tuple[str, str, str, str], ...] = (
     ("MambaConfig / FalconMambaConfig", "mamba, falcon_mamba", NO_CONFIG,
      "Mamba-1 state layers only (the layer kind is modelled: Mamba1State, checked against "
      "Mamba2StateShape.create_full_rank; a model without attention layers has no token pool, not sized yet); "
-     "transformers' defaults are not a published model's dimensions"),
+     "no published config.json is shipped by a package here (transformers' MambaConfig defaults, hidden 768 x 32 "
+     "layers, are not documented as any checkpoint's dimensions: its docstring names state-spaces/mamba-2.8b)"),
     ("Mamba2Config", "mamba2", NO_CONFIG,
      "Mamba-2 state layers only (Mamba2State is modelled; a model without attention layers has no token pool, "
      "not sized yet); no published config.json is shipped by a package here"),

@@ -1,5 +1,10 @@
 """The "Other hybrid models" page: GLM-5.3-Flash and its hybrid cousins, ledgers side by side.
 
+Every shipped config is on the page (``PAGE_MODELS``: the one list ``glm-kv models`` plans), each at the
+largest TP up to 8 that SGLang starts it with (``page_tp``: Jet-Nemotron-2B's 12 JetBlock heads refuse
+TP 8), and the families are compared by what their pools hold: what grows with tokens, what with
+requests, and what HiCache copies to the host (``family_rows``, from plans with HiCache on).
+
 Why a module: the page types no number. Every figure comes from the one plan
 (``glm_kv.ledgers.plan.load_plan``), which sums the layer specs of each shipped config, GLM-5.3-Flash's
 among them. The pools are sized from
@@ -9,11 +14,16 @@ budget instead of guessing it.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
+from ..errors import ProfileError
+from ..inputs.catalog import FAMILY_LAYERS
 from ..inputs.hf_config import SHIPPED, load_hf_config
 from ..inputs.profile import make_profile
 from ..ledgers.plan import load_plan
 from ..units import GiB
 
+# the six models the "SGLang or vLLM" page (engines.py) also compares
 MODELS = ("glm-5.3-flash", "kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deepseek-v3.2", "glm-5.1")
 GPUS = ("H200", "B200")
 TP = 8
@@ -24,26 +34,42 @@ CONTEXT = 131_072     # the request length the per-request column prices
 # scaled rows, --tp 8 --dp 8 --enable-dp-attention) logs this many tokens
 # in this many GiB of KV (the log's figures, an input; the page recomputes the GiB)
 ANCHOR_ISSUE, ANCHOR_TOKENS, ANCHOR_LOGGED_GIB = 11309, 975_424, "43.67"
-FAMILY_WORDS = {"mla_dsa+kda": "MLA + DSA indexer / KDA", "mla+kda": "MLA / KDA", "gqa+gdn": "GQA / Gated DeltaNet",
-                "gqa+mamba2": "GQA / Mamba-2", "mla_dsa": "MLA + DSA indexer"}
+FAMILY_WORDS = FAMILY_LAYERS   # glm-kv models' words for a family (one table)
+# every config glm-kv ships, in glm-kv models' order (issue 32)
+PAGE_MODELS = tuple(SHIPPED)
 
 
-def _plan(model: str, gpu: str, with_capacity: bool = True):
-    fields = {"model": model, "gpu": gpu, "tp_size": TP}
+@lru_cache(maxsize=None)
+def page_tp(model: str) -> int:
+    """The largest TP up to ``TP`` that the model starts with (a split its heads refuse is skipped)."""
+    for tp in (TP, 4, 2, 1):
+        try:
+            _plan(model, "H200", tp=tp)
+            return tp
+        except ProfileError:
+            continue
+    raise ProfileError("tp_size", f"{model} starts at no TP of {TP}, 4, 2, 1")
+
+
+def _plan(model: str, gpu: str, with_capacity: bool = True, tp: int | None = None, hicache: bool = False):
+    fields = {"model": model, "gpu": gpu, "tp_size": tp or page_tp(model)}
     if with_capacity:
         fields["available_bytes"] = REST_BYTES[gpu]
+    if hicache:
+        fields["enable_hierarchical_cache"] = True
     return load_plan(make_profile(fields))
 
 
 def ledger_rows(gpu: str = "H200") -> list[dict]:
     """Per token and per request, one row per model, at TP 8 on ``gpu``'s defaults."""
     rows = []
-    for name in MODELS:
+    for name in PAGE_MODELS:
         p = _plan(name, gpu)
         tok, req = p.token, p.request
         kinds = p.layers.by_kind()
         rows.append({
             "model": SHIPPED[name][1],
+            "TP": page_tp(name),
             "layers (token / state)": FAMILY_WORDS[p.config.family],
             "full-attention layers": len(p.layers.full_attention_layers),
             "state layers": len(p.layers.state_layers),
@@ -62,8 +88,8 @@ def ledger_rows(gpu: str = "H200") -> list[dict]:
 def capacity_rows() -> list[dict]:
     """Tokens and requests that fit on one rank of each GPU (TP 8, the stated rest)."""
     rows = []
-    for name in MODELS:
-        row = {"model": SHIPPED[name][1]}
+    for name in PAGE_MODELS:
+        row = {"model": SHIPPED[name][1], "TP": page_tp(name)}
         for gpu in GPUS:
             c = _plan(name, gpu).capacity
             row[f"{gpu} tokens"] = c.max_total_num_tokens
@@ -75,6 +101,37 @@ def capacity_rows() -> list[dict]:
             row[f"{gpu} requests set by"] = c.binding_limit   # SGLang's cap (glossary: "set by", not "binds")
         rows.append(row)
     return rows
+
+
+def host_bytes_per_token(host) -> int:
+    """What HiCache copies to the host per token: the KV host row and the DSA indexer host share."""
+    return host.kv_bytes_per_token + host.indexer_bytes_per_token
+
+
+def family_rows(gpu: str = "H200") -> list[dict]:
+    """One row per family: which layer kinds grow with tokens (token pool) and which with requests (state
+    slots), what HiCache copies to the host (its host pools, from a plan with HiCache on) and the bytes it
+    copies per token and per state slot; the family's first shipped model gives the bytes."""
+    rows: dict[str, dict] = {}
+    for name in PAGE_MODELS:
+        fam = load_hf_config(name).family
+        if fam in rows:
+            rows[fam]["models"] += 1
+            continue
+        p = _plan(name, gpu, hicache=True)
+        kinds = p.layers.by_kind()
+        host = p.host
+        rows[fam] = {
+            "family": FAMILY_WORDS[fam], "models": 1, "bytes from": SHIPPED[name][1],
+            "grows with tokens": ", ".join(k for k, v in kinds.items() if v["pool"] == "token"),
+            "grows with requests": ", ".join(k for k, v in kinds.items() if v["pool"] == "state") or "-",
+            "bytes per token": p.token.cell_size_bytes,
+            "bytes per request (state)": p.request.state_bytes_per_request,
+            "HiCache host pools": ", ".join(host.entries),
+            "host bytes per token": host_bytes_per_token(host),
+            "host bytes per state slot": host.mamba_slot_bytes,
+        }
+    return list(rows.values())
 
 
 def glued_values() -> dict:
@@ -102,6 +159,7 @@ def glued_values() -> dict:
         "om_ds_raw_row": ds.token.kv_row_bytes,
         "om_ds_b200_bytes": ds.token.cell_size_bytes,
         "om_n_models": len(MODELS),
+        "om_n_page_models": len(PAGE_MODELS), "om_n_families": len(family_rows()),
     }
 
 
@@ -120,3 +178,11 @@ def capacity_table():
     from .tables import show
 
     return show(pd.DataFrame(capacity_rows()).set_index("model"))
+
+
+def family_table(gpu: str = "H200"):
+    import pandas as pd
+
+    from .tables import show
+
+    return show(pd.DataFrame(family_rows(gpu)).set_index("family"))

@@ -20,30 +20,45 @@ FAMILY_LAYERS: dict[str, str] = {
     "gqa+gdn": "GQA / Gated DeltaNet",
     "gqa+mamba2": "GQA / Mamba-2",
     "mla_dsa": "MLA + DSA indexer",
+    "gqa+jet": "GQA / JetBlock",
 }
 
 NO_CONFIG = "no public config here"
 NOT_MODELLED = "layer kind not modelled"
 # (SGLang 0.5.23 config class or architecture, model_type, why glm-kv does not plan it, detail)
 NOT_PLANNED: tuple[tuple[str, str, str, str], ...] = (
-    ("JetNemotronConfig / JetVLMConfig", "jet_nemotron, jet_vlm", NOT_MODELLED,
-     "JetBlock (dynamic-convolution linear attention): SGLang sizes its state through hybrid_gdn_config, "
-     "but its conv and state shapes are not Qwen's Gated DeltaNet"),
     ("DeepseekV4ForCausalLM", "deepseek_v4", NOT_MODELLED,
-     "compressed KV pools (c4 / c128 compress ratios) beside sliding-window attention"),
-    ("FalconH1Config", "falcon_h1", NOT_MODELLED, "attention and Mamba-2 heads in the same layer"),
-    ("Lfm2Config / Lfm2MoeConfig / Lfm2VlConfig", "lfm2, lfm2_moe, lfm2_vl", NOT_MODELLED,
-     "short-convolution layers (a conv state, no SSM state)"),
-    ("MambaConfig / FalconMambaConfig / Mamba2Config", "mamba, falcon_mamba, mamba2", NOT_MODELLED,
-     "state layers only, no attention layer (and Mamba-1's state for mamba / falcon_mamba)"),
-    ("BailingHybridConfig / MiniCPMHybridConfig (lightning)", "bailing_hybrid, minicpm_sala", NOT_MODELLED,
-     "lightning attention layers (hybrid_lightning_config)"),
-    ("ZayaConfig", "zaya", NOT_MODELLED, "Zaya's state layers"),
-    ("InklingModelConfig / InklingMMConfig", "inkling_model, inkling_mm_model", NOT_MODELLED,
-     "sliding-window attention beside its Mamba-2 layers (is_hybrid_swa_model)"),
+     "SGLang 0.5.23 sizes its own pools (is_hybrid_swa_compress: a sliding-window pool, c4 and c128 compressed "
+     "KV pools and their compress-state pools, _PoolSizes.c4_* / c128_*); real configs exist "
+     "(aiconfigurator-core 0.12.0: DeepSeek-V4-Flash, DeepSeek-V4-Pro) but are not vendored until planned"),
     ("sliding-window hybrids (Gemma4, GptOss, MiMoV2Flash, Step3p7, Llama4, ...)",
      "gemma4, gpt_oss, mimo_v2_flash, step3p7, llama4", NOT_MODELLED,
-     "the SWA pool beside the full-attention pool (is_hybrid_swa_model)"),
+     "the SWA pool beside the full-attention pool (is_hybrid_swa_model: swa_full_tokens_ratio, the per-request "
+     "SWA ring); real configs exist (aiconfigurator-core 0.12.0: gpt-oss-20b / -120b, gemma-4-26B-A4B, "
+     "MiMo-V2-Flash, Step-3.7-Flash, Llama-4 Scout / Maverick) but are not vendored until planned"),
+    ("InklingModelConfig / InklingMMConfig", "inkling_model, inkling_mm_model", NOT_MODELLED,
+     "sliding-window attention beside its conv state layers (is_hybrid_swa_model, InklingConvStateShape)"),
+    ("FalconH1Config", "falcon_h1", NO_CONFIG,
+     "GQA and Mamba-2 in every layer (both layer kinds are modelled: GqaKv, Mamba2State); no published "
+     "config.json is shipped by a package here"),
+    ("Lfm2Config / Lfm2MoeConfig / Lfm2VlConfig", "lfm2, lfm2_moe, lfm2_vl", NO_CONFIG,
+     "GQA + short convolution (the layer kind is modelled: ShortConvState, checked against Lfm2Config); "
+     "no published config.json is shipped by a package here"),
+    ("MambaConfig / FalconMambaConfig", "mamba, falcon_mamba", NO_CONFIG,
+     "Mamba-1 state layers only (the layer kind is modelled: Mamba1State, checked against "
+     "Mamba2StateShape.create_full_rank; a model without attention layers has no token pool, not sized yet); "
+     "no published config.json is shipped by a package here (transformers' MambaConfig defaults, hidden 768 x 32 "
+     "layers, are not documented as any checkpoint's dimensions: its docstring names state-spaces/mamba-2.8b)"),
+    ("Mamba2Config", "mamba2", NO_CONFIG,
+     "Mamba-2 state layers only (Mamba2State is modelled; a model without attention layers has no token pool, "
+     "not sized yet); no published config.json is shipped by a package here"),
+    ("BailingHybridConfig / MiniCPMHybridConfig (lightning)", "bailing_hybrid, minicpm_sala", NO_CONFIG,
+     "GQA or MLA + lightning attention (the layer kind is modelled: LightningState, checked against both "
+     "config classes); no published config.json is shipped by a package here"),
+    ("ZayaConfig", "zaya", NO_CONFIG,
+     "CCA attention layers with a conv state beside their KV (the layer kind is modelled: ZayaCcaState, "
+     "checked against ZayaConfig); no published config.json is shipped by a package here"),
+    ("JetVLMConfig", "jet_vlm", NO_CONFIG, "Jet-Nemotron (GQA + JetBlock) under a VL wrapper (text_config)"),
     ("GraniteMoeHybridConfig", "granitemoehybrid", NO_CONFIG,
      "GQA + Mamba-2 by layer_types, not read by glm-kv yet"),
     ("NemotronH_Nano_VL_V2_Config", "NemotronH_Nano_VL_V2", NO_CONFIG,

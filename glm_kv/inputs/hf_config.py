@@ -40,6 +40,7 @@ SUPPORTED_MODEL_TYPES: dict[str, str] = {
     "nemotron_h": "gqa+mamba2",        # Nemotron-H / Nemotron-3
     "deepseek_v32": "mla_dsa",         # DeepSeek-V3.2 (DeepseekV32ForCausalLM)
     "glm_moe_dsa": "mla_dsa",          # GLM-5 / GLM-5.1 (GlmMoeDsaForCausalLM)
+    "jet_nemotron": "gqa+jet",         # Jet-Nemotron (JetNemotronForCausalLM): GQA + JetBlock (issue 32)
 }
 
 # The six models glm-kv ships configs for: short name -> (file stem, Hugging Face id).
@@ -59,10 +60,15 @@ SHIPPED: dict[str, tuple[str, str]] = {
                                      "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"),
     "nemotron-3-ultra-550b-a55b-bf16": ("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
                                         "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16"),
+    "qwen3.5-122b-a10b": ("Qwen--Qwen3.5-122B-A10B", "Qwen/Qwen3.5-122B-A10B"),
+    "qwen3.5-397b-a17b": ("Qwen--Qwen3.5-397B-A17B", "Qwen/Qwen3.5-397B-A17B"),
+    "jet-nemotron-2b": ("jet-ai--Jet-Nemotron-2B", "jet-ai/Jet-Nemotron-2B"),
+    "jet-nemotron-4b": ("jet-ai--Jet-Nemotron-4B", "jet-ai/Jet-Nemotron-4B"),
 }
-# provenance files of the vendored configs: SOURCE.json (the aiconfigurator-core 0.12.0 wheel) and
-# SOURCE_GITHUB.json (files of a public GitHub repository at a stated commit, not in that wheel)
-PROVENANCE_FILES = ("SOURCE.json", "SOURCE_GITHUB.json")
+# provenance files of the vendored configs: SOURCE.json (the aiconfigurator-core 0.12.0 wheel),
+# SOURCE_GITHUB.json (files of a public GitHub repository at a stated commit, not in that wheel) and
+# SOURCE_GITHUB_NVLABS.json (Jet-Nemotron's configs from NVlabs/Jet-Nemotron's code repository)
+PROVENANCE_FILES = ("SOURCE.json", "SOURCE_GITHUB.json", "SOURCE_GITHUB_NVLABS.json")
 
 
 @lru_cache(maxsize=1)
@@ -284,3 +290,36 @@ def nemotron_pattern(text: dict, where: str) -> str:
 def config_where(cfg: HfConfig) -> str:
     """How messages name the config part the dimensions live in (``model.head_dim``)."""
     return "model(text_config)" if cfg.is_multimodal else "model"
+
+
+# arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS (SGLang 0.5.23): the architectures whose MambaPool can
+# keep the extra_buffer strategy's snapshots; elsewhere auto resolves to no_buffer (and turns the overlap
+# schedule off) and an explicit extra_buffer is refused by validate_mamba_extra_buffer
+MAMBA_EXTRA_BUFFER_ARCHS = frozenset({
+    "KimiLinearForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM", "Qwen3NextForCausalLM", "Qwen4ExpForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
+    "MiniCPMV4_7ForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
+    "Glm5NextForConditionalGeneration", "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM",
+    "NemotronH_Omni_Reasoning_V3", "KimiK3ForConditionalGeneration", "InklingForConditionalGeneration",
+    "InklingForConditionalGenerationMTP"})
+
+
+def extra_buffer_strategy(requested: str, resolved: str, architectures: tuple[str, ...], page_size: int) -> str:
+    """``supports_mamba_cache_extra_buffer`` for the first architecture (issue 32: Jet-Nemotron has none):
+    ``resolved`` as it is when the architecture supports extra_buffer; else auto resolves to no_buffer
+    (``_mamba_radix_cache_resolution``), and an explicit extra_buffer is refused in SGLang's words."""
+    if not architectures:   # a config naming none (GLM-5.3-Flash's reader allows it): as before
+        return resolved
+    arch = architectures[0]
+    if resolved not in ("extra_buffer", "extra_buffer_lazy") or arch in MAMBA_EXTRA_BUFFER_ARCHS:
+        return resolved
+    if requested in ("extra_buffer", "extra_buffer_lazy"):
+        raise ProfileError("mamba_scheduler_strategy", f"SGLang 0.5.23 refuses it: \"extra_buffer is not supported "
+                                                       f"for {arch}; use no_buffer.\" (arg_groups/mamba_hook.py)")
+    if page_size > 1:
+        raise ProfileError("page_size", f"SGLang 0.5.23 refuses it: \"no_buffer only supports page_size=1.\" "
+                                        f"(arg_groups/mamba_hook.py): {arch} has no extra_buffer strategy, so "
+                                        f"auto resolves to no_buffer")
+    return "no_buffer"

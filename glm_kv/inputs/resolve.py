@@ -15,7 +15,7 @@ from ..units import requests_per_worker
 from .draft import (DFLASH_DEFAULT_BLOCK_SIZE, DSPARK_DEFAULT_GAMMA, DraftConfig, DSparkFields,
                     check_dspark_draft, draft_kv_bytes_per_token, dspark_draft_path, dspark_fields, load_draft)
 from .gpus import Gpu, resolve_gpu
-from .hf_config import HfConfig, glm_hf_config, load_hf_config, names_other_model
+from .hf_config import HfConfig, extra_buffer_strategy, glm_hf_config, load_hf_config, names_other_model
 from .model import ModelConfig, load_model
 from .profile import Profile
 from .rules import RULES, SglangRules, rules_for
@@ -631,7 +631,8 @@ def resolve(p: Profile) -> ServerArgs:
     page = resolve_page(p, facts, gpu, rules)
     seen_page = strategy_page(p, facts, page, gpu.sm)
     strategy = resolve_strategy(p, seen_page) if facts.has_state_layers else "none"
-    if facts.has_state_layers:
+    if facts.has_state_layers:   # issue 32: an architecture without extra_buffer (Jet-Nemotron)
+        strategy = extra_buffer_strategy(p.mamba_scheduler_strategy, strategy, facts.architectures, seen_page)
         validate_strategy(p, strategy, seen_page, rules, facts.family, gpu.sm)
     validate_linear_attn_backend(p, gpu.sm)   # after the mamba strategy's checks, as SGLang's hooks run
     validate_startup(p, strategy, facts, config)   # issue 30: SGLang's start-up refusals of flag combinations (startup.py)

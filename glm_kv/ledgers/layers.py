@@ -235,9 +235,138 @@ class GatedDeltaNetState(Mamba2State):
     kind = "gdn_state"
 
 
-LayerSpec = Union[MlaKv, DsaIndexerK, GqaKv, SlidingWindowKv, KdaState, Mamba2State, GatedDeltaNetState]
+@dataclass(frozen=True)
+class JetBlockState(Mamba2State):
+    """Jet-Nemotron's JetBlock (dynamic-convolution linear attention, issue 32): SGLang 0.5.23 sizes it
+    with ``Mamba2StateShape.create`` (``JetNemotronConfig.mamba2_cache_params``) from
+    ``efficient_attention_config["jet"]``: heads = n_groups = num_heads, head_dim = int(head_k_dim x
+    expand_v) (the v dim), state = head_k_dim, intermediate = heads x v dim, conv kernel = conv_size;
+    split over attention TP. Its own kind: the shapes are Mamba-2's, the layer is not."""
+
+    kind = "jet_state"
+
+
+@dataclass(frozen=True)
+class Mamba1State(_ConvSsmState):
+    """Mamba-1 state (MambaConfig, FalconMambaConfig: ``Mamba2StateShape.create_full_rank``): the conv over
+    the intermediate channels only (B / C come after it), (intermediate / tp, K-1), and a full-rank SSM
+    state (intermediate / tp, 1, state): head_dim 1. SGLang splits it over the whole TP (``tp_size``)
+    and asserts that TP divides the intermediate size. No published config is vendored (issue 32)."""
+
+    intermediate_size: int
+    state_size: int
+    conv_kernel: int
+    attn_tp: int                   # here the whole TP (SGLang's parallel.tp_size), the name the ledgers read
+    conv_item_bytes: int
+    ssm_item_bytes: int
+    ssm_dtype: str = "float32"
+    kind = "mamba1_state"
+    pool = STATE
+
+    @property
+    def conv_shape(self) -> tuple[int, int]:
+        return (_divide(self.intermediate_size, self.attn_tp, "Mamba-1 intermediate size", "tensor parallel size"),
+                self.conv_kernel - 1)
+
+    @property
+    def temporal_shape(self) -> tuple[int, int, int]:
+        return (_divide(self.intermediate_size, self.attn_tp, "Mamba-1 intermediate size", "tensor parallel size"),
+                1, self.state_size)
+
+
+@dataclass(frozen=True)
+class ShortConvState(_ConvSsmState):
+    """LFM2's short-convolution layer (Lfm2Config / Lfm2MoeConfig / Lfm2VlConfig ``mamba2_cache_params``):
+    ``Mamba2StateShape.create`` with intermediate = head_dim = hidden, one group (padded up to tp), heads
+    = tp and state 0: a conv state (hidden / attention TP, conv_L_cache - 1) and an empty temporal state
+    (1, hidden, 0). No published config is vendored (issue 32)."""
+
+    hidden_size: int
+    conv_kernel: int               # Lfm2Config.conv_L_cache, passed as conv_kernel
+    attn_tp: int
+    conv_item_bytes: int
+    ssm_item_bytes: int
+    ssm_dtype: str = "float32"
+    kind = "short_conv_state"
+    pool = STATE
+
+    @property
+    def conv_shape(self) -> tuple[int, int]:
+        return (_divide(self.hidden_size, self.attn_tp, "LFM2 hidden size", LINEAR_TP), self.conv_kernel - 1)
+
+    @property
+    def temporal_shape(self) -> tuple[int, int, int]:
+        return (1, self.hidden_size, 0)
+
+
+@dataclass(frozen=True)
+class LightningState(_ConvSsmState):
+    """Lightning attention (BailingHybridConfig without KDA, MiniCPMHybridConfig's "lightning-attn" layers):
+    ``Mamba2StateShape.create`` with no conv (intermediate 0, groups 0, kernel 1: a (0, 0) conv) and a
+    (kv heads / attention TP, head_dim, head_dim) state. No published config is vendored (issue 32)."""
+
+    num_heads: int                 # num_linear_key_value_heads / lightning_nkv
+    head_dim: int
+    attn_tp: int
+    conv_item_bytes: int
+    ssm_item_bytes: int
+    ssm_dtype: str = "float32"
+    kind = "lightning_state"
+    pool = STATE
+
+    @property
+    def conv_shape(self) -> tuple[int, int]:
+        return (0, 0)
+
+    @property
+    def temporal_shape(self) -> tuple[int, int, int]:
+        return (_divide(self.num_heads, self.attn_tp, "lightning heads", LINEAR_TP), self.head_dim, self.head_dim)
+
+
+@dataclass(frozen=True)
+class ZayaCcaState(_ConvSsmState):
+    """Zaya's CCA attention layers (ZayaConfig ``mamba2_cache_params``) keep two conv states beside their
+    KV: the q/k left padding ((heads + kv heads) x head_dim / tp, (cca_time0 - 1) + (cca_time1 - 1)) and
+    the previous hidden state (hidden, 1), replicated; the temporal state is empty (1, 1, 0). Split over
+    the whole TP. No published config is vendored (issue 32)."""
+
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    hidden_size: int
+    cca_time0: int
+    cca_time1: int
+    attn_tp: int                   # the whole TP (SGLang's parallel.tp_size)
+    conv_item_bytes: int
+    ssm_item_bytes: int
+    ssm_dtype: str = "float32"
+    kind = "zaya_cca_state"
+    pool = STATE
+
+    @property
+    def conv_shapes(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        ch = (self.num_attention_heads + self.num_kv_heads) * self.head_dim
+        return ((_divide(ch, self.attn_tp, "CCA channels", "tensor parallel size"),
+                 (self.cca_time0 - 1) + (self.cca_time1 - 1)), (self.hidden_size, 1))
+
+    @property
+    def conv_shape(self) -> tuple[int, int]:
+        return self.conv_shapes[0]
+
+    @property
+    def conv_bytes(self) -> int:
+        return sum(math.prod(c) for c in self.conv_shapes) * self.conv_item_bytes
+
+    @property
+    def temporal_shape(self) -> tuple[int, int, int]:
+        return (1, 1, 0)
+
+
+LayerSpec = Union[MlaKv, DsaIndexerK, GqaKv, SlidingWindowKv, KdaState, Mamba2State, GatedDeltaNetState,
+                  JetBlockState, Mamba1State, ShortConvState, LightningState, ZayaCcaState]
 TOKEN_KINDS = (MlaKv, DsaIndexerK, GqaKv, SlidingWindowKv)
-STATE_KINDS = (KdaState, Mamba2State, GatedDeltaNetState)
+STATE_KINDS = (KdaState, Mamba2State, GatedDeltaNetState, JetBlockState, Mamba1State, ShortConvState,
+               LightningState, ZayaCcaState)
 
 
 def dtype_bytes(name: str) -> int:

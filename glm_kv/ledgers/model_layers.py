@@ -13,6 +13,9 @@ Which layer holds what (SGLang 0.5.23, ``configs/``):
   hold no cache (``inputs.hf_config.nemotron_pattern``).
 * DSA models (DeepSeek-V3.2, GLM-5.1: ``is_deepseek_dsa``): every layer MLA + indexer K, except
   layers whose ``indexer_types`` entry is "shared" (``dsa_layer_skips_topk``: 0-row index K).
+* Jet-Nemotron (``JetNemotronConfig``, issue 32): ``layer_types`` "jet" = JetBlock (its state in the
+  MambaPool), "attn" and "swa" = GQA in the full pool (``full_attention_layer_ids``: Jet-Nemotron is
+  not one of ``is_hybrid_swa_model``'s architectures, so its sliding-window layers keep whole rows).
 """
 from __future__ import annotations
 
@@ -23,8 +26,8 @@ from ..inputs.hf_config import HfConfig, config_where, config_int as _int, nemot
 from ..inputs.model import LINEAR_LAYER_TYPES
 from ..inputs.rules import SglangRules
 from ..units import DTYPE_BYTES
-from .layers import (STATE_KINDS, TOKEN_KINDS, DsaIndexerK, GatedDeltaNetState, GqaKv, KdaState, LayerSpec,
-                     Mamba2State, MlaKv)
+from .layers import (STATE_KINDS, TOKEN_KINDS, DsaIndexerK, GatedDeltaNetState, GqaKv, JetBlockState, KdaState,
+                     LayerSpec, Mamba2State, MlaKv)
 
 # is_deepseek_dsa's architectures that glm-kv's families use (the config must also have index_topk)
 DSA_ARCHITECTURES = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM",
@@ -231,12 +234,53 @@ def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLay
         skip = _shared_indexer_layers(t, n)
         for i in range(n):
             layers.append((i, (mla,) if i in skip else (mla, idx)))
+    elif fam == "gqa+jet":
+        types = jet_layer_types(t, where)
+        n = len(types)
+        jet = _jet_block(cfg, args, rules, where)
+        gqa = _gqa(cfg, args, where)
+        for i, kind in enumerate(types):
+            layers.append((i, (jet,) if kind == "jet" else (gqa,)))
     else:  # hf_config refuses unknown model types first; a new family must be added here
         raise ProfileError("model.model_type", f"layer kinds of family {fam!r} are not modelled")
     m = ModelLayers(name=cfg.name, family=fam, num_hidden_layers=n, layers=tuple(layers))
     if not m.full_attention_layers:
         raise ProfileError(f"{where}", "has no full-attention layer: the token pool would be empty")
     return m
+
+
+JET_LAYER_TYPES = ("jet", "attn", "swa")   # JetNemotronConfig: linear_layer_ids / full_attention_layer_ids
+
+
+def jet_layer_types(t: dict, where: str) -> list[str]:
+    """Jet-Nemotron's ``layer_types``, each one SGLang places in a pool (an unknown name is refused:
+    SGLang would allocate nothing for it while the model still runs a layer there)."""
+    types = t.get("layer_types")
+    if (not isinstance(types, list) or not types or len(types) > 4096
+            or not all(isinstance(x, str) and x in JET_LAYER_TYPES for x in types)):
+        raise ProfileError(f"{where}.layer_types", f"must be a list of {', '.join(JET_LAYER_TYPES)} "
+                                                   f"(at most 4,096), got {shown(types)}")
+    return types
+
+
+def _jet_block(cfg: HfConfig, args: CacheArgs, rules: SglangRules, where: str) -> JetBlockState:
+    """``JetNemotronConfig.mamba2_cache_params``: ``Mamba2StateShape.create`` over attention TP with
+    heads = n_groups = num_heads, v dim = int(head_dim x expand_v), state = head_dim (the k dim)."""
+    eac = cfg.text.get("efficient_attention_config")
+    jet = eac.get("jet") if isinstance(eac, dict) else None
+    at = f"{where}.efficient_attention_config.jet"
+    if not isinstance(jet, dict):
+        raise ProfileError(at, "missing: a Jet-Nemotron config gives its JetBlock's dimensions there")
+    heads, k_dim = _int(jet, "num_heads", at), _int(jet, "head_dim", at)
+    expand = jet.get("expand_v")
+    if isinstance(expand, bool) or not isinstance(expand, (int, float)) or not 0 < expand <= 64:
+        raise ProfileError(f"{at}.expand_v", f"must be a number in (0, 64], got {shown(expand)}")
+    v_dim = int(k_dim * expand)   # JetNemotronConfig: int(head_k_dim * expand_v), Python's float product
+    if v_dim < 1:
+        raise ProfileError(f"{at}.expand_v", f"head_dim x expand_v gives a v dim of 0 ({k_dim} x {expand})")
+    return JetBlockState(intermediate_size=heads * v_dim, n_groups=heads, num_heads=heads, head_dim=v_dim,
+                         state_size=k_dim, conv_kernel=_int(jet, "conv_size", at, lo=2), attn_tp=args.state_tp,
+                         conv_item_bytes=DTYPE_BYTES[rules.conv_state_dtype], **_ssm_item(cfg, args, True))
 
 
 def _gqa(cfg: HfConfig, args: CacheArgs, where: str) -> GqaKv:

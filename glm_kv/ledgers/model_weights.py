@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from ..errors import ProfileError
 from ..inputs.hf_config import HfConfig, config_where, nemotron_pattern
 from ..inputs.weights import BYTES_PER_PARAM, quantization_of
-from .layers import DsaIndexerK, GatedDeltaNetState, GqaKv, KdaState, Mamba2State, MlaKv, SlidingWindowKv
+from .layers import (DsaIndexerK, GatedDeltaNetState, GqaKv, JetBlockState, KdaState, Mamba2State, MlaKv,
+                     SlidingWindowKv)
 from .model_layers import ModelLayers
 
 PARTS = ("over_tp", "over_attn_tp", "over_linear_tp", "replicated", "embed")
@@ -142,6 +143,14 @@ def mamba2_params(t: dict, spec: Mamba2State) -> int:
     d_inner = spec.num_heads * spec.head_dim
     bc = 2 * spec.n_groups * spec.state_size
     return h * (2 * d_inner + bc + spec.num_heads) + (d_inner + bc) * spec.conv_kernel + d_inner * h
+
+
+def jet_params(t: dict, spec: JetBlockState) -> int:
+    """One JetBlock (Jet-Nemotron): q / k (heads x k dim), v and the output gate (heads x v dim), o, and the
+    per-head a / b gates; the dynamic-convolution kernel generator (hidden / reduction wide) is left out."""
+    h = t["hidden_size"]
+    heads, k_dim, v_dim = spec.num_heads, spec.state_size, spec.head_dim
+    return h * (2 * heads * k_dim + 2 * heads * v_dim + 2 * heads) + heads * v_dim * h
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,6 +269,8 @@ def checkpoint_weights(cfg: HfConfig, layers: ModelLayers) -> CheckpointWeights:
                 attn_q += WeightCounts(over_attn_tp=gqa_params(t, s))
             elif type(s) is KdaState:
                 attn_q += WeightCounts(over_linear_tp=kda_params(t, s))
+            elif type(s) is JetBlockState:
+                attn_q += WeightCounts(over_linear_tp=jet_params(t, s))
             elif type(s) is GatedDeltaNetState:
                 attn_q += WeightCounts(over_linear_tp=gdn_params(t))
             elif type(s) is Mamba2State:

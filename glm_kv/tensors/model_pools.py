@@ -59,6 +59,9 @@ def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
     elif cfg.family == "gqa+mamba2":
         pattern = nemotron_pattern(t, config_where(cfg))
         return [i for i, c in enumerate(pattern) if c == "*"], [i for i, c in enumerate(pattern) if c == "M"]
+    elif cfg.family == "gqa+jet":   # JetNemotronConfig (issue 32): "jet" state layers, "attn" / "swa" full
+        types = t["layer_types"]
+        return [i for i, x in enumerate(types) if x in ("attn", "swa")], [i for i, x in enumerate(types) if x == "jet"]
     else:
         n, state = t["num_hidden_layers"], []
     return [i for i in range(n) if i not in state], state
@@ -106,7 +109,7 @@ def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
     if state:
         ssm = plan.profile.mamba_ssm_dtype
         from_config = "mamba_ssm_dtype" not in plan.profile.model_fields_set
-        if from_config and cfg.family in ("gqa+gdn", "gqa+mamba2"):
+        if from_config and cfg.family in ("gqa+gdn", "gqa+mamba2", "gqa+jet"):
             ssm = t.get("mamba_ssm_dtype") or ssm
             ssm = ssm if ssm in TORCH else "float32"
         if cfg.family in ("mla+kda", "mla_dsa+kda"):
@@ -118,6 +121,11 @@ def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
             if cfg.family == "gqa+gdn":
                 h, hd, groups, st, k = (t["linear_num_value_heads"], t["linear_value_head_dim"],
                                         t["linear_num_key_heads"], t["linear_key_head_dim"], t["linear_conv_kernel_dim"])
+            elif cfg.family == "gqa+jet":   # JetBlock: heads = groups, v dim = int(k dim x expand_v)
+                jet = t["efficient_attention_config"]["jet"]
+                h = groups = jet["num_heads"]
+                st, k = jet["head_dim"], jet["conv_size"]
+                hd = int(st * jet["expand_v"])
             else:
                 h, hd, st = t["mamba_num_heads"], t["mamba_head_dim"], t["ssm_state_size"]
                 groups, k = t.get("n_groups", t.get("mamba_n_groups", 8)), t.get("conv_kernel", t.get("mamba_d_conv", 4))

@@ -41,6 +41,12 @@ def test_the_added_architectures_plan(capsys):
     assert {c["model"] for c in archs["NemotronHForCausalLM"]["configs"]} >= {
         "nemotron-h-56b-base-8k", "nemotron-3-nano-30b-a3b-bf16", "nemotron-3-ultra-550b-a55b-bf16"}
     assert archs["Qwen3NextForCausalLM"]["configs"][0]["source"].startswith("github.com/ai-dynamo/aiconfigurator ")
+    jet = archs["JetNemotronForCausalLM"]
+    assert jet["layers"] == "GQA / JetBlock" and jet["model_types"] == ["jet_nemotron"]
+    assert {c["model"] for c in jet["configs"]} == {"jet-nemotron-2b", "jet-nemotron-4b"}
+    assert all(c["source"].startswith("github.com/NVlabs/Jet-Nemotron jetai/modeling/configs/") for c in jet["configs"])
+    assert {c["model"] for c in archs["Qwen3_5MoeForConditionalGeneration"]["configs"]} >= {
+        "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b"}
 
 
 def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys):
@@ -50,7 +56,7 @@ def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys
     for r in cat["not_planned"]:
         assert r["reason"] in (NO_CONFIG, NOT_MODELLED) and r["detail"]
         assert not {t.strip() for t in r["model_types"].split(",")} & planned_types, r
-    for mt in ("jet_nemotron", "deepseek_v4", "falcon_h1", "lfm2"):
+    for mt in ("jet_vlm", "deepseek_v4", "falcon_h1", "lfm2", "gpt_oss", "mamba", "zaya"):
         assert any(mt in r["model_types"].split(", ") for r in cat["not_planned"]), mt
 
 

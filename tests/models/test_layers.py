@@ -47,6 +47,12 @@ EXPECTED = {
     ("nemotron-3-super-120b-a12b-fp8", FP8_RAW): (8 * 2 * 256, 40 * ((128 * 64 + 2 * 8 * 128) * 3 * 2 + 128 * 64 * 128 * 4), 8, 40),
     # GLM-5.3-Flash: 11 DSA layers x (528 scaled row, no rope + ceil(132 / 4) pooled indexer); 34 KDA
     ("glm-5.3-flash", FP8_SCALED): (11 * (512 + 16 + 33), 34 * (3 * (3 * 64 * 128) * 2 + 64 * 128 * 128 * 4), 11, 34),
+    # Jet-Nemotron-2B (issue 32): GQA 2 x (128 + 128) on 4 "attn" / "swa" layers (whole rows: not an SWA-pool
+    # architecture); JetBlock on 24: 12 heads, k dim 96, v dim int(96 x 2.6666666667) = 256, conv_size 4:
+    # conv (12x256 + 2x12x96) x 3, SSM 12x256x96
+    ("jet-nemotron-2b", BF16): (4 * 2 * 256 * 2, 24 * ((12 * 256 + 2 * 12 * 96) * 3 * 2 + 12 * 256 * 96 * 4), 4, 24),
+    # Jet-Nemotron-4B: 10 full layers (3 attn + 7 swa), 26 JetBlocks of 16 heads, k 128, v 256
+    ("jet-nemotron-4b", FP8_RAW): (10 * 2 * 256, 26 * ((16 * 256 + 2 * 16 * 128) * 3 * 2 + 16 * 256 * 128 * 4), 10, 26),
 }
 
 
@@ -191,3 +197,49 @@ def test_nemotron_fallback_keys_are_named_when_bad(tmp_path, edits, field):
     with pytest.raises(ProfileError) as e:
         _edited_layers(tmp_path, "nemotron-3-super-120b-a12b-fp8", FP8_RAW, **edits)
     assert e.value.field == field
+
+
+@pytest.mark.parametrize("jet, field", [
+    ({"expand_v": 0}, "model.efficient_attention_config.jet.expand_v"),
+    ({"expand_v": "2"}, "model.efficient_attention_config.jet.expand_v"),
+    ({"expand_v": 0.001}, "model.efficient_attention_config.jet.expand_v"),
+    ({"num_heads": 0}, "model.efficient_attention_config.jet.num_heads"),
+    ({"conv_size": 1}, "model.efficient_attention_config.jet.conv_size"),
+])
+def test_bad_jetblock_dimensions_name_the_field(tmp_path, jet, field):
+    """Issue 32: the JetBlock's dimensions are checked field by field (a v dim of 0 is refused too)."""
+    cfg = json.loads(json.dumps(load_hf_config("jet-nemotron-2b").top))
+    cfg["efficient_attention_config"]["jet"].update(jet)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ProfileError) as e:
+        build_layers(load_hf_config(str(tmp_path / "config.json")), BF16, SGLANG_0_5_23)
+    assert e.value.field == field, e.value
+
+
+@pytest.mark.parametrize("types", [["jet", "mamba"], "jet", [], None])
+def test_bad_jet_layer_types_name_the_field(tmp_path, types):
+    cfg = dict(load_hf_config("jet-nemotron-2b").top, layer_types=types)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ProfileError) as e:
+        build_layers(load_hf_config(str(tmp_path / "config.json")), BF16, SGLANG_0_5_23)
+    assert e.value.field == "model.layer_types", e.value
+
+
+def test_jet_nemotron_strategy_is_no_buffer_and_extra_buffer_is_refused():
+    """Issue 32: JetNemotronForCausalLM is not one of SGLang's extra_buffer architectures: auto gives
+    no_buffer (3 slots per request), --page-size 64 and an explicit extra_buffer are refused in SGLang's words."""
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.ledgers.plan import load_plan
+
+    base = {"model": "jet-nemotron-2b", "gpu": "H200", "available_bytes": 40 * GiB}
+    d = load_plan(make_profile(base)).to_dict()
+    assert (d["request"]["mamba_strategy"], d["request"]["slots_per_request"]) == ("no_buffer", 3)
+    for extra, field, words in ((dict(page_size=64), "page_size", "no_buffer only supports page_size=1."),
+                                (dict(mamba_scheduler_strategy="extra_buffer"), "mamba_scheduler_strategy",
+                                 "extra_buffer is not supported for JetNemotronForCausalLM; use no_buffer.")):
+        with pytest.raises(ProfileError) as e:
+            load_plan(make_profile({**base, **extra}))
+        assert e.value.field == field and words in str(e.value), e.value
+    # Qwen3.5 keeps extra_buffer (an extra_buffer architecture): the gate moves no other model
+    q = load_plan(make_profile({**base, "model": "qwen3.5-35b-a3b"})).to_dict()
+    assert q["request"]["mamba_strategy"] == "extra_buffer"

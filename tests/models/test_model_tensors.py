@@ -17,7 +17,10 @@ CASES = [("kimi-k3", {"gpu": "H200"}), ("kimi-k3", {"gpu": "B200", "kv_cache_dty
          ("deepseek-v3.2", {"gpu": "H200"}), ("deepseek-v3.2", {"gpu": "B200"}),
          ("deepseek-v3.2", {"gpu": "B200", "kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "flashmla_sparse",
                             "dsa_decode_backend": "flashmla_kv"}),
-         ("glm-5.1", {"gpu": "H200"}), ("glm-5.1", {"gpu": "B200"}), ("glm-5.3-flash", {"gpu": "H200"})]
+         ("glm-5.1", {"gpu": "H200"}), ("glm-5.1", {"gpu": "B200"}), ("glm-5.3-flash", {"gpu": "H200"}),
+         # issue 32: GQA + JetBlock (Jet-Nemotron-2B's 12 JetBlock heads split over 4 at most)
+         ("jet-nemotron-2b", {"gpu": "H200", "tp_size": 4}), ("jet-nemotron-4b", {"gpu": "B200"}),
+         ("jet-nemotron-4b", {"gpu": "H200", "mamba_ssm_dtype": "bfloat16", "kv_cache_dtype": "fp8_e4m3"})]
 
 
 def plan_of(name, launch):
@@ -35,6 +38,14 @@ def test_planted_error_in_a_state_spec_is_measured(monkeypatch):
     """Planted error: the Gated DeltaNet spec drops its conv state -> the tensors disagree, named."""
     monkeypatch.setattr(layers_module.GatedDeltaNetState, "bytes_per_slot", property(lambda s: s.temporal_bytes))
     report = measure_model(plan_of("qwen3.5-35b-a3b", {"gpu": "H200"}))
+    assert set(report["differences"]) == {"state_slot_bytes"}
+
+
+def test_planted_error_in_the_jetblock_is_measured(monkeypatch):
+    """Planted error (issue 32): the JetBlock's v dim taken as its k dim (expand_v ignored) -> measured."""
+    monkeypatch.setattr(layers_module.JetBlockState, "temporal_shape",
+                        property(lambda s: (s.num_heads // s.attn_tp, s.state_size, s.state_size)))
+    report = measure_model(plan_of("jet-nemotron-4b", {"gpu": "H200"}))
     assert set(report["differences"]) == {"state_slot_bytes"}
 
 

@@ -49,6 +49,19 @@ def test_github_vendored_files_name_their_commit():
     assert "SOURCE_GITHUB.json" in (MODELS_DIR / "NOTICE").read_text()
 
 
+def test_jet_nemotron_configs_name_their_repository_commit_and_both_licences():
+    """SOURCE_GITHUB_NVLABS.json (issue 32): NVlabs/Jet-Nemotron's code configs at a stated commit; the code
+    licence (Apache-2.0) covers the files, the weights' NVIDIA License is named, nothing of the weights ships."""
+    src = json.loads((MODELS_DIR / "SOURCE_GITHUB_NVLABS.json").read_text())
+    assert src["repository"] == "NVlabs/Jet-Nemotron" and src["license"] == "Apache-2.0"
+    assert "NVIDIA License" in src["note"] and "non-commercial" in src["note"]
+    assert set(src["files"]) == {"jet-ai--Jet-Nemotron-2B_config.json", "jet-ai--Jet-Nemotron-4B_config.json"}
+    for name, meta in src["files"].items():
+        size = name.split("-")[-1].split("_")[0]
+        assert meta["path"] == f"jetai/modeling/configs/jetlm_{size}.json" and len(meta["commit"]) == 40
+    assert "SOURCE_GITHUB_NVLABS.json" in (MODELS_DIR / "NOTICE").read_text()
+
+
 def test_a_file_listed_in_both_provenance_files_is_caught(tmp_path):
     """Planted error: a wheel file claimed by the GitHub provenance file too fails the source check."""
     folder = tmp_path / "models"

@@ -31,7 +31,9 @@ STEMS = {"kimi-k3": "moonshotai--Kimi-K3", "qwen3.5-35b-a3b": "Qwen--Qwen3.5-35B
          "qwen3-next-80b-a3b-thinking": "Qwen--Qwen3-Next-80B-A3B-Thinking", "qwen3.5-27b": "Qwen--Qwen3.5-27B",
          "nemotron-h-56b-base-8k": "nvidia--Nemotron-H-56B-Base-8K",
          "nemotron-3-nano-30b-a3b-bf16": "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
-         "nemotron-3-ultra-550b-a55b-bf16": "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16"}
+         "nemotron-3-ultra-550b-a55b-bf16": "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
+         "qwen3.5-122b-a10b": "Qwen--Qwen3.5-122B-A10B", "qwen3.5-397b-a17b": "Qwen--Qwen3.5-397B-A17B",
+         "jet-nemotron-2b": "jet-ai--Jet-Nemotron-2B", "jet-nemotron-4b": "jet-ai--Jet-Nemotron-4B"}
 _PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "dsa_prefill_backend", "dsa_decode_backend", "page_size",
          "mamba_ssm_dtype", "disable_radix_cache", "disable_overlap_schedule", "max_running_requests",
          "max_total_tokens", "max_mamba_cache_size", "mamba_full_memory_ratio", "context_length",

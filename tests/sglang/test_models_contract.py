@@ -62,7 +62,9 @@ MODELS = ["kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deeps
 # dense Qwen3.5: GQA + Gated DeltaNet; Nemotron-H dense, Nemotron-3 Nano, Nemotron-3 Ultra's layers_block_type:
 # GQA + Mamba-2); fewer launches each (the families' rules are drawn above already), every seed a new draw
 MODELS_ADDED = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-h-56b-base-8k", "nemotron-3-nano-30b-a3b-bf16",
-                "nemotron-3-ultra-550b-a55b-bf16"]
+                "nemotron-3-ultra-550b-a55b-bf16", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
+                # GQA + JetBlock (issue 32: a new layer kind; SGLang sizes it with Mamba2StateShape.create)
+                "jet-nemotron-2b", "jet-nemotron-4b"]
 # (state layers, DSA indexer, compress tail): facts of the shipped configs, read by neither side here
 FACTS = {"kimi-k3": (True, False, False), "qwen3.5-35b-a3b": (True, False, False),
          "nemotron-3-super-120b-a12b-fp8": (True, False, False), "deepseek-v3.2": (False, True, False),

@@ -1,0 +1,62 @@
+"""Issue 32: the "Other hybrid models" page covers every shipped config and compares the families.
+
+The page's numbers come from the plan (glm_kv.book.other_models); these tests hold the page to what the
+rest of glm-kv says: every model `glm-kv models` plans is on the page, each family once, at a TP the
+model starts with, and what HiCache copies per family is what SGLang 0.5.23's host pools hold (its host
+KV row is the device row and its mamba host slot the device slot: test_models_contract.py checks both
+through SGLang's own host pools).
+"""
+from __future__ import annotations
+
+import pytest
+
+from glm_kv.book import other_models as om
+from glm_kv.errors import ProfileError
+from glm_kv.inputs.catalog import catalog
+from glm_kv.inputs.hf_config import SHIPPED, load_hf_config
+
+
+def test_every_planned_model_and_family_is_on_the_page():
+    planned = {c["model"] for r in catalog()["planned"] for c in r["configs"]}
+    assert set(om.PAGE_MODELS) == planned == set(SHIPPED)
+    on_page = {r["model"] for r in om.capacity_rows()}
+    assert on_page == {SHIPPED[n][1] for n in SHIPPED}
+    families = {load_hf_config(n).family for n in SHIPPED}
+    rows = om.family_rows()
+    assert {r["family"] for r in rows} == {om.FAMILY_WORDS[f] for f in families}
+    assert sum(r["models"] for r in rows) == len(SHIPPED)
+
+
+def test_each_model_runs_at_a_tp_it_starts_with_and_no_larger_one():
+    assert om.page_tp("jet-nemotron-2b") == 4   # 12 JetBlock heads: TP 8 refused
+    assert om.page_tp("glm-5.3-flash") == om.TP
+    with pytest.raises(ProfileError):
+        om._plan("jet-nemotron-2b", "H200", tp=8)
+
+
+def _plan(name: str):
+    """The model's plan as any user gets it (not through the page's own helper)."""
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.ledgers.plan import load_plan
+
+    return load_plan(make_profile({"model": name, "gpu": "H200", "tp_size": om.page_tp(name),
+                                   "available_bytes": om.REST_BYTES["H200"]}))
+
+
+def test_hicache_copies_the_device_units_per_family():
+    """kv (+ indexer) host bytes per token = the device cell; mamba host slot = the device slot; state
+    families copy a mamba pool, the attention-only ones none."""
+    for r in om.family_rows():
+        name = next(n for n in SHIPPED if SHIPPED[n][1] == r["bytes from"])
+        p = _plan(name)
+        assert r["host bytes per token"] == p.token.cell_size_bytes, r
+        assert r["host bytes per state slot"] == p.request.state_slot_bytes, r
+        assert ("mamba" in r["HiCache host pools"].split(", ")) == (p.request.state_slot_bytes > 0), r
+        assert (r["grows with requests"] == "-") == (p.request.state_slot_bytes == 0), r
+
+
+def test_a_page_without_the_indexer_host_pool_is_caught(monkeypatch):
+    """Planted error: the page's host bytes per token without the DSA indexer's host share."""
+    monkeypatch.setattr(om, "host_bytes_per_token", lambda host: host.kv_bytes_per_token)
+    with pytest.raises(AssertionError, match="indexer"):
+        test_hicache_copies_the_device_units_per_family()

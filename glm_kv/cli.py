@@ -188,19 +188,24 @@ def render_advice(adv) -> None:
                    f"(binding: {adv.largest_fitting.binding_resource})")
     if adv.flags:
         out.append("  " + " ".join(adv.flags))
+    stateless = adv.plan.request.slots_per_request == 0   # no state layers (DeepSeek-V3.2, GLM-5.1): no slots
     if cap is not None:
-        out += [f"per worker: {cap.max_total_num_tokens:,} tokens, {cap.max_mamba_cache_size:,} state slots, "
+        slots = "" if stateless else f"{cap.max_mamba_cache_size:,} state slots, "
+        own = "profile's own flags" if stateless else "profile's own split"
+        out += [f"per worker: {cap.max_total_num_tokens:,} tokens, {slots}"
                 f"max_running_requests {cap.max_running_requests_per_worker:,} (set by: {CAP_WORDS[cap.binding_limit]})",
                 f"requests of this size that fit at once: {adv.served_per_worker:,} per worker "
-                f"(profile's own split: {adv.served_per_worker_default:,}; at p50: {adv.served_per_worker_p50:,}); "
+                f"({own}: {adv.served_per_worker_default:,}; at p50: {adv.served_per_worker_p50:,}); "
                 f"runs out of {adv.binding_resource} first",
-                f"radix cache headroom: {adv.token_headroom:,} tokens, {adv.slot_headroom:,} state slots "
-                f"(reserved {adv.slots_reserved:,}, resident {adv.slots_resident:,})"]
+                f"radix cache headroom: {adv.token_headroom:,} tokens" + ("" if stateless else
+                f", {adv.slot_headroom:,} state slots (reserved {adv.slots_reserved:,}, resident {adv.slots_resident:,})")]
     if adv.host is not None and adv.host.hicache_ratio is not None:
         h = adv.host
-        out.append(f"host tier per rank: {h.kv_tokens:,} KV tokens, {h.mamba_slots:,} mamba slots "
+        mamba = "" if stateless else f", {h.mamba_slots:,} mamba slots"
+        by = "" if stateless else f", {h.prefixes_by_mamba:,} by mamba"
+        out.append(f"host tier per rank: {h.kv_tokens:,} KV tokens{mamba} "
                    f"({fmt_bytes(h.total_bytes)} of {fmt_bytes(h.budget_bytes_per_rank)}): "
-                   f"{h.prefixes_by_kv:,} prefixes by KV, {h.prefixes_by_mamba:,} by mamba")
+                   f"{h.prefixes_by_kv:,} prefixes by KV{by}")
     out += [f"note: {n}" for n in adv.notes]
     for line in out:
         con.print(escape(line), highlight=False)

@@ -57,6 +57,8 @@ def resident_slots_per_request(plan: Plan) -> int:
     the radix cache's mamba checkpoints.
     """
     strategy = plan.request.mamba_strategy
+    if plan.request.slots_per_request == 0:   # no state layers: no slot held
+        return 0
     if strategy == "extra_buffer":
         return 1 + (1 if plan.profile.disable_overlap_schedule else 2)
     if strategy == "extra_buffer_lazy":
@@ -90,6 +92,12 @@ def _rest_gib(plan: Plan) -> float:
 
 def _kernel(plan: Plan, n: int, *, ratio=np.nan, max_mamba_cache_size=np.nan) -> dict:
     p = plan.profile
+    if plan.request.state_slot_bytes == 0:
+        # no state layers: no mamba pool, no split; the plan's token pool (attention_capacity_ledger, at the
+        # plan's own --max-running-requests) is the one point
+        cap = plan.capacity
+        return {"max_mamba_cache_size": np.int64(0), "max_total_num_tokens": np.int64(cap.max_total_num_tokens),
+                "error": np.int64(0)}
     return pool_sizes(
         _rest_gib(plan), slot=plan.request.budget_slot_bytes, slots_per_request=plan.request.slots_per_request,
         cell_size=plan.token.cell_size_bytes, page_size=plan.token.page_size,
@@ -102,21 +110,26 @@ def _kernel(plan: Plan, n: int, *, ratio=np.nan, max_mamba_cache_size=np.nan) ->
 
 
 def served_requests(slots, tokens, *, slots_per_request: int, tokens_per_request: int, prefix_tokens: int):
-    """Requests of ``tokens_per_request`` (paged) that fit at once beside ``prefix_tokens`` of cache."""
+    """Requests of ``tokens_per_request`` (paged) that fit at once beside ``prefix_tokens`` of cache.
+
+    A model without state layers (``slots_per_request`` 0: DeepSeek-V3.2, GLM-5.1) has no state slot
+    to run out of; only its tokens count."""
     slots, tokens = np.asarray(slots), np.asarray(tokens)
     by_tokens = np.maximum(tokens - prefix_tokens, 0) // tokens_per_request
-    return np.minimum(np.minimum(slots // slots_per_request, by_tokens), tokens // 2)
+    served = np.minimum(by_tokens, tokens // 2)
+    return served if slots_per_request == 0 else np.minimum(slots // slots_per_request, served)
 
 
 def candidates(plan: Plan, n: int, t: int, prefix: int) -> Candidates:
     """The splits one flag reaches: a grid uniform in the mamba share r / (1 + r), fine enough to
-    hit every slot count, or every pinned slot count; one point when the radix cache is off."""
+    hit every slot count, or every pinned slot count; one point when the radix cache is off, or when the
+    model has no state layers (no mamba pool: every byte is the token pool's, nothing to split)."""
     # a slot's cost to the mamba budget (with its replay ring under --enable-linear-replayssm-spec),
     # as the plan sizes it (the ring-less slot gave other pools than SGLang: test_advise, replayssm)
     p, slot, attn_dp = plan.profile, plan.request.budget_slot_bytes, plan.parallel.attn_dp_size
     rest_bytes = _rest_gib(plan) * GiB
-    if p.max_mamba_cache_size is None and p.disable_radix_cache:
-        knob, values = "none", np.array([np.nan])   # the pool holds exactly the requests
+    if slot == 0 or (p.max_mamba_cache_size is None and p.disable_radix_cache):
+        knob, values = "none", np.array([np.nan])   # the pool holds exactly the requests, or there is none
         out = _kernel(plan, n)
     elif p.max_mamba_cache_size is not None:      # pinned: SGLang ignores the ratio (radix on or off)
         knob = "max_mamba_cache_size"
@@ -317,6 +330,8 @@ def _host_advice(profile: Profile, plan: Plan, host_memory_bytes: int, t: int) -
     kv_tokens, slots = h.kv_host_tokens, h.mamba_host_slots
     by_kv, by_mamba = kv_tokens // t, slots
     notes = []
+    if plan.request.slots_per_request == 0:   # no state layers: the host holds KV only, KV binds
+        return HostAdvice(ranks, budget, ratio, kv_tokens, slots, _host_total(h), int(by_kv), 0, "kv"), notes
     if ratio < 1:
         notes.append(f"--hicache-ratio {ratio} is below 1: SGLang warns that a host pool smaller than the "
                      "device pool reduces the L2 hit rate")
@@ -324,7 +339,7 @@ def _host_advice(profile: Profile, plan: Plan, host_memory_bytes: int, t: int) -
                       "kv" if by_kv < by_mamba else "mamba"), notes
 
 
-def _binding(slots_term: int, token_term: int) -> str:
+def _binding(slots_term: float, token_term: int) -> str:
     if slots_term < token_term:
         return "mamba"
     if token_term < slots_term:
@@ -425,7 +440,7 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
         # concurrency at this context: the best split's count; context at this concurrency: the
         # most tokens any split leaves once n requests have their state slots
         ok = c.error == 0
-        enough = ok & (c.slots // spr >= n)
+        enough = ok & ((c.slots // spr >= n) if spr else True)
         ctx = 0
         if enough.any():
             most = int(np.max(np.where(enough, c.tokens, 0)))
@@ -446,9 +461,10 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
         if found is not None:
             c, i, value = found
         largest = LargestFitting(m * attn_dp, int(ctx), resource)
+        needs = f"state slots need {state_b:,} B per worker, tokens {token_b:,} B" if spr else \
+            f"tokens need {token_b:,} B per worker; no state layers"
         notes.append(f"does not fit: at most {m * attn_dp} requests of {workload.sizing_tokens} tokens, "
-                     f"or {n * attn_dp} requests of at most {ctx} tokens; binding: {resource} "
-                     f"(state slots need {state_b:,} B per worker, tokens {token_b:,} B)")
+                     f"or {n * attn_dp} requests of at most {ctx} tokens; binding: {resource} ({needs})")
         n_served = m
     else:
         n_served = n
@@ -488,7 +504,7 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
     t50 = paged(workload.typical_tokens, final.token.page_size)
     served_p50 = int(served_requests(cap.max_mamba_cache_size, cap.max_total_num_tokens, slots_per_request=spr,
                                      tokens_per_request=t50, prefix_tokens=prefix))
-    slots_term = cap.max_mamba_cache_size // spr
+    slots_term = cap.max_mamba_cache_size // spr if spr else math.inf   # no state layers: never the limit
     token_term = max(cap.max_total_num_tokens - prefix, 0) // t
     resident = resident_slots_per_request(final)
     running = min(n, n_served)
@@ -498,7 +514,7 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
         requests_per_worker=n, tokens_per_request_paged=t, tokens_needed_per_worker=n * t + prefix,
         served_per_worker=served_final, served_per_worker_default=served_default,
         served_per_worker_p50=served_p50, binding_limit=binding_limit,
-        binding_resource=_binding(int(slots_term), int(token_term)),
+        binding_resource=_binding(slots_term, int(token_term)),
         slots_reserved=running * spr, slots_resident=running * resident,
         token_headroom=int(cap.max_total_num_tokens - running * t),
         slot_headroom=int(cap.max_mamba_cache_size - running * resident),

@@ -494,11 +494,12 @@ def _resolve_0523(flag: str) -> str:
 
 
 def inert_flags(inert: list[str]) -> dict[str, list[str]]:
-    """The accepted inert flags of ``parse_launch_command`` (``"flag value ..."`` as typed) by their canonical
-    0.5.23 option: what ``startup.validate_inert_flags`` checks against the rest of the launch."""
+    """The accepted inert flags of ``parse_launch_command`` (``"flag value ..."``, shell-quoted as a shell reads
+    them back) by their canonical 0.5.23 option: what ``startup.validate_inert_flags`` checks against the rest of
+    the launch. A value holding spaces (a JSON config) stays one value."""
     out: dict[str, list[str]] = {}
     for item in inert:
-        flag, *values = item.split()
+        flag, *values = shlex.split(item)
         try:
             out[_resolve_0523(flag)] = values
         except ProfileError:   # not a 0.5.23 option (the article's layout): nothing of SGLang's to check
@@ -585,7 +586,8 @@ def _entry_index(words: list[str]) -> int:
 
 
 def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[dict, list[str]]:
-    """Profile fields from a launch command, and the flags proven inert (they move no pool byte).
+    """Profile fields from a launch command, and the flags proven inert (they move no pool byte), each as one
+    shell-quoted ``"flag value ..."`` (``shlex.join``: a value with spaces reads back as one word).
 
     ``layout="0.5.23"`` checks every flag against SGLang 0.5.23's parser (unknown, ambiguous and
     renamed flags are refused). In every layout a flag glm-kv does not model and the flag table
@@ -662,7 +664,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
             CHECKED[canonical][1](flag, _int(flag, values[0]))
             continue
         if canonical in RUNTIME_ONLY:
-            inert.append(" ".join([flag, *values]))
+            inert.append(shlex.join([flag, *values]))
             continue
         if canonical == "--cuda-graph-bs-decode":   # handle_gpu_memory_settings: max_bs = max(bs)
             graph_bs_max = _graph_batch_sizes(flag, "the batch sizes", [_int(flag, v) for v in values])
@@ -681,7 +683,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
                 refuse_unmodelled(flag, canonical)
             except NotModelled as e:   # raised once the whole command parsed: SGLang's own refusals first
                 pending = pending or e
-            inert.append(" ".join([flag, *values]))
+            inert.append(shlex.join([flag, *values]))
             continue
         field, kind = FLAGS[canonical]
         fields[field] = True if kind == "flag" else _convert(flag, kind, values[0], field)

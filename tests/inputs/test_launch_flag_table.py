@@ -6,6 +6,7 @@ here every row is driven through ``parse_launch_command`` and the CLI the way a 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,7 @@ def test_inert_flag_is_accepted_and_listed(row):
     fields, inert = parse_launch_command(" ".join([LAUNCH, *argv]), layout="0.5.23")
     # a companion the proof carries (``--enable-priority-scheduling`` beside ``--retraction-policy priority``)
     # is listed as its own accepted flag
-    assert " ".join(inert) == " ".join(argv) and inert[0].startswith(argv[0]) and fields == {"model": "glm-5.3-flash", "weights_estimate": True}
+    assert [w for i in inert for w in shlex.split(i)] == argv and inert[0].startswith(argv[0]) and fields == {"model": "glm-5.3-flash", "weights_estimate": True}
 
 
 def test_the_word_ignored_needs_proof(monkeypatch):
@@ -185,3 +186,17 @@ def test_flag_table_summary_explains_every_refusal(tmp_path):
                           "why": "not modelled"})
     (tmp_path / "t.json").write_text(json.dumps(table))
     assert flag_table_summary(tmp_path / "t.json")["refused_unexplained"] == 1
+
+
+def test_an_inert_value_with_spaces_stays_one_value(capsys):
+    """Issue 30: the inert flags are listed shell-quoted, so a JSON value with spaces reads back whole
+    (``inert_flags`` used to split it on spaces: '{"publisher":' and '"zmq", ...}' as two values)."""
+    from glm_kv.inputs.launch import inert_flags
+
+    config = '{"publisher": "zmq", "endpoint": "tcp://*:5557", "topic": "kv events"}'
+    command = f"{LAUNCH} --tp-size 8 --kv-events-config '{config}' --tokenizer-mode slow"
+    _, inert = parse_launch_command(command, layout="0.5.23")
+    assert inert_flags(inert) == {"--kv-events-config": [config], "--tokenizer-mode": ["slow"]}
+    assert main(["plan", "--sglang-args", command, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["inert_flags"]
+    assert [shlex.split(i) for i in listed] == [["--kv-events-config", config], ["--tokenizer-mode", "slow"]]

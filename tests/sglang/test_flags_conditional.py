@@ -12,6 +12,8 @@ Planted error: an empty rule table plans every launch SGLang refuses; the compar
 """
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 try:
@@ -81,7 +83,7 @@ def _items(argv: list[str]) -> list[str]:
             items.append([w])
         else:
             items[-1].append(w)
-    return [" ".join(i) for i in items]
+    return [shlex.join(i) for i in items]
 
 
 def glm_kv_refusal(launch: dict, pre: int, w: int, argv: list[str]) -> str | None:

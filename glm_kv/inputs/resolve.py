@@ -74,6 +74,10 @@ class ServerArgs:
     rules: SglangRules | None = None          # the layout's rules, looked up once (rules_for)
     attn_tp_size: int = 1                     # tp // attn_dp // attn_cp
     linear_attn_tp_size: int = 1              # the TP that splits the state heads (CP-TP sharing: tp)
+    # EAGLE / NEXTN: the MTP draft worker's own KV layers, which HiCache packs into the host KV (and indexer)
+    # pools (base_spec_worker._can_pack_hicache_mtp: the draft-mode config's NextN count, 1 for the targets
+    # SGLang rewrites to their MTP draft); draft_layers above are the ones folded into the cell size
+    packed_draft_layers: int = 0
 
     @property
     def verify_state_draft_tokens(self) -> int:
@@ -216,7 +220,22 @@ def strategy_page(p: Profile, facts: "ModelFacts", page_size: int, sm: int = 0) 
         # triton on page 1 (SGLang 0.5.23 on B200: --page-size 128 --disable-overlap-schedule runs no_buffer;
         # found by test_models_contract, seed 1189594772)
         return page_size
+    if (p.speculative_algorithm is not None and rules_for(p).default_backend_is_trtllm_mha(facts.family, sm)
+            and nemotron_spec_trtllm(p)):
+        return p.page_size or 64   # model_overrides/nemotron_h.py sets the page before the strategy pass
     return p.page_size or 1
+
+
+def mha_default_is_trtllm(p: Profile) -> bool:
+    """Whether ``get_default_attn_backend`` (arg_groups/model_override_base.py) gives an MHA model trtllm_mha on
+    SM100, as far as the launch decides it: not under speculative decoding whose ``--speculative-eagle-topk`` is
+    unset when the backend is chosen (NEXTN / EAGLE without it: flashinfer or triton, on the user's page), nor
+    with a topk above 1, nor a topk of 1 beside ``--page-size`` above 1 (``is_no_spec_infer_or_topk_one``).
+    SGLang 0.5.23 on B200: Qwen3.5 with NEXTN runs triton on page 1 (found by the contract oracle, issue 31)."""
+    topk = p.speculative_eagle_topk
+    if not (topk is None or (topk == 1 and (p.page_size or 1) == 1)):
+        return False
+    return p.speculative_algorithm is None or topk is not None or p.speculative_algorithm == "DFLASH"
 
 
 def resolve_strategy(p: Profile, page_size: int) -> str:
@@ -248,7 +267,7 @@ def validate_strategy(p: Profile, strategy: str, page_size: int, rules: SglangRu
     if strategy == "no_buffer" and p.mamba_scheduler_strategy == "no_buffer" and not p.disable_overlap_schedule:
         raise ProfileError("mamba_scheduler_strategy", "SGLang 0.5.23 refuses it: \"no_buffer do not support overlap "
                                                        "schedule. Try to set disable_overlap_schedule=True.\"")
-    if strategy == "no_buffer" and rules.default_backend_is_trtllm_mha(family, sm):
+    if strategy == "no_buffer" and rules.default_backend_is_trtllm_mha(family, sm) and nemotron_spec_trtllm(p):
         # validate_mamba_no_buffer (arg_groups/mamba_hook.py)
         raise ProfileError("disable_overlap_schedule" if p.mamba_scheduler_strategy == "auto"
                            else "mamba_scheduler_strategy",
@@ -311,9 +330,9 @@ def validate_combination(p: Profile, model, rules: SglangRules | None = None) ->
                 raise ProfileError(f, f"SGLang 0.5.23 reads it with --speculative-algorithm {algo} only; glm-kv "
                                       f"refuses it with {p.speculative_algorithm} (leave it out)")
         return
-    if p.speculative_algorithm and model.num_nextn_predict_layers < 1:
+    if p.speculative_algorithm and not getattr(model, "has_mtp", model.num_nextn_predict_layers > 0):
         raise ProfileError("speculative_algorithm", "the model config has no MTP layer "
-                                                    "(num_nextn_predict_layers is 0)")
+                                                    "(num_nextn_predict_layers is 0, no mtp_num_hidden_layers)")
     for f in ("speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk"):
         if getattr(p, f) is not None and not p.speculative_algorithm:
             raise ProfileError(f, "needs speculative_algorithm (EAGLE, NEXTN, DFLASH or DSPARK)")
@@ -479,6 +498,9 @@ class ModelFacts:
     family: str
     index_kpool: int          # the config's index_kpool (get_dsa_index_kpool: 1 when absent)
     is_dsa: bool
+    # the checkpoint ships MTP layers SGLang's NEXTN draft loads: NextN layers, Qwen3.5's mtp_num_hidden_layers,
+    # or an architecture whose released checkpoints carry them though its config names none (Qwen3-Next)
+    has_mtp: bool = False
 
     @property
     def has_state_layers(self) -> bool:
@@ -504,7 +526,12 @@ def model_facts(config: HfConfig, model: ModelConfig | None, context_given: bool
     return ModelFacts(architectures=config.architectures, num_nextn_predict_layers=config.num_nextn_predict_layers,
                       max_position_embeddings=longest, vocab_size=config.vocab_size, family=config.family,
                       index_kpool=kpool if isinstance(kpool, int) and not isinstance(kpool, bool) and kpool > 0 else 1,
-                      is_dsa=dsa)
+                      is_dsa=dsa, has_mtp=config.num_nextn_predict_layers > 0 or _positive(t.get("mtp_num_hidden_layers"))
+                      or bool(set(config.architectures) & set(MTP_WITHOUT_COUNT)))
+
+
+def _positive(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
 # is_deepseek_dsa's architectures (the config must also have index_topk)
@@ -512,8 +539,19 @@ DSA_ARCHITECTURES = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "GlmMoeD
                      "Glm5NextForConditionalGeneration")
 # the fields' defaults refuse_unsized compares against
 FIELDS_DEFAULT = {"attn_cp_size": 1, "linear_replayssm_cache_len": 16}
-# families whose draft pools, context parallel and replay ring glm-kv sizes today (KDA + DSA: GLM-5.3-Flash's)
+# families whose draft checkpoints (DFLASH / DSPARK), context parallel and replay ring glm-kv sizes today (KDA +
+# DSA: GLM-5.3-Flash's); EAGLE / NEXTN with the model's own MTP layers are sized for every family (issue 31)
 SPECULATIVE_FAMILIES = ("mla_dsa+kda",)
+# SGLang 0.5.23's ModelConfig turns Qwen3-Next / Qwen3.5 / NemotronH targets into their MTP draft
+# (configs/model_config.py, the ``is_draft_model`` rewrites) under EAGLE / NEXTN without a draft path, whatever
+# the config says of NextN layers: Qwen3.5's count is ``mtp_num_hidden_layers``, Qwen3-Next's config names
+# none. The TARGET's cell size still reads the target config's ``num_nextn_predict_layers``
+# (spec_aux_hidden_state.py: the path-less draft is sized off the target config), so for these SGLang adds no
+# draft layer to the token pool.
+# SGLang rewrites a NemotronH target too, but glm-kv plans MTP only for a checkpoint that declares its layers
+# (Nemotron-3 Super / Ultra do; Nano and Nemotron-H-56B do not), and for Qwen3-Next, whose released checkpoints
+# ship the MTP layer with no count in the config.
+MTP_WITHOUT_COUNT = ("Qwen3NextForCausalLM",)
 
 
 def load_config(p: Profile) -> tuple[HfConfig, ModelConfig | None]:
@@ -552,8 +590,18 @@ def resolve_page(p: Profile, facts: ModelFacts, gpu: Gpu, rules: SglangRules) ->
         # + --page-size 128 -> SGLang 64, glm-kv had 1)
         paged = (p.disable_radix_cache or p.speculative_algorithm is not None
                  or p.mamba_scheduler_strategy in ("extra_buffer", "extra_buffer_lazy"))
-        return 64 if paged else 1
+        return 64 if paged and mha_default_is_trtllm(p) else 1
+    if rules.default_backend_is_trtllm_mha(facts.family, gpu.sm) and not nemotron_spec_trtllm(p):
+        return p.page_size or 1   # model_overrides/nemotron_h.py: triton under EAGLE tree verify (topk > 1)
     return rules.page_size(facts.family, gpu.sm, p.page_size)
+
+
+def nemotron_spec_trtllm(p: Profile) -> bool:
+    """model_overrides/nemotron_h.py on SM100 (no --attention-backend): trtllm_mha, unless speculative decoding
+    asks a topk above 1 (then triton on the user's page). Under speculative decoding with trtllm_mha the
+    override also sets the page to 64 when none is given and an auto strategy to extra_buffer, before
+    SGLang's strategy pass (``strategy_page`` / ``resolve``)."""
+    return p.speculative_algorithm is None or p.speculative_eagle_topk in (None, 1)
 
 
 def resolve_tp(p: Profile, facts: ModelFacts, config: HfConfig, attn_dp: int) -> tuple[int, int]:
@@ -599,10 +647,14 @@ def refuse_unsized(p: Profile, facts: ModelFacts) -> None:
     """What glm-kv does not size yet for a family (refused by name, never planned without it)."""
     if facts.family in SPECULATIVE_FAMILIES:
         return
-    what = {"speculative_algorithm": "speculative decoding's draft pools",
-            "speculative_draft_model_path": "speculative decoding's draft pools",
+    what = {"speculative_draft_model_path": "speculative decoding's draft pools",
             "enable_linear_replayssm_spec": "the replay-SSM ring", "attn_cp_size": "context parallel"}
     what["linear_replayssm_cache_len"] = "the replay-SSM ring"
+    if p.speculative_algorithm in DRAFT_MODEL_ALGORITHMS:   # EAGLE / NEXTN with the model's own MTP layers are sized
+        raise ProfileError("speculative_algorithm", f"{p.speculative_algorithm}'s draft checkpoint and its pools for "
+                                                    f"{facts.family} models ({', '.join(facts.architectures) or 'this model'}) "
+                                                    f"are not sized by glm-kv yet (issue 31); EAGLE / NEXTN with the "
+                                                    f"model's own MTP layers are; leave it out for a plan")
     for f, words in what.items():
         if f in p.model_fields_set and getattr(p, f) != FIELDS_DEFAULT.get(f) and getattr(p, f) not in (None, False):
             raise ProfileError(f, f"{words} for {facts.family} models ({', '.join(facts.architectures) or 'this model'}) "
@@ -669,4 +721,6 @@ def resolve(p: Profile) -> ServerArgs:
         draft_kv_bytes_per_token=draft_kv, dspark=dspark, draft_model_path=draft_path,
         decode_extra_slots=decode_extra_slots(p), config=config, rules=rules,
         attn_tp_size=attn_tp, linear_attn_tp_size=linear_tp,
+        packed_draft_layers=(facts.num_nextn_predict_layers or 1) if p.speculative_algorithm in ("EAGLE", "NEXTN")
+        else 0,
     )

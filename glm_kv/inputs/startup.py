@@ -106,8 +106,9 @@ def validate_startup(p, strategy: str, model=None, config=None) -> None:
         raise ProfileError("nnodes", _says("nnodes_dp_replicas", "arg_groups/validation_hook.py check_server_args"))
     # arg_groups/speculative_hook.py: EAGLE tree verify (topk > 1) with pages (256 here) needs an attention backend
     # this model does not have ('dsa' is its only one); with ReplaySSM its own topk refusal comes first there
+    # (a DSA model's backend; the GQA hybrids run triton / flashinfer on page 1 under topk > 1, and SGLang starts)
     if (p.speculative_algorithm in ("EAGLE", "NEXTN") and (p.speculative_eagle_topk or 1) > 1
-            and not p.enable_linear_replayssm_spec):
+            and not p.enable_linear_replayssm_spec and getattr(model, "is_dsa", True)):
         raise ProfileError("speculative_eagle_topk", _says("topk_page", "arg_groups/speculative_hook.py"))
     # arg_groups/mamba_hook.py validate_mamba_extra_buffer (a decode server runs without the radix cache,
     # so its strategy is none and the check is not reached there)

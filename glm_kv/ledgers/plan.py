@@ -148,17 +148,26 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                        cap.max_mamba_cache_size if cap else None,
                        mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes + replayssm_conv_window_bytes(
                            args, req, cap.max_running_requests_per_worker)) if cap else None,
-                       draft_layers=tok.draft_layers, rules=rules,
+                       draft_layers=args.packed_draft_layers, rules=rules,
                        sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token)   # issue 30: DFLASH sidecar
     if host.hicache_ratio_source == "default":
         notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "
                      "hicache_ratio nor hicache_size is given; give host_memory_bytes and ranks_per_host")
     if cap is not None and rules.capacity_note:
         notes.append(rules.capacity_note)
-    if args.draft_tokens:
+    if args.draft_tokens and args.draft_layers:
         notes.append("MTP: counted are the draft layer's KV + indexer in cell_size, the verify scratch "
                      "in the mamba budget and the wider compress tail; not modelled: the draft "
                      "worker's CUDA-graph buffers")
+    elif args.packed_draft_layers:
+        # issue 31: the target config names no NextN layer (Qwen3.5, Qwen3-Next), so SGLang 0.5.23 folds none into
+        # the cell size; the draft worker still builds its own KV pool over the target's token slots
+        # (kv_cache_configurator.py, is_draft_worker: the target's pool sizes), outside the sized budget
+        extra = "" if cap is None else (f": {(cap.max_total_num_tokens + tok.page_size) * tok.kv_row_bytes * args.packed_draft_layers:,} B "
+                                        f"on this rank")
+        notes.append(f"MTP: the config names no NextN layer, so SGLang sizes the pools without the draft's KV; the "
+                     f"draft worker's own pool ({args.packed_draft_layers} layer over the target's token slots) is "
+                     f"allocated outside that budget, from the memory mem_fraction_static leaves{extra}")
     if p.page_size is not None and p.page_size != tok.page_size:
         notes.append(f"page_size {p.page_size} is overridden: this model runs with {tok.page_size}")
     return Plan(p, args.model, args.gpu, args, par, tok, req, tail, cap, host, args.draft_tokens, tuple(notes), mem,

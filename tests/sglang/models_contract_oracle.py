@@ -38,7 +38,9 @@ PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "page_siz
         "disable_radix_cache", "disable_overlap_schedule", "max_running_requests", "max_total_tokens",
         "max_mamba_cache_size", "chunked_prefill_size", "disable_cuda_graph", "disable_decode_cuda_graph",
         "disable_prefill_cuda_graph", "cuda_graph_backend_decode", "cuda_graph_backend_prefill",
-        "enable_hierarchical_cache", "hicache_ratio", "hicache_size", "context_length", "enable_two_batch_overlap")
+        "enable_hierarchical_cache", "hicache_ratio", "hicache_size", "context_length", "enable_two_batch_overlap",
+        # speculative decoding with the model's own MTP / NextN layers (issue 31): no draft checkpoint of its own
+        "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 
 def _nbytes(t) -> int:
@@ -74,7 +76,9 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator, calculate_mla_kv_cache_dim
     from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
     from sglang.srt.model_executor.model_runner_components.layer_setup import ModelLayerInfo
-    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import SpecAuxHiddenStateConfig
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
+        resolve_spec_aux_hidden_state_config,
+    )
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang.srt.runtime_context import get_context, get_parallel, get_schedule, linear_attn_tp_size
     from sglang.srt.server_args import ServerArgs
@@ -111,14 +115,21 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     n = mc.num_hidden_layers
     use_mla = mc.attention_arch == AttentionArch.MLA
     dsa = bool(is_deepseek_dsa(mc.hf_config))
+    spec = SpeculativeAlgorithm.from_string(v.speculative_algorithm)
+    try:  # the target runner's aux config, as ModelRunner.init_spec_aux_hidden_state resolves it: the EAGLE / MTP
+        # draft layers SGLang folds into the target's cell size (spec_aux_hidden_state.py, the NextN layer count)
+        aux = resolve_spec_aux_hidden_state_config(server_args=sa, model_config=mc, spec_algorithm=spec,
+                                                   is_draft_worker=False)
+    except Exception as e:  # noqa: BLE001 - any refusal is an answer
+        raise SGLangRefused("spec_aux_config", e)
 
     def configurator(device: str = "cpu"):
         return KVCacheConfigurator(
             device=device, gpu_id=0, attn_dp_size=par.attn_dp_size, pp_size=1, pp_group=None, model=None,
             model_config=mc, server_args=sa, kv_cache_dtype=kv_dtype, kv_cache_dtype_str=v.kv_cache_dtype,
             model_dtype=torch.bfloat16, page_size=v.page_size, sliding_window_size=None,
-            spec_algorithm=SpeculativeAlgorithm.from_string(None), is_draft_worker=False,
-            post_capture_kv_active=False, spec_aux_config=SpecAuxHiddenStateConfig(),
+            spec_algorithm=spec, is_draft_worker=False,
+            post_capture_kv_active=False, spec_aux_config=aux,
             is_hybrid_swa=False, is_hybrid_swa_compress=False, use_mla_backend=use_mla,
             layer_info=ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n),
             forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
@@ -141,10 +152,14 @@ def _contract(path: str, launch: dict, gpu) -> dict:
                      "linear_attn_tp_size": linear_attn_tp_size(),
                      "max_running_requests_per_worker": max_running_requests_per_worker(kvc, v.max_running_requests)},
         "token": {"kv_cache_dtype": {torch.bfloat16: "bfloat16", torch.float8_e4m3fn: "fp8_e4m3"}[kv_dtype],
-                  "page_size": v.page_size, "cell_size_bytes": int(cell)},
+                  "page_size": v.page_size, "cell_size_bytes": int(cell),
+                  "draft_layers": int(aux.eagle_draft_num_layers or 0) if spec.is_eagle() else 0},
         "request": {"state_slot_bytes": per_req, "state_bytes_per_request": per_req * ratio},
         "memory": {"mem_fraction_static": v.mem_fraction_static},
-        "speculative": {"draft_tokens": 0},   # no speculative algorithm in these launches
+        # no speculative algorithm: no draft tokens (SGLang leaves the count None); the draft layers SGLang folds
+        # into the target's cell size (pool_configurator.py: EAGLE / STANDALONE, the aux config's NextN count)
+        "speculative": {"draft_tokens": v.speculative_num_draft_tokens if v.speculative_algorithm else 0,
+                        "draft_layers": int(aux.eagle_draft_num_layers or 0) if spec.is_eagle() else 0},
     }
     if dsa:
         out["token"].update(dsa_prefill_backend=v.dsa_prefill_backend, dsa_decode_backend=v.dsa_decode_backend)
@@ -167,7 +182,9 @@ def _contract(path: str, launch: dict, gpu) -> dict:
         seen["after_gib"] = after
         return after
 
-    pre_b, w_b = launch["pre_model_load_bytes"], launch["weights_bytes"]
+    # the draft's weights (MTP / NextN: the model's own predict layers) are loaded before the pools are sized:
+    # free memory then is less both (oracle.py does the same for GLM-5.3-Flash's MTP)
+    pre_b, w_b = launch["pre_model_load_bytes"], launch["weights_bytes"] + launch.get("draft_weights_bytes", 0)
     state = {"free": pre_b, "total": int(gpu.memory_mib * (1 << 20))}
     world = v.tp_size * v.pp_size
     try:
@@ -194,7 +211,8 @@ def _contract(path: str, launch: dict, gpu) -> dict:
 
     # the host group first: the small pools below override max_mamba_cache_size (W6)
     if launch.get("enable_hierarchical_cache"):
-        out["host"] = _host(configurator, sa, v, hybrid, dsa, int(config.max_total_num_tokens), int(max_reqs))
+        out["host"] = _host(configurator, sa, v, hybrid, dsa, int(config.max_total_num_tokens), int(max_reqs),
+                            SimpleNamespace(spec=spec, sa=sa, mc=mc, kv_quant_algo=quant_algo))
     pools = _measure(configurator, v, mc, hybrid, dsa, int(max_reqs))
     for section, values in pools.items():
         out.setdefault(section, {}).update(values)
@@ -310,19 +328,37 @@ def mc_state_layers(configurator):
 @contextlib.contextmanager
 def meta_device_module():
     """W12: ``MHATokenToKVPool`` asks ``torch.get_device_module(self.device)`` for its streams; ``meta``
-    has none, so it gets torch.cpu's (the buffers stay on meta; no stream is used here)."""
+    has none, so it gets torch.cpu's (the buffers stay on meta; no stream is used here). Under speculative
+    decoding (``enable_kv_cache_copy``) the pool also tiles its KV-copy kernel from a stride it reads with
+    ``.item()`` (``_init_kv_copy_and_warmup``), which a meta tensor cannot answer: that tiling is a kernel's
+    launch config, no pool byte, so on meta it is left unset (``_kv_copy_config = None``, as SGLang does for
+    a pool without the copy)."""
     import torch
 
-    real = torch.get_device_module
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+    real, real_copy = torch.get_device_module, MHATokenToKVPool._init_kv_copy_and_warmup
+
+    def copy_config(self):
+        if str(self.device) == "meta":
+            self._kv_copy_config = None
+            return
+        real_copy(self)
+
     torch.get_device_module = lambda device=None: torch.cpu if str(device) == "meta" else real(device)
+    MHATokenToKVPool._init_kv_copy_and_warmup = copy_config
     try:
         yield
     finally:
         torch.get_device_module = real
+        MHATokenToKVPool._init_kv_copy_and_warmup = real_copy
 
 
-def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: int) -> dict:
-    """The host pool group SGLang's strategy assembles over the full-size device pools (on meta)."""
+def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: int, r) -> dict:
+    """The host pool group SGLang's strategy assembles over the full-size device pools (on meta), with the
+    MTP draft worker's own device pools SGLang packs into it (``oracle.mtp_draft_device_pools``: the draft
+    worker's configurator; none without EAGLE / NEXTN)."""
+    from oracle import mtp_draft_device_pools
     from oracle_memory import meta_host_memory
     from sglang.srt.mem_cache.hicache_auto_size import auto_size_hicache
     from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import _select_strategy
@@ -340,9 +376,12 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
                                c128_state_pool_size=0, c4_state_dtype=None, c128_state_dtype=None)
             kv = kvc._build_token_to_kv_pool(sizes=sizes, is_dsa_model=dsa, is_dsv4_model=False,
                                              req_to_token_pool=req)
+            drafts = mtp_draft_device_pools(r, device="meta", max_total_num_tokens=tokens,
+                                            max_running_requests=max_reqs, req_to_token_pool=req, target_kv=kv,
+                                            kv_quant_algo=r.kv_quant_algo)
             params = SimpleNamespace(
                 page_size=v.page_size, req_to_token_pool=req,
-                token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv), mtp_draft_device_pools=(),
+                token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv), mtp_draft_device_pools=drafts,
                 mtp_draft_mamba_pools=(), tp_cache_group=None, attn_cp_cache_group=None,
                 attn_tp_cache_group=None, pp_cache_group=None)
             components = {ComponentType.FULL, ComponentType.MAMBA} if hybrid else {ComponentType.FULL}
@@ -357,6 +396,10 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
     names = [e.name.value for e in group.entries]
     by = {e.name.value: e.host_pool for e in group.entries}
     kvh, idx, mh = by["kv"], by.get("indexer"), by.get("mamba")
+    # the MTP draft layers SGLang packs into the KV / indexer host pools count in their sizes (kv_layers and the
+    # byte totals); the per-token and per-page figures are the target's layers', as the plan contract defines
+    # them (host.kv_bytes_per_token: 11 layers' rows for GLM-5.3-Flash, 12 with the draft packed in kv_layers)
+    packed = int(kvh.layer_num) - int(getattr(kv, "full_kv_pool", kv).layer_num)
 
     def nbytes(pool, attr):
         ts = getattr(pool, attr)
@@ -367,9 +410,11 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
     m_slots = int(mh.size) if mh is not None else 0
     m_b = int(mh.size * mh.size_per_token) if mh is not None else 0
     out = {"entries": names, "entry_classes": [type(by[n]).__name__ for n in names],
-           "kv_row_bytes": int(kvh.size_per_token // kvh.layer_num), "kv_bytes_per_token": int(kvh.size_per_token),
+           "kv_row_bytes": int(kvh.size_per_token // kvh.layer_num),
+           "kv_bytes_per_token": int(kvh.size_per_token // kvh.layer_num * (kvh.layer_num - packed)),
            "kv_page_size": int(kvh.page_size),
-           "indexer_bytes_per_token": int(idx.size_per_token) if idx is not None else 0,
+           "indexer_bytes_per_token": (int(idx.size_per_token // idx.layer_num * (idx.layer_num - packed))
+                                       if idx is not None else 0),
            "mamba_slot_bytes": int(mh.size_per_token) if mh is not None else 0, "mem_layout": v.hicache_mem_layout,
            "kv_tokens": int(kvh.size), "kv_bytes": kv_b, "kv_layers": int(kvh.layer_num), "indexer_bytes": idx_b,
            "mamba_slots": m_slots, "mamba_bytes": m_b, "total_bytes": kv_b + idx_b + m_b,
@@ -377,11 +422,12 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
     if mh is not None:
         out["mamba_page_size"] = int(mh.page_size)
     # the DFLASH-family draft's host sidecar (issue 30): SGLang's group holds none without such a draft
-    # (these launches have none: speculative decoding is refused for the other models), so 0 tokens, 0 bytes
+    # (these launches have none: DFLASH / DSPARK are refused for the other models), so 0 tokens, 0 bytes
     assert not any("draft" in str(n).lower() for n in names), names
     out.update(draft_tokens=0, draft_bytes=0)
     # one DSAIndexerPoolHost page over every indexed layer (no indexer pool: it holds nothing)
-    out["indexer_page_bytes"] = int(idx.indexer_page_stride_size) * int(idx.layer_num) if idx is not None else 0
+    out["indexer_page_bytes"] = (int(idx.indexer_page_stride_size) * (int(idx.layer_num) - packed)
+                                 if idx is not None else 0)
     # the contract's older names for the same host sizes (plan-contract aliases): SGLang's same figures
     out.update(kv_host_tokens=out["kv_tokens"], kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
                mamba_host_slots=m_slots, mamba_host_bytes=m_b, total_host_bytes=out["total_bytes"])

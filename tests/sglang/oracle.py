@@ -231,7 +231,7 @@ def max_running_requests_per_worker(kvc, max_running_requests: int | None) -> in
 
 
 def mtp_draft_device_pools(r: SimpleNamespace, *, device: str, max_total_num_tokens: int,
-                           max_running_requests: int, req_to_token_pool, target_kv) -> tuple:
+                           max_running_requests: int, req_to_token_pool, target_kv, kv_quant_algo=None) -> tuple:
     """The device KV pools SGLang hands the HiCache host group as ``mtp_draft_device_pools``.
 
     SGLang: the draft ``TpModelWorker`` (tp_worker.py ``_init_model_config``: the draft-mode
@@ -241,7 +241,9 @@ def mtp_draft_device_pools(r: SimpleNamespace, *, device: str, max_total_num_tok
     ``_derive_pool_sizes`` / ``_init_pools``; ``_build_hicache_draft_plan`` (base_spec_worker.py)
     packs those pools into the host group when ``_can_pack_hicache_mtp`` says so, else none.
     All of that runs here unpatched but for W11 (no ``ModelRunner``: ``model=None``, the target's
-    allocator a stand-in). Empty for a launch without a draft runner.
+    allocator a stand-in). Empty for a launch without a draft runner. ``kv_quant_algo``: the checkpoint's
+    ModelOpt ``kv_cache_quant_algo`` (hf_quant_config.json), which the path-less draft reads from the same
+    checkpoint as the target (its ``quant_config``; W11 has no model to carry it).
     """
     import torch
 
@@ -273,8 +275,10 @@ def mtp_draft_device_pools(r: SimpleNamespace, *, device: str, max_total_num_tok
     # backend of its own); model_runner.py itself does not import here (uvicorn), and the value is
     # read only for a DFLASH-family draft (kv_cache_dtype.py:31, :97).
     draft_backend = get_spec().speculative_draft_attention_backend
+    model = None if kv_quant_algo is None else SimpleNamespace(
+        quant_config=SimpleNamespace(kv_cache_quant_algo=kv_quant_algo))
     dtype_str, kv_dtype = kv_cache_dtype_mod.configure_kv_cache_dtype(
-        server_args_kv_cache_dtype=get_model().kv_cache_dtype, model=None, model_dtype=torch.bfloat16,
+        server_args_kv_cache_dtype=get_model().kv_cache_dtype, model=model, model_dtype=torch.bfloat16,
         is_draft_worker=True, is_dflash=spec.is_dflash_family(),
         speculative_draft_attention_backend=draft_backend,
         speculative_draft_kv_cache_dtype=get_spec().speculative_draft_kv_cache_dtype)

@@ -91,11 +91,9 @@ ENGINE_ONLY: dict[str, str] = {
     "token.indexer_effective_bytes_per_token": "the article's name for token.indexer_bytes_per_token",
     "token.index_groups_per_page": "a compute quantity of sparse attention, no buffer",
     "token.index_topk_groups": "a compute quantity of sparse attention, no buffer",
-    "token.draft_layers": "no speculative decoding in these launches; SGLang folds draft layers into cell_size",
     "token.draft_bytes_per_token": "the draft's share of cell_size (cell_size_bytes compared)",
     "token.target_cell_size_bytes": "cell_size without the draft (cell_size_bytes compared)",
     "token.dflash_draft_bytes_per_token": "a DFLASH draft's pool; SGLang sizes it only with a draft model loaded",
-    "speculative.draft_layers": "the same count as token.draft_layers",
     "memory.mem_fraction_static_source": "a label",
     "request.spec_scratch_bytes_per_request": "one request's verify scratch; SGLang keeps only the pool total",
     "request.state_kind": "glm-kv's name for the state layer kind",
@@ -114,7 +112,7 @@ ENGINE_ONLY: dict[str, str] = {
     "capacity.pre_model_load_bytes_source": "a label",
     "capacity.weights_bytes": "a hardware reading: an input here, given to both sides",
     "capacity.weights_bytes_source": "a label",
-    "capacity.draft_weights_bytes": "a hardware reading (no draft here)",
+    "capacity.draft_weights_bytes": "a hardware reading: an input here, given to both sides (0 without a draft)",
     "capacity.weights_estimate_bytes": "glm-kv's checkpoint estimate; SGLang measures weights, never estimates",
     "capacity.requests_fit_at_context": "the book's answer from three compared SGLang figures",
     "capacity.binds_at_context": "which of those three figures is smallest",
@@ -209,7 +207,31 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
     for d in out:
         if tbo.random() < 0.15:
             d["enable_two_batch_overlap"] = True
+    # EAGLE / NEXTN with the model's own MTP layers (issue 31), drawn apart too, for the configs that declare them
+    spec = random.Random(f"{seed}:{name}:speculative")
+    for d in out:
+        if name in MTP_MODELS and spec.random() < 0.4:
+            d.update(speculative_spec(spec))
     return out
+
+
+# configs that declare MTP layers (num_nextn_predict_layers, or Qwen3.5's mtp_num_hidden_layers), and Qwen3-Next,
+# whose released checkpoints ship one (its config names no count; SGLang's ModelConfig rewrites it to its MTP draft)
+MTP_MODELS = ("deepseek-v3.2", "glm-5.1", "glm-5.3-flash", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8",
+              "qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-3-ultra-550b-a55b-bf16", "qwen3.5-122b-a10b",
+              "qwen3.5-397b-a17b")
+
+
+def speculative_spec(rng: random.Random) -> dict:
+    """EAGLE with its three counts, or NEXTN with SGLang's defaults; the draft's weights a stated reading."""
+    if rng.random() < 0.5:
+        steps = rng.choice([1, 2, 3, 5])
+        d = {"speculative_algorithm": "EAGLE", "speculative_num_steps": steps, "speculative_eagle_topk": 1,
+             "speculative_num_draft_tokens": steps + 1}
+    else:
+        d = {"speculative_algorithm": "NEXTN"}
+    d["draft_weights_bytes"] = rng.randrange(1 * GiB, 12 * GiB) + rng.randrange(0, MiB)
+    return d
 
 
 def glm_kv_side(name: str, launch: dict):
@@ -412,3 +434,66 @@ def test_engine_only_tables_in_readme():
         part = section.split(f"### {table}\n", 1)[1].split("\n### ", 1)[0]
         listed = set(re.findall(r"^\| `([a-z_.*]+)` \|", part, flags=re.M))
         assert listed == set(keys), (table, sorted(listed - set(keys)), sorted(set(keys) - listed))
+
+
+# ---- speculative decoding with the model's own MTP layers (issue 31): pinned launches, then planted errors
+_SPEC = {"speculative_algorithm": "NEXTN", "draft_weights_bytes": 3 * GiB}
+SPECULATIVE = [
+    ("deepseek-v3.2", {**PLANT, **_SPEC}),                                   # NextN layer + indexer in cell_size
+    ("glm-5.1", {**PLANT, **_SPEC, "enable_hierarchical_cache": True}),      # packed into the host KV + indexer pools
+    ("qwen3.5-35b-a3b", {**_B200, "tp_size": 4, **_SPEC}),   # no NextN count: no draft in cell_size; triton, page 1
+    ("qwen3.5-27b", {**PLANT, "tp_size": 2, **_SPEC, "enable_hierarchical_cache": True}),   # ... but packed in the host
+    ("nemotron-3-super-120b-a12b-fp8", {**_B200, "tp_size": 4, **_SPEC, "disable_overlap_schedule": True}),   # page 64,
+    # extra_buffer (model_overrides/nemotron_h.py); on H200 with HiCache the draft reads the FP8 KV quant too
+    ("nemotron-3-super-120b-a12b-fp8", {**PLANT, **_SPEC, "enable_hierarchical_cache": True}),
+    ("qwen3-next-80b-a3b-thinking", {**_B200, "tp_size": 4, "speculative_algorithm": "EAGLE", "speculative_num_steps": 2,
+                                     "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 4,
+                                     "draft_weights_bytes": GiB}),   # tree verify: triton on page 1, SGLang starts
+]
+
+
+@pytest.mark.parametrize("name, launch", SPECULATIVE, ids=[f"{n}-{i}" for i, (n, _) in enumerate(SPECULATIVE)])
+def test_speculative_launches_agree_key_for_key(sglang_ready, name, launch):
+    problems, sg = check(name, launch)
+    assert "errors" not in sg and problems == [], problems
+
+
+def test_kimi_k3_without_mtp_layers_is_refused_though_sglang_sizes_it(sglang_ready):
+    """A declared difference: Kimi-K3's config has num_nextn_predict_layers 0 and SGLang 0.5.23 rewrites no
+    KimiK3 target to an MTP draft; its sizing starts (no draft layer in cell_size) but the draft worker would
+    load the target's own architecture. glm-kv refuses, naming the config's count."""
+    problems, sg = check("kimi-k3", {**PLANT, **_SPEC})
+    assert "errors" not in sg and problems == ["errors: glm-kv refuses (speculative_algorithm: the model config has no "
+                                               "MTP layer (num_nextn_predict_layers is 0, no mtp_num_hidden_layers)); "
+                                               "SGLang starts"], problems
+
+
+def test_a_planted_draft_in_the_cell_is_caught(sglang_ready, monkeypatch):
+    """Planted: Qwen3.5's MTP layer folded into the cell size (its config names no NextN count, SGLang folds none)."""
+    import glm_kv.inputs.resolve as resolve_module
+    from glm_kv.inputs.hf_config import HfConfig
+
+    problems = planted(monkeypatch, "qwen3.5-35b-a3b", {**_B200, "tp_size": 4, **_SPEC}, lambda mp: mp.setattr(
+        HfConfig, "num_nextn_predict_layers", property(lambda s: 1)))
+    assert any(p.startswith("token.cell_size_bytes:") for p in problems), problems
+    assert resolve_module.MTP_WITHOUT_COUNT   # the rewrite list the plant bypasses
+
+
+def test_a_planted_unpacked_draft_is_caught(sglang_ready, monkeypatch):
+    """Planted: no draft layer packed into the host pools (SGLang packs the draft worker's own layer)."""
+    import glm_kv.ledgers.host as host
+
+    real = host.host_ledger
+    problems = planted(monkeypatch, "qwen3.5-27b", {**PLANT, "tp_size": 2, **_SPEC, "enable_hierarchical_cache": True},
+                       lambda mp: mp.setattr("glm_kv.ledgers.plan.host_ledger",
+                                             lambda *a, **k: real(*a, **{**k, "draft_layers": 0})))
+    assert any(p.startswith("host.kv_layers:") for p in problems), problems
+
+
+def test_a_planted_trtllm_under_nextn_is_caught(sglang_ready, monkeypatch):
+    """Planted: Qwen3.5 under NEXTN on B200 given trtllm_mha's 64-token pages (SGLang: triton, page 1)."""
+    import glm_kv.inputs.resolve as resolve_module
+
+    problems = planted(monkeypatch, "qwen3.5-35b-a3b", {**_B200, "tp_size": 4, **_SPEC},
+                       lambda mp: mp.setattr(resolve_module, "mha_default_is_trtllm", lambda p: True))
+    assert any(p.startswith("token.page_size:") for p in problems), problems

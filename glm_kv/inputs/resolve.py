@@ -78,6 +78,9 @@ class ServerArgs:
     # pools (base_spec_worker._can_pack_hicache_mtp: the draft-mode config's NextN count, 1 for the targets
     # SGLang rewrites to their MTP draft); draft_layers above are the ones folded into the cell size
     packed_draft_layers: int = 0
+    # the --attn-cp-size SGLang's default-fraction heuristic reads (memory_hook runs before the DSA model override
+    # widens prefill CP to the TP group: resolve_dsa_prefill_cp); the profile above holds the resolved width
+    fraction_attn_cp_size: int = 1
 
     @property
     def verify_state_draft_tokens(self) -> int:
@@ -89,11 +92,21 @@ class ServerArgs:
         and unified memory, which keep it, are refused by the flag table). The KV cell, the tail
         width and ``req_to_token`` still count every draft token.
         """
-        if self.profile.enable_linear_replayssm_spec:   # the replay ring owns rollback: no verify scratch
+        if self.replayssm_active:   # the replay ring owns rollback: no verify scratch
             return 0
         return 0 if self.profile.disaggregation_mode == "prefill" else self.draft_tokens
 
 
+    @property
+    def replayssm_active(self) -> bool:
+        """``_handle_max_mamba_cache``'s ``replayssm_active``: the flag, on a model SGLang gives a KDA or Gated
+        DeltaNet config (hybrid_arch.py: Kimi / GLM-5.3-Flash; Qwen3-Next / Qwen3.5 / Jet-Nemotron). On Mamba-2 and
+        attention-only models the ring does not exist and speculative decoding keeps its verify scratch."""
+        family = self.config.family if self.config is not None else "mla_dsa+kda"
+        return bool(self.profile.enable_linear_replayssm_spec) and family in REPLAYSSM_FAMILIES
+
+
+REPLAYSSM_FAMILIES = ("mla_dsa+kda", "mla+kda", "gqa+gdn", "gqa+jet")
 DECODE_EXTRA_SLOTS_MAX_PER_WORKER = 32   # pd_disaggregation_hook: "per_worker <= 32"
 DECODE_EXTRA_SLOTS_PER_REQUEST = 2       # pd_disaggregation_hook: "extra_slots = per_worker * 2"
 
@@ -421,7 +434,7 @@ def validate_draft_window(p: Profile, draft_tokens: int) -> None:
                            "pools are sized), which glm-kv does not count; leave the flag out for a plan")
 
 
-def validate_replayssm_spec(p: Profile, draft_tokens: int) -> None:
+def validate_replayssm_spec(p: Profile, draft_tokens: int, family: str = "mla_dsa+kda") -> None:
     """``--enable-linear-replayssm-spec``: SGLang 0.5.23's refusals, in its words.
 
     arg_groups/attention_hook.py (linear draft chain, decode backend, PD prefill) and MambaPool's
@@ -443,6 +456,8 @@ def validate_replayssm_spec(p: Profile, draft_tokens: int) -> None:
         raise ProfileError("enable_linear_replayssm_spec",
                            "--enable-linear-replayssm-spec is not supported on a PD prefill server: the ring is "
                            "spec-verify-only scratch and the prefill server never runs spec verify.")
+    if not family.endswith("+kda"):   # the ring checks below are MambaPool's KDA backstop (memory_pool.py)
+        return
     length = p.linear_replayssm_cache_len
     if length & (length - 1):
         raise ProfileError("linear_replayssm_cache_len",
@@ -623,6 +638,40 @@ def resolve_tp(p: Profile, facts: ModelFacts, config: HfConfig, attn_dp: int) ->
 CP_TP_SHARING_ARCHS = ("Glm5NextForConditionalGeneration",)
 
 
+def validate_cp_model(p: Profile, config: HfConfig) -> None:
+    """arg_groups/parallel_hook.py ``_boundary_parallelism_overrides``: SGLang 0.5.23's per-model CP refusals."""
+    if config.model_type in ("nemotron_h", "nemotron_h_puzzle") and p.attn_cp_size > 1:
+        raise ProfileError("attn_cp_size", "SGLang 0.5.23 refuses it: \"Nemotron-H does not support --attn-cp-size "
+                                           "> 1\" (arg_groups/parallel_hook.py)")
+
+
+def resolve_dsa_prefill_cp(p: Profile, facts: ModelFacts) -> Profile:
+    """model_overrides/deepseek_v2.py (DSA models, CUDA): prefill CP's width. ``--cp-strategy interleave`` keeps an
+    ``--attn-cp-size`` above 1; otherwise (zigzag, or no width given) the CP group is the whole TP over the
+    attention-DP groups (attention TP 1). DeepSeek-V3.2 refuses zigzag (arg_groups/parallel_hook.py), in SGLang's
+    words. Data-parallel replicas (``--dp-size`` without DP attention) become attention-DP groups there, which
+    glm-kv does not resolve: refused by name."""
+    if facts.is_dsa and p.enable_prefill_cp and p.disaggregation_mode == "decode":
+        return p   # the DSA override refuses prefill CP on a decode server first (startup.validate_startup)
+    if p.enable_prefill_cp and p.cp_strategy is None:   # every model (handle_context_parallelism)
+        raise ProfileError("enable_prefill_cp", "SGLang 0.5.23 refuses it: \"--cp-strategy must be set when "
+                                                "--enable-prefill-cp is enabled.\" (arg_groups/parallel_hook.py)")
+    if not (facts.is_dsa and p.enable_prefill_cp):
+        return p
+    archs = facts.architectures
+    if archs and archs[0] == "DeepseekV32ForCausalLM" and p.cp_strategy == "zigzag":
+        raise ProfileError("cp_strategy", "SGLang 0.5.23 refuses it: \"DeepSeek V3.2 prefill CP does not support "
+                                          "--cp-strategy zigzag; use interleave.\" (arg_groups/parallel_hook.py)")
+    if p.dp_size > 1 and not p.enable_dp_attention:
+        raise ProfileError("dp_size", "under DSA prefill CP SGLang 0.5.23 runs --dp-size as attention-DP groups (a "
+                                      "deprecated reading, model_overrides/deepseek_v2.py); glm-kv does not resolve it: "
+                                      "give --enable-dp-attention (or --attn-dp-size) instead")
+    attn_dp = p.dp_size if p.enable_dp_attention else 1
+    if p.cp_strategy == "interleave" and p.attn_cp_size > 1:
+        return p
+    return p.model_copy(update={"attn_cp_size": max(1, p.tp_size // attn_dp)})
+
+
 def cp_tp_group_sharing(p: Profile, facts: ModelFacts) -> bool:
     """``resolve_cp_tp_group_sharing``: prefill CP over the whole TP group shares it with KDA.
 
@@ -647,9 +696,9 @@ def refuse_unsized(p: Profile, facts: ModelFacts) -> None:
     """What glm-kv does not size yet for a family (refused by name, never planned without it)."""
     if facts.family in SPECULATIVE_FAMILIES:
         return
-    what = {"speculative_draft_model_path": "speculative decoding's draft pools",
-            "enable_linear_replayssm_spec": "the replay-SSM ring", "attn_cp_size": "context parallel"}
-    what["linear_replayssm_cache_len"] = "the replay-SSM ring"
+    # the replay-SSM ring: KDA's per slot (GLM-5.3-Flash, Kimi), Gated DeltaNet's per request (issue 31), and
+    # inert for Mamba-2 / DSA-only models (SGLang's ring is KDA / GDN only: test_models_contract.py)
+    what = {"speculative_draft_model_path": "speculative decoding's draft pools"}
     if p.speculative_algorithm in DRAFT_MODEL_ALGORITHMS:   # EAGLE / NEXTN with the model's own MTP layers are sized
         raise ProfileError("speculative_algorithm", f"{p.speculative_algorithm}'s draft checkpoint and its pools for "
                                                     f"{facts.family} models ({', '.join(facts.architectures) or 'this model'}) "
@@ -672,6 +721,9 @@ def resolve(p: Profile) -> ServerArgs:
         raise ProfileError("sglang_layout", f"other models are modelled for SGLang {modelled} only (the "
                                             f"{rules.version} layout describes GLM-5.3-Flash)")
     p = resolve_context_length(p, facts)
+    validate_cp_model(p, config)
+    given_cp = p.attn_cp_size   # what SGLang's default fraction reads, before the DSA override widens it
+    p = resolve_dsa_prefill_cp(p, facts)
     if p.disaggregation_mode == "decode" and p.disable_radix_cache == p.disaggregation_decode_enable_radix_cache:
         # handle_pd_disaggregation (pd_disaggregation_hook.py): a 0.5.23 decode server runs without the radix
         # cache unless --disaggregation-decode-enable-radix-cache, which turns it on over --disable-radix-cache
@@ -702,7 +754,7 @@ def resolve(p: Profile) -> ServerArgs:
     draft_tokens = draft_token_count(p, draft, dspark)
     if dspark is not None:
         check_dspark_draft(dspark, facts.vocab_size)
-    validate_replayssm_spec(p, draft_tokens)
+    validate_replayssm_spec(p, draft_tokens, facts.family)
     draft_tp = draft_attn_tp(p)
     draft_kv = 0
     if draft is not None:
@@ -723,4 +775,5 @@ def resolve(p: Profile) -> ServerArgs:
         attn_tp_size=attn_tp, linear_attn_tp_size=linear_tp,
         packed_draft_layers=(facts.num_nextn_predict_layers or 1) if p.speculative_algorithm in ("EAGLE", "NEXTN")
         else 0,
+        fraction_attn_cp_size=given_cp,
     )

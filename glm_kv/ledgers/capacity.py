@@ -76,7 +76,7 @@ def _is_nan_scalar(x) -> bool:
 
 def pool_sizes(rest_gib, *, slot, slots_per_request, cell_size, page_size, draft_tokens, attn_dp,
                mamba_full_memory_ratio, max_mamba_cache_size, max_total_tokens, radix_off,
-               requests_per_worker, has_requests, context_length, scalar: bool = False) -> dict:
+               requests_per_worker, has_requests, context_length, scalar: bool = False, fixed_bytes=0) -> dict:
     """SGLang 0.5.23's pool sizing over numpy values (0-d or n-d, broadcast together).
 
     Optional inputs (``max_mamba_cache_size``, ``max_total_tokens``) are NaN when unset;
@@ -84,8 +84,10 @@ def pool_sizes(rest_gib, *, slot, slots_per_request, cell_size, page_size, draft
     Returns the sizes, a binding code (index into BINDING_LABELS), a source code (SOURCE_LABELS)
     and ``error`` (0, or a key of REFUSALS: the first check that failed). With ``scalar=True``
     every input is one Python number and so is every output (the same arithmetic, no numpy).
+    ``fixed_bytes``: state-pool bytes reserved before the slots are counted (Gated DeltaNet's ReplaySSM ring,
+    ``_handle_max_mamba_cache``'s ``replayssm_fixed_bytes``); it joins ``spec_scratch_bytes`` in the output.
     """
-    kw = dict(slot=slot, slots_per_request=slots_per_request, cell_size=cell_size, page_size=page_size,
+    kw = dict(fixed_bytes=fixed_bytes, slot=slot, slots_per_request=slots_per_request, cell_size=cell_size, page_size=page_size,
               draft_tokens=draft_tokens, attn_dp=attn_dp, mamba_full_memory_ratio=mamba_full_memory_ratio,
               max_mamba_cache_size=max_mamba_cache_size, max_total_tokens=max_total_tokens, radix_off=radix_off,
               requests_per_worker=requests_per_worker, has_requests=has_requests, context_length=context_length)
@@ -107,7 +109,7 @@ def _floor_div(a: float, b: float) -> float:
 
 def _pool_sizes_scalar(rest_gib, *, slot, slots_per_request, cell_size, page_size, draft_tokens, attn_dp,
                        mamba_full_memory_ratio, max_mamba_cache_size, max_total_tokens, radix_off,
-                       requests_per_worker, has_requests, context_length) -> dict[str, int]:
+                       requests_per_worker, has_requests, context_length, fixed_bytes=0) -> dict[str, int]:
     """``_pool_sizes_array`` for one point, line for line, in plain Python numbers."""
     rest_gib = float(rest_gib)
     ratio, cell, page, draft, r = slots_per_request, cell_size, page_size, draft_tokens, mamba_full_memory_ratio
@@ -124,7 +126,7 @@ def _pool_sizes_scalar(rest_gib, *, slot, slots_per_request, cell_size, page_siz
     if spec:
         k_budget = _floor_div(budget - slot * (1 + draft), slot * (1 + draft / ratio))
     else:
-        k_budget = _floor_div(budget - slot, slot)
+        k_budget = _floor_div(budget - fixed_bytes - slot, slot)
     k_budget = _finite_int(k_budget)
     src_mmc = not math.isnan(mmc)
     src_radix = not src_mmc and bool(radix_off) and bool(has_requests)
@@ -133,7 +135,7 @@ def _pool_sizes_scalar(rest_gib, *, slot, slots_per_request, cell_size, page_siz
     scratch = slot * ((K if src_radix else capped) + 1) * draft if spec else 0
     fail(K <= 0 and src_mmc, 1)
     fail(K <= 0, 2)
-    rest_gib = rest_gib - float(scratch) / GiB - float((K + 1) * slot) / GiB
+    rest_gib = rest_gib - float(scratch) / GiB - float((K + 1) * slot + fixed_bytes) / GiB
     rest_bytes = _finite_int(math.trunc(rest_gib * GiB) if math.isfinite(rest_gib * GiB) else math.nan)
     fail(rest_bytes <= 0 and src_mmc, 3)
     fail(rest_bytes <= 0, 4)
@@ -158,7 +160,7 @@ def _pool_sizes_scalar(rest_gib, *, slot, slots_per_request, cell_size, page_siz
     fail(nreq <= 0, 8)
     source = 1 if src_mmc else 2 if src_radix else 0
     budget_bytes = _finite_int(budget) if source == 0 else 0
-    return {"max_mamba_cache_size": K, "mamba_budget_bytes": budget_bytes, "spec_scratch_bytes": scratch,
+    return {"max_mamba_cache_size": K, "mamba_budget_bytes": budget_bytes, "spec_scratch_bytes": scratch + fixed_bytes,
             "token_pool_budget_bytes": rest_bytes, "max_total_num_tokens": tokens,
             "requested_max_running_requests": requested, "max_running_requests": nreq,
             "binding": binding, "source": source, "error": err}
@@ -166,7 +168,7 @@ def _pool_sizes_scalar(rest_gib, *, slot, slots_per_request, cell_size, page_siz
 
 def _pool_sizes_array(rest_gib, *, slot, slots_per_request, cell_size, page_size, draft_tokens, attn_dp,
                       mamba_full_memory_ratio, max_mamba_cache_size, max_total_tokens, radix_off,
-                      requests_per_worker, has_requests, context_length) -> dict:
+                      requests_per_worker, has_requests, context_length, fixed_bytes=0) -> dict:
     """The kernel over numpy values (0-d or n-d, broadcast together): the sweep's branch."""
     import numpy as np
 
@@ -187,7 +189,7 @@ def _pool_sizes_array(rest_gib, *, slot, slots_per_request, cell_size, page_size
     no_spec = np.ndim(draft) == 0 and draft == 0  # scalar shortcut: one combination, no MTP
     spec = np.asarray(draft) > 0
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        k_budget = np.floor_divide(budget - slot, slot)
+        k_budget = np.floor_divide(budget - fixed_bytes - slot, slot)
         if not no_spec:
             k_spec = np.floor_divide(budget - slot * (1 + draft), slot * (1 + draft / ratio))
             k_budget = np.where(spec, k_spec, k_budget)
@@ -210,7 +212,7 @@ def _pool_sizes_array(rest_gib, *, slot, slots_per_request, cell_size, page_size
         scratch = np.where(spec, slot * (np.where(src_radix, K, capped) + 1) * draft, 0)
     fail((K <= 0) & src_mmc, 1)
     fail(K <= 0, 2)
-    rest_gib = rest_gib - scratch / GiB - (K + 1) * slot / GiB
+    rest_gib = rest_gib - scratch / GiB - ((K + 1) * slot + fixed_bytes) / GiB
     with np.errstate(invalid="ignore", over="ignore"):
         rest_bytes = np.trunc(rest_gib * GiB)
     rest_bytes = np.where(np.isfinite(rest_bytes), rest_bytes, 0).astype(np.int64)
@@ -236,14 +238,14 @@ def _pool_sizes_array(rest_gib, *, slot, slots_per_request, cell_size, page_size
     fail(nreq <= 0, 8)
     source = np.where(src_mmc, 1, np.where(src_radix, 2, 0))
     budget_bytes = np.where(source == 0, np.trunc(np.where(np.isfinite(budget), budget, 0)), 0).astype(np.int64)
-    return {"max_mamba_cache_size": K, "mamba_budget_bytes": budget_bytes, "spec_scratch_bytes": scratch,
+    return {"max_mamba_cache_size": K, "mamba_budget_bytes": budget_bytes, "spec_scratch_bytes": scratch + fixed_bytes,
             "token_pool_budget_bytes": rest_bytes, "max_total_num_tokens": tokens,
             "requested_max_running_requests": requested, "max_running_requests": nreq,
             "binding": binding, "source": source, "error": err}
 
 
 def pool_point(p, *, rest_gib: float, slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
-               attn_dp: int, requests_per_worker: int | None, context_len: int) -> dict[str, int]:
+               attn_dp: int, requests_per_worker: int | None, context_len: int, fixed_bytes: int = 0) -> dict[str, int]:
     """``pool_sizes`` at one point with the profile's limits, as ints; SGLang's refusal raised.
 
     Shared by the capacity ledger and the advice's sweeps."""
@@ -254,7 +256,8 @@ def pool_point(p, *, rest_gib: float, slot: int, ratio: int, cell_size: int, pag
         max_mamba_cache_size=nan if p.max_mamba_cache_size is None else float(p.max_mamba_cache_size),
         max_total_tokens=nan if p.max_total_tokens is None else float(p.max_total_tokens),
         radix_off=bool(p.disable_radix_cache), requests_per_worker=requests_per_worker or 1,
-        has_requests=requests_per_worker is not None, context_length=context_len, scalar=True)
+        has_requests=requests_per_worker is not None, context_length=context_len, scalar=True,
+        fixed_bytes=fixed_bytes)
     v = {k: int(x) for k, x in out.items()}
     if v["error"]:
         raise refusal(v["error"])
@@ -263,11 +266,11 @@ def pool_point(p, *, rest_gib: float, slot: int, ratio: int, cell_size: int, pag
 
 def capacity_ledger(p, *, rest_gib: float, available_bytes: int, available_source: str, attn_dp: int,
                     slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
-                    requests_per_worker: int | None, context_len: int) -> CapacityLedger:
+                    requests_per_worker: int | None, context_len: int, fixed_bytes: int = 0) -> CapacityLedger:
     """The kernel at one point; ``rest_gib`` is SGLang's float rest (available_bytes / GiB when given)."""
     v = pool_point(p, rest_gib=rest_gib, slot=slot, ratio=ratio, cell_size=cell_size, page_size=page_size,
                    draft_tokens=draft_tokens, attn_dp=attn_dp, requests_per_worker=requests_per_worker,
-                   context_len=context_len)
+                   context_len=context_len, fixed_bytes=fixed_bytes)
     K, n, binding = v["max_mamba_cache_size"], v["max_running_requests"], BINDING_LABELS[v["binding"]]
     message = None
     if binding == "mamba":

@@ -159,7 +159,7 @@ def replayssm_conv_window_bytes(args, request, requests_per_worker: int | None) 
     (mem_cache/memory_pool.py ``intermediate_conv_window``: layers x (max_num_reqs + 1) x draft tokens x one
     conv state), which ``_handle_max_mamba_cache`` leaves out of the budget (the ring replaces the scratch)
     but ``_split_hicache_size`` and the auto-size count, as ``MambaPool.get_kv_size_bytes`` does."""
-    if not (args.profile.enable_linear_replayssm_spec and args.draft_tokens and requests_per_worker):
+    if not (args.replayssm_active and args.draft_tokens and requests_per_worker):
         return 0
     return request.num_linear_layers * (requests_per_worker + 1) * args.draft_tokens * request.conv_state_bytes
 

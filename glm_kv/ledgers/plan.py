@@ -17,7 +17,7 @@ from .host import HostLedger, host_ledger, replayssm_conv_window_bytes
 from .memory import PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, memory_ledger_for, no_memory_rule
 from .model_layers import ModelLayers, layers_for
 from .parallel import ParallelLedger, parallel_ledger
-from .request import RequestLedger, request_ledger
+from .request import RequestLedger, replayssm_fixed_bytes, replayssm_pool_ring_bytes, request_ledger
 from .tail import TailLedger, indexed_layers, tail_ledger
 from .token import TokenLedger, token_ledger
 
@@ -68,6 +68,8 @@ def _memory(args: ServerArgs, layers: ModelLayers, overrides: dict | None = None
     ``draft_weights_bytes`` with their sources), e.g. read off a boot log by ``verify``.
     """
     p = args.profile
+    if p.attn_cp_size != args.fraction_attn_cp_size:   # the fraction reads the width the user gave
+        p = p.model_copy(update={"attn_cp_size": args.fraction_attn_cp_size})
     return memory_ledger_for(p, args.config, layers, args.gpu, args.attn_dp_size, p.max_running_requests,
                              args.attn_tp_size, **(overrides or {}))
 
@@ -103,7 +105,8 @@ def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int
                                attn_dp=args.attn_dp_size, slot=req.budget_slot_bytes,
                                ratio=req.slots_per_request, cell_size=tok.cell_size_bytes,
                                page_size=tok.page_size, draft_tokens=args.verify_state_draft_tokens,
-                               requests_per_worker=args.requests_per_worker, context_len=args.context_length)
+                               requests_per_worker=args.requests_per_worker, context_len=args.context_length,
+                               fixed_bytes=replayssm_fixed_bytes(args))
     return attention_capacity_ledger(p, available_bytes=avail, available_source=source,
                                      cell_size=tok.cell_size_bytes, page_size=tok.page_size,
                                      requests_per_worker=args.requests_per_worker, context_len=args.context_length)
@@ -146,8 +149,11 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     host = host_ledger(layers, p, tok, req.state_slot_bytes,
                        cap.max_total_num_tokens if cap else None,
                        cap.max_mamba_cache_size if cap else None,
-                       mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes + replayssm_conv_window_bytes(
-                           args, req, cap.max_running_requests_per_worker)) if cap else None,
+                       # the Gated DeltaNet ReplaySSM ring: the budget's reservation out, MambaPool's allocation in
+                       mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes - replayssm_fixed_bytes(args, layers)
+                                           + replayssm_pool_ring_bytes(args, cap.max_running_requests_per_worker, layers)
+                                           + replayssm_conv_window_bytes(args, req, cap.max_running_requests_per_worker))
+                       if cap else None,
                        draft_layers=args.packed_draft_layers, rules=rules,
                        sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token)   # issue 30: DFLASH sidecar
     if host.hicache_ratio_source == "default":

@@ -67,6 +67,59 @@ def replayssm_ring_bytes(temporal_shape: tuple[int, int, int], num_layers: int, 
     return per_layer * num_layers
 
 
+def gdn_replayssm_ring_bytes(spec, num_layers: int, record_len: int) -> int:
+    """``BaseLinearStateParams.replayssm_ring_bytes_per_req`` for Gated DeltaNet (configs/mamba_utils.py), all
+    layers: per layer the d ring (v heads x v dim), the normalized-k ring (k heads x k dim) in the conv dtype and
+    a scalar gate in fp32, plus low parts of the two rings when the conv dtype is not fp32. ``spec``: one
+    ``GatedDeltaNetState`` (its k heads per rank: ``num_k_heads_per_tp``, the ORIGINAL groups rounded up)."""
+    hv, v_dim, k_dim = spec.temporal_shape
+    h_k = -(-spec.n_groups // spec.attn_tp)
+    conv_b, n = spec.conv_item_bytes, record_len
+    per_layer = hv * n * v_dim * conv_b + h_k * n * k_dim * conv_b + hv * n * 4
+    if conv_b != 4:
+        per_layer += hv * n * v_dim * conv_b + h_k * n * k_dim * conv_b
+    return per_layer * num_layers
+
+
+def replayssm_fixed_bytes(args: ServerArgs, layers: ModelLayers | None = None) -> int:
+    """Gated DeltaNet's ReplaySSM ring as ``_handle_max_mamba_cache`` reserves it (kv_cache_configurator.py): fixed
+    request scratch, ring per request x (max(1, max_running_requests // attn_dp) + 1), taken from the state budget
+    before the slots are counted (KDA keeps its ring on every slot instead: ``budget_slot_bytes``; Mamba-2 has no
+    ring, the flag is inert there). 0 without ``--enable-linear-replayssm-spec``."""
+    p = args.profile
+    m = layers or layers_for(args)
+    gdn = [s for s in m.specs(STATE_KINDS) if s.kind in ("gdn_state", "jet_state")]
+    if not (args.replayssm_active and gdn):
+        return 0
+    tp = args.linear_attn_tp_size
+    spec = gdn[0] if gdn[0].attn_tp == tp else replace(gdn[0], attn_tp=tp)
+    mrr = args.max_running_requests_global
+    if mrr is None:   # SGLang reads the schedule's value, None without --max-running-requests or a speculative reset
+        from ..errors import ProfileError
+
+        raise ProfileError("enable_linear_replayssm_spec", "SGLang 0.5.23 fails at start-up: \"unsupported operand "
+                                                           "type(s) for //: 'NoneType' and 'int'\" (_handle_max_mamba_cache "
+                                                           "sizes the Gated DeltaNet ring per max_running_requests); give "
+                                                           "--max-running-requests")
+    return gdn_replayssm_ring_bytes(spec, len(gdn), p.linear_replayssm_cache_len) * (max(1, mrr // args.attn_dp_size) + 1)
+
+
+def replayssm_pool_ring_bytes(args: ServerArgs, requests_per_worker: int | None,
+                              layers: ModelLayers | None = None) -> int:
+    """The Gated DeltaNet ring MambaPool allocates (memory_pool.py: the d, k, gate and raw v / k rings, the bytes
+    the budget reserves per request, over ``spec_state_size + 1`` rows: the CAPPED requests per worker), which
+    ``MambaPool.get_kv_size_bytes`` counts where HiCache splits ``--hicache-size`` over the device pools; the
+    budget reserved the same ring over the uncapped requests (``replayssm_fixed_bytes``)."""
+    m = layers or layers_for(args)
+    gdn = [s for s in m.specs(STATE_KINDS) if s.kind in ("gdn_state", "jet_state")]
+    if not (args.replayssm_active and gdn and requests_per_worker):
+        return 0
+    tp = args.linear_attn_tp_size
+    spec = gdn[0] if gdn[0].attn_tp == tp else replace(gdn[0], attn_tp=tp)
+    ring = gdn_replayssm_ring_bytes(spec, len(gdn), args.profile.linear_replayssm_cache_len)
+    return ring * (requests_per_worker + 1)
+
+
 def request_ledger(args: ServerArgs, linear_tp: int | None = None, layers: ModelLayers | None = None) -> RequestLedger:
     """The per-request ledger summed over the model's state specs (KDA, Gated DeltaNet, Mamba-2):
     one state slot is SGLang's ``mamba_cache_per_req``. ``linear_tp``: the TP that splits the state
@@ -92,8 +145,9 @@ def request_ledger(args: ServerArgs, linear_tp: int | None = None, layers: Model
         conv_state_bytes=s.conv_bytes, temporal_state_bytes=s.temporal_bytes,
         state_bytes_per_layer=s.bytes_per_slot, state_slot_bytes=slot,
         mamba_strategy=args.mamba_strategy, slots_per_request=spr, state_bytes_per_request=spr * slot,
+        # KDA keeps the ring on every slot; Gated DeltaNet reserves it per request (replayssm_fixed_bytes)
         replayssm_ring_bytes_per_slot=(replayssm_ring_bytes(temporal_shape, len(states),
                                                             p.linear_replayssm_cache_len)
-                                       if p.enable_linear_replayssm_spec else 0),
+                                       if args.replayssm_active and s.kind == "kda_state" else 0),
         state_kind=s.kind,
     )

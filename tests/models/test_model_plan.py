@@ -125,9 +125,12 @@ def test_model_path_in_a_launch_command_selects_the_model(capsys):
     (["model=qwen3.5-35b-a3b", "page_size=64", "mamba_scheduler_strategy=no_buffer"], "mamba_scheduler_strategy"),
     # the article layout's rules do not model other models
     (["model=qwen3.5-35b-a3b", "sglang_layout=article"], "sglang_layout"),
-    # MambaPool's replay ring (every hybrid's state pool): sized for KDA + DSA (GLM-5.3-Flash) only, yet
-    (["model=kimi-k3", "enable_linear_replayssm_spec=true"], "enable_linear_replayssm_spec"),
-    (["model=qwen3.5-35b-a3b", "linear_replayssm_cache_len=32"], "linear_replayssm_cache_len"),
+    # the replay ring is sized for every model (issue 31); Gated DeltaNet's needs max_running_requests
+    (["model=qwen3.5-35b-a3b", "enable_linear_replayssm_spec=true"], "enable_linear_replayssm_spec"),
+    # SGLang's refusals of prefill CP (issue 31): no strategy; zigzag on DeepSeek-V3.2; Nemotron-H's CP
+    (["model=qwen3.5-35b-a3b", "enable_prefill_cp=true"], "enable_prefill_cp"),
+    (["model=deepseek-v3.2", "enable_prefill_cp=true", "cp_strategy=zigzag"], "cp_strategy"),
+    (["model=nemotron-3-super-120b-a12b-fp8", "attn_cp_size=2"], "attn_cp_size"),
 ])
 def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, sets, field):
     prof = tmp_path / "p.yaml"
@@ -140,9 +143,19 @@ def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, sets, field):
     assert out.out == "" and out.err.count("\n") == 1 and f"{field}:" in out.err and "Traceback" not in out.err
 
 
+def test_replayssm_is_planned_for_another_model(capsys):
+    """Issue 31: the replay ring is sized for every model (tests/sglang/test_models_contract.py checks the bytes
+    through SGLang); here only that the pasted flags plan and move the state slot's cost."""
+    cmd = "python -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 16 --nnodes 2"
+    plans = []
+    for flags in ("", " --enable-linear-replayssm-spec --linear-replayssm-cache-len 32"):
+        assert main(["plan", "--sglang-args", cmd + flags, "--json"]) == 0
+        plans.append(json.loads(capsys.readouterr().out))
+    assert plans[0]["request"]["replayssm_ring_bytes_per_slot"] == 0 < plans[1]["request"]["replayssm_ring_bytes_per_slot"]
+    assert plans[1]["capacity"]["max_mamba_cache_size"] < plans[0]["capacity"]["max_mamba_cache_size"]
+
+
 @pytest.mark.parametrize("flag, field", [
-    ("--enable-linear-replayssm-spec", "enable_linear_replayssm_spec"),
-    ("--linear-replayssm-cache-len 32", "linear_replayssm_cache_len"),
     ("--dcp-size 2", "--dcp-size"),
 ])
 def test_unmodelled_launch_flags_for_another_model_exit_2_naming_them(capsys, flag, field):

@@ -40,7 +40,11 @@ PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "page_siz
         "disable_prefill_cuda_graph", "cuda_graph_backend_decode", "cuda_graph_backend_prefill",
         "enable_hierarchical_cache", "hicache_ratio", "hicache_size", "context_length", "enable_two_batch_overlap",
         # speculative decoding with the model's own MTP / NextN layers (issue 31): no draft checkpoint of its own
-        "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+        "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+        # the ReplaySSM spec-verify ring (issue 31): per slot for KDA, fixed per-request scratch for Gated DeltaNet
+        "enable_linear_replayssm_spec", "linear_replayssm_cache_len",
+        # context parallel (issue 31): the attention CP width, prefill CP and its strategy
+        "attn_cp_size", "enable_prefill_cp", "cp_strategy")
 
 
 def _nbytes(t) -> int:
@@ -165,12 +169,18 @@ def _contract(path: str, launch: dict, gpu) -> dict:
         out["token"].update(dsa_prefill_backend=v.dsa_prefill_backend, dsa_decode_backend=v.dsa_decode_backend)
     if use_mla:
         out["token"]["kv_cache_dim"] = int(calculate_mla_kv_cache_dim(model_config=mc, kv_cache_dtype=kv_dtype))
+    # ReplaySSM's ring (_handle_max_mamba_cache): on every state slot for a KDA config, fixed request scratch for
+    # a Gated DeltaNet one (it lands in spec_scratch_bytes below), none otherwise; its bytes from SGLang's own
+    # replayssm_ring_bytes_per_req
+    ring_per_slot = 0
+    if hybrid and v.enable_linear_replayssm_spec and kvc.hybrid_kda_config is not None:
+        ring_per_slot = int(params.replayssm_ring_bytes_per_req(record_len=v.linear_replayssm_cache_len))
     if hybrid:
         out["request"].update(
             slots_per_request=ratio, linear_attn_tp_size=linear_attn_tp_size(),
             # radix cache off: no strategy runs (the plan's "none")
             mamba_strategy=v.mamba_radix_cache_strategy if not v.disable_radix_cache else "none",
-            replayssm_ring_bytes_per_slot=0)
+            replayssm_ring_bytes_per_slot=ring_per_slot)
 
     # ---- capacity from GPU memory: SGLang's two free-memory readings and _profile_available_bytes
     seen: dict = {}
@@ -205,15 +215,19 @@ def _contract(path: str, launch: dict, gpu) -> dict:
            "max_running_requests": int(max_reqs), "context_length": int(mc.context_len)}
     if hybrid:
         K = get_schedule().max_mamba_cache_size
-        cap.update(max_mamba_cache_size=K, mamba_pool_bytes=(K + 1) * per_req,
-                   spec_scratch_bytes=int(round((seen["rest_gib"] - seen["after_gib"]) * GiB - (K + 1) * per_req)))
+        slot = per_req + ring_per_slot
+        cap.update(max_mamba_cache_size=K, mamba_pool_bytes=(K + 1) * slot,
+                   spec_scratch_bytes=int(round((seen["rest_gib"] - seen["after_gib"]) * GiB - (K + 1) * slot)))
     out["capacity"] = cap
 
     # the host group first: the small pools below override max_mamba_cache_size (W6)
     if launch.get("enable_hierarchical_cache"):
         out["host"] = _host(configurator, sa, v, hybrid, dsa, int(config.max_total_num_tokens), int(max_reqs),
                             SimpleNamespace(spec=spec, sa=sa, mc=mc, kv_quant_algo=quant_algo))
-    pools = _measure(configurator, v, mc, hybrid, dsa, int(max_reqs))
+    try:   # MambaPool's own checks at allocation (the KDA ring's length) refuse here
+        pools = _measure(configurator, v, mc, hybrid, dsa, int(max_reqs))
+    except ValueError as e:
+        raise SGLangRefused("pool_build", e)
     for section, values in pools.items():
         out.setdefault(section, {}).update(values)
     checks = out["checks"]   # SGLang's tensors against its own sizing functions

@@ -76,8 +76,8 @@ def test_planted_old_refusal_is_caught(sglang_ready, monkeypatch):
 
     real = resolve.validate_replayssm_spec
 
-    def refuse(p, draft_tokens):
-        real(p, draft_tokens)
+    def refuse(p, draft_tokens, *rest):
+        real(p, draft_tokens, *rest)
         if p.enable_linear_replayssm_spec and p.enable_hierarchical_cache:
             raise ProfileError("enable_hierarchical_cache", "not modelled")
 

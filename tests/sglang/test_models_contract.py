@@ -212,6 +212,23 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
     for d in out:
         if name in MTP_MODELS and spec.random() < 0.4:
             d.update(speculative_spec(spec))
+    # --enable-linear-replayssm-spec (issue 31), on every model: a ring per KDA slot, fixed request scratch for
+    # Gated DeltaNet / JetBlock, nothing for Mamba-2 and attention-only models (their verify scratch stays)
+    rep = random.Random(f"{seed}:{name}:replayssm")
+    for d in out:
+        if rep.random() < 0.2:
+            d["enable_linear_replayssm_spec"] = True
+            if rep.random() < 0.3:
+                d["linear_replayssm_cache_len"] = rep.choice([8, 32, 64])
+    # context parallel (issue 31): an attention CP width, prefill CP with a strategy (or none: SGLang refuses)
+    cp = random.Random(f"{seed}:{name}:context-parallel")
+    for d in out:
+        if cp.random() < 0.2:
+            if cp.random() < 0.7:
+                d["attn_cp_size"] = cp.choice([c for c in (2, 4, 8) if d["tp_size"] % c == 0] or [1])
+            if cp.random() < 0.6:
+                d["enable_prefill_cp"] = True
+                d["cp_strategy"] = cp.choice(["interleave", "interleave", "zigzag", None])
     return out
 
 
@@ -497,3 +514,67 @@ def test_a_planted_trtllm_under_nextn_is_caught(sglang_ready, monkeypatch):
     problems = planted(monkeypatch, "qwen3.5-35b-a3b", {**_B200, "tp_size": 4, **_SPEC},
                        lambda mp: mp.setattr(resolve_module, "mha_default_is_trtllm", lambda p: True))
     assert any(p.startswith("token.page_size:") for p in problems), problems
+
+
+# ---- ReplaySSM (issue 31): where the ring sits for each state kind, then a planted error
+_REPLAY = {**PLANT, "tp_size": 4, **_SPEC, "max_running_requests": 64, "enable_linear_replayssm_spec": True}
+REPLAYSSM = [
+    ("qwen3.5-35b-a3b", _REPLAY),                                   # GDN: fixed request scratch, K from the rest
+    ("qwen3-next-80b-a3b-thinking", {**_REPLAY, "tp_size": 8, "dp_size": 2, "enable_dp_attention": True,
+                                     "linear_replayssm_cache_len": 32}),   # per DP worker
+    ("jet-nemotron-2b", {**PLANT, "tp_size": 2, "max_running_requests": 32, "enable_linear_replayssm_spec": True}),
+    ("kimi-k3", {**PLANT, "tp_size": 4, "max_running_requests": 32, "enable_linear_replayssm_spec": True}),   # KDA: per slot
+    ("nemotron-3-super-120b-a12b-fp8", _REPLAY),                    # Mamba-2: no ring, the verify scratch stays
+    ("deepseek-v3.2", _REPLAY),                                     # no state layer: inert
+    ("qwen3.5-27b", {**PLANT, "tp_size": 2, "enable_linear_replayssm_spec": True}),   # no max_running_requests: SGLang's TypeError
+    # seed 6: --hicache-size splits over MambaPool's bytes, which hold the ring over the CAPPED requests (+1)
+    ("qwen3.5-397b-a17b", {"gpu": "B200", "tp_size": 1, "kv_cache_dtype": "fp8_e4m3", "max_running_requests": 256,
+                           "page_size": 64, "disable_overlap_schedule": True, "chunked_prefill_size": 4096,
+                           "disable_cuda_graph": True, "enable_hierarchical_cache": True, "hicache_size": 96,
+                           "pre_model_load_bytes": 191318201100, "weights_bytes": 43139301329,
+                           "enable_linear_replayssm_spec": True, "linear_replayssm_cache_len": 8}),
+]
+
+
+@pytest.mark.parametrize("name, launch", REPLAYSSM, ids=[f"{n}-{i}" for i, (n, _) in enumerate(REPLAYSSM)])
+def test_replayssm_launches_agree_key_for_key(sglang_ready, name, launch):
+    problems, _ = check(name, launch)
+    assert problems == [], problems
+
+
+def test_a_planted_gdn_ring_per_slot_is_caught(sglang_ready, monkeypatch):
+    """Planted: Gated DeltaNet's fixed ring scratch left out (the slots take the whole state budget)."""
+    import glm_kv.ledgers.plan as plan_module
+
+    problems = planted(monkeypatch, "qwen3.5-35b-a3b", _REPLAY,
+                       lambda mp: mp.setattr(plan_module, "replayssm_fixed_bytes", lambda args, layers=None: 0))
+    assert any(p.startswith("capacity.max_mamba_cache_size:") for p in problems), problems
+
+
+# ---- context parallel (issue 31): SGLang's widths and refusals per model, then a planted error
+CONTEXT_PARALLEL = [
+    ("qwen3.5-35b-a3b", {**PLANT, "attn_cp_size": 2}),                                   # attention TP 4: state / 4
+    ("kimi-k3", {**PLANT, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"}),
+    ("glm-5.1", {**PLANT, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"}),   # DSA: TP-wide CP
+    ("deepseek-v3.2", {**PLANT, "enable_prefill_cp": True, "cp_strategy": "interleave"}),   # no width: TP-wide CP
+    ("deepseek-v3.2", {**PLANT, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"}),   # refused
+    ("glm-5.3-flash", {**PLANT, "enable_prefill_cp": True, "cp_strategy": "interleave"}),   # CP-TP group sharing
+    ("nemotron-3-super-120b-a12b-fp8", {**PLANT, "attn_cp_size": 2}),                    # refused
+    ("qwen3-next-80b-a3b-thinking", {**PLANT, "enable_prefill_cp": True}),               # refused: no strategy
+]
+
+
+@pytest.mark.parametrize("name, launch", CONTEXT_PARALLEL, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CONTEXT_PARALLEL)])
+def test_context_parallel_launches_agree_key_for_key(sglang_ready, name, launch):
+    problems, _ = check(name, launch)
+    assert problems == [], problems
+
+
+def test_a_planted_narrow_dsa_prefill_cp_is_caught(sglang_ready, monkeypatch):
+    """Planted: a DSA model's prefill CP kept at the width the user gave (SGLang widens it to the TP group)."""
+    import glm_kv.inputs.resolve as resolve_module
+
+    problems = planted(monkeypatch, "glm-5.1", {**PLANT, "attn_cp_size": 2, "enable_prefill_cp": True,
+                                                "cp_strategy": "zigzag"},
+                       lambda mp: mp.setattr(resolve_module, "resolve_dsa_prefill_cp", lambda p, facts: p))
+    assert any(p.startswith("parallel.attn_tp_size:") for p in problems), problems

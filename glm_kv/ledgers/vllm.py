@@ -206,6 +206,11 @@ def _round_up(a: int, b: int) -> int:
     return _cdiv(a, b) * b
 
 
+def _next_power_of_2(n: int) -> int:
+    """utils/math_utils.py next_power_of_2 (inclusive; 1 below 1)."""
+    return 1 if n < 1 else 1 << (n - 1).bit_length()
+
+
 # ------------------------------------------------------------------------------------------------------
 # the model as vLLM builds it: layer names, kinds, backends (H200 sm_90, B200 sm_100)
 # ------------------------------------------------------------------------------------------------------
@@ -443,6 +448,80 @@ def _model_of(cfg: HfConfig) -> _Model:
     raise NotModelled(f"model_type {mt!r}")
 
 
+def _mtp_n_predict(cfg: HfConfig) -> Optional[int]:
+    """The drafter's ``n_predict`` as ``SpeculativeConfig.hf_config_override`` sets it
+    (config/speculative.py:710-1160): ``num_nextn_predict_layers`` (DeepSeek-V3.2 / GLM-5.1 as
+    ``deepseek_mtp``, :750-763; Kimi-K3's text config, :785-793; Glm5Next's text config, :1146-1157;
+    NemotronH, default 1, :902-906) or ``mtp_num_hidden_layers`` (Qwen3.5, :990-1006)."""
+    t = cfg.text
+    if cfg.model_type.startswith("qwen3_5"):
+        v = cfg.top.get("mtp_num_hidden_layers", t.get("mtp_num_hidden_layers"))
+    elif cfg.model_type == "nemotron_h":
+        v = t.get("num_nextn_predict_layers", 1)
+    else:
+        v = t.get("num_nextn_predict_layers")
+    return None if v is None else int(v)
+
+
+def _mtp_drafter_layers(cfg: HfConfig, k: int) -> tuple:
+    """The MTP drafter's KV-cache layers (``--speculative-config '{"method": "mtp", ...}'``), in vLLM's
+    registration order: after the target's, built from the draft config under the ``eagle_head`` tag
+    (v1/worker/gpu/spec_decode/..., tests/vllm/oracle.py ``_build_models``), one spec kind per role as
+    the target's. First ``SpeculativeConfig.__post_init__``'s check of ``k`` against ``n_predict``
+    (config/speculative.py:1584-1611: ``k > n_predict and k % n_predict != 0``, which divides by zero
+    when the checkpoint has no MTP layer, e.g. Kimi-K3's ``num_nextn_predict_layers`` 0). Then:
+
+    * DeepSeek-V3.2 / GLM-5.1 (``DeepseekV32MTP``, models/deepseek_v32/nvidia/mtp.py:172-190) and
+      GLM-5.3-Flash (``Glm5NextMTP``, models/glm5next/common/mtp.py:109-125, a DSA decoder layer:
+      ``is_mtp_layer``): ``model.layers.{i}`` for i in num_hidden_layers .. + n_predict, each the
+      target's DSA layer (indexer K, for Glm5Next the tail ring, sparse MLA);
+    * Kimi-K3 (``KimiK3MTP``, models/kimi_k3/nvidia/mtp.py:155-170): ``model.layers.{i}`` likewise,
+      an MLA layer (``KimiLinearConfig.is_kda_layer`` is false past the target's layers);
+    * Qwen3.5 (``Qwen3_5MultiTokenPredictor``, model_executor/models/qwen3_5_mtp.py:81-125):
+      ``mtp.layers.{i}``, i < ``mtp_num_hidden_layers``, full-attention decoder layers;
+    * NemotronH (``NemotronHMultiTokenPredictor``, model_executor/models/nemotron_h_mtp.py:245-291):
+      ``mtp.layers.{i}`` over ``mtp_hybrid_override_pattern`` (one MTP layer only), an attention layer
+      (``.mixer.attn``) per ``*``, none per ``E`` (MoE); any other character is refused."""
+    t = cfg.text
+    mt = cfg.model_type
+    n_predict = _mtp_n_predict(cfg)
+    if n_predict is None:
+        raise NotModelled(f"MTP on a {mt!r} config without its MTP layer count")
+    if n_predict == 0:          # k > 0 = n_predict, then k % 0: Python's words, not a refusal in vLLM's
+        raise VllmRefusal("engine_config", "ZeroDivisionError", "integer modulo by zero")
+    if k > n_predict and k % n_predict != 0:
+        # vLLM's ValueError ("num_speculative_tokens:k must be divisible by n_predict=..."), as pydantic wraps
+        # it: no vendored checkpoint has n_predict > 1, so its words are not checked against vLLM here
+        raise NotModelled(f"num_speculative_tokens {k} not a multiple of the checkpoint's {n_predict} MTP layers")
+    n = int(t.get("num_hidden_layers") or 0)
+    out: list = []
+    if mt in ("glm5_next", "deepseek_v32", "glm_moe_dsa", "kimi_k3"):
+        for i in range(n, n + n_predict):
+            p = f"model.layers.{i}.self_attn"
+            if mt == "kimi_k3":
+                out.append((p, "mla"))
+            elif mt == "glm5_next":
+                out += [(p + ".indexer.k_cache", "indexer"), (p + ".indexer.tail_cache", "tail"), (p + ".attn", "mla_sparse")]
+            else:
+                out += [(p + ".indexer.k_cache", "indexer"), (p + ".attn", "mla_sparse")]
+    elif mt.startswith("qwen3_5"):
+        out = [(f"mtp.layers.{i}.self_attn.attn", "gqa") for i in range(n_predict)]
+    elif mt == "nemotron_h":
+        if n_predict != 1:
+            raise VllmRefusal("model", "AssertionError", "Only one MTP layer is supported for NemotronH-MTP")
+        pattern = t.get("mtp_hybrid_override_pattern")
+        if not pattern:
+            raise NotModelled("NemotronH MTP without mtp_hybrid_override_pattern")
+        for i, c in enumerate(pattern):
+            if c not in "*E":
+                raise VllmRefusal("model", "NotImplementedError", f"Pattern char '{c}' in {pattern} not implemented")
+            if c == "*":
+                out.append((f"mtp.layers.{i}.mixer.attn", "gqa"))
+    else:
+        raise NotModelled(f"MTP drafter layers of model_type {mt!r}")
+    return tuple(out)
+
+
 # ------------------------------------------------------------------------------------------------------
 # the plan
 # ------------------------------------------------------------------------------------------------------
@@ -533,13 +612,13 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     if a.gpu not in GPU_CAPABILITY:
         raise NotModelled(f"gpu {a.gpu!r}: only H200 (sm_90) and B200 (sm_100) backend tables are derived")
     sm100 = GPU_CAPABILITY[a.gpu][0] == 10
-    if a.num_speculative_tokens:
-        raise NotModelled("speculative decoding (MTP drafter layers)")
     if a.disable_hybrid_kv_cache_manager:
         raise NotModelled("disable_hybrid_kv_cache_manager")
     if not a.kv_cache_memory_bytes:
         raise NotModelled("kv_cache_memory_bytes is required (no memory profile)")
     m = _model_of(cfg)
+    if a.num_speculative_tokens:
+        m = replace(m, layers=m.layers + _mtp_drafter_layers(cfg, a.num_speculative_tokens))
     t = cfg.text
     tp = a.tp
     # --- CacheConfig / ModelConfig (config/cache.py, config/model.py, model_executor/models/config.py)
@@ -641,9 +720,15 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
                         cache_dtype_str=None, tokens_per_state=kpool, role=role,
                         block_stride_alignment=index_row)
         elif role == "tail":
-            # the kpool tail ring: index_kpool tokens (+ speculative lookahead) of 2 x index_head_dim bf16
-            spec = Spec("CircularBufferSpec", kpool + a.num_speculative_tokens, num_kv_heads=2, head_size=index_dim,
-                        dtype="bfloat16", role=role)
+            # Glm5NextTailCache.get_kv_cache_spec (models/glm5next/common/attention.py:156-180): a ring of
+            # index_kpool x next_power_of_2(cdiv(index_kpool + speculative tokens, index_kpool)) slots of
+            # 2 x index_head_dim bf16 (raw K and gate score), which must divide the attention block
+            ring = kpool * _next_power_of_2(_cdiv(kpool + a.num_speculative_tokens, kpool))
+            if block % ring:
+                raise VllmRefusal("get_kv_cache_spec", "AssertionError",
+                                  f"Glm5NextTailCache: cache_config.block_size ({block}) must be a multiple of "
+                                  f"the tail ring ({ring})")
+            spec = Spec("CircularBufferSpec", ring, num_kv_heads=2, head_size=index_dim, dtype="bfloat16", role=role)
         elif role == "gqa":
             spec = Spec("FullAttentionSpec", block, num_kv_heads=gqa_heads, head_size=gqa_head,
                         head_size_v=gqa_head, dtype=kv_item, role=role)

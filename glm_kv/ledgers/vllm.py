@@ -43,11 +43,22 @@ What is modelled (``vllm_plan(config, args)``):
   (``model_executor/models/config.py``), whose MLA row is one byte per latent element (FlashInfer's
   plain fp8; no scales); the Mamba prefill checkpoints follow each kernel's SM10x rule.
 
+* MTP speculative decoding (``--speculative-config '{"method": "mtp", "num_speculative_tokens": k}'``,
+  ``_mtp_drafter_layers``): the drafter's KV layers after the target's, named and specced as vLLM's MTP
+  modules build them (``DeepseekV32MTP``, ``Glm5NextMTP``, ``KimiK3MTP``, ``Qwen3_5MoeMTP``,
+  ``NemotronHMTP``), ``SpeculativeConfig``'s check of k against the checkpoint's MTP layers (none, as
+  Kimi-K3's: vLLM's ZeroDivisionError), and what k moves in the target: the conv state's k extra rows and
+  k speculative Mamba blocks per request (hence the hybrid block), GLM-5.3-Flash's tail ring
+  (``index_kpool`` x next_power_of_2(cdiv(index_kpool + k, index_kpool)) slots). Attention blocks per
+  request do not move with k (vLLM's ``max_memory_usage_bytes`` has no lookahead term).
+
 Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; fp8 MLA caches on
 H200 (sm_90: backend choice and row layout); on B200, a launch whose first valid attention backend is past
 the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out, or
-FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); MTP drafters (their layers);
-DCP/PCP, HiSparse, kv_cache_dtype_skip_layers.
+FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); speculative methods other than MTP
+(refused where the launch is read, ``inputs/vllm_launch.py``), MTP with k not a multiple of a checkpoint's
+n_predict > 1 (vLLM's ValueError, no vendored checkpoint to check its words on);
+disable_hybrid_kv_cache_manager; DCP/PCP, HiSparse, kv_cache_dtype_skip_layers.
 """
 from __future__ import annotations
 
@@ -99,7 +110,7 @@ class VllmArgs:
     @classmethod
     def from_launch(cls, launch: dict) -> "VllmArgs":
         """From the oracle's launch dict (tests/vllm/oracle.py FLAGS)."""
-        kw = {k: v for k, v in launch.items() if k not in ("model", "speculative_config")}
+        kw = {k: v for k, v in launch.items() if k not in ("model", "speculative_config", "config_overrides")}
         spec = launch.get("speculative_config") or {}
         return cls(**kw, num_speculative_tokens=int(spec.get("num_speculative_tokens", 0)))
 

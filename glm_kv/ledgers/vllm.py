@@ -52,13 +52,16 @@ What is modelled (``vllm_plan(config, args)``):
   (``index_kpool`` x next_power_of_2(cdiv(index_kpool + k, index_kpool)) slots). Attention blocks per
   request do not move with k (vLLM's ``max_memory_usage_bytes`` has no lookahead term).
 
+* ``--disable-hybrid-kv-cache-manager`` (``_unify_hybrid_kv_cache_specs``): the DSA models size as with
+  the hybrid manager; the Mamba hybrids are refused in vLLM's words.
+
 Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; fp8 MLA caches on
 H200 (sm_90: backend choice and row layout); on B200, a launch whose first valid attention backend is past
 the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out, or
 FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); speculative methods other than MTP
 (refused where the launch is read, ``inputs/vllm_launch.py``), MTP with k not a multiple of a checkpoint's
 n_predict > 1 (vLLM's ValueError, no vendored checkpoint to check its words on);
-disable_hybrid_kv_cache_manager; DCP/PCP, HiSparse, kv_cache_dtype_skip_layers.
+DCP/PCP, HiSparse, kv_cache_dtype_skip_layers.
 """
 from __future__ import annotations
 
@@ -623,8 +626,6 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     if a.gpu not in GPU_CAPABILITY:
         raise NotModelled(f"gpu {a.gpu!r}: only H200 (sm_90) and B200 (sm_100) backend tables are derived")
     sm100 = GPU_CAPABILITY[a.gpu][0] == 10
-    if a.disable_hybrid_kv_cache_manager:
-        raise NotModelled("disable_hybrid_kv_cache_manager")
     if not a.kv_cache_memory_bytes:
         raise NotModelled("kv_cache_memory_bytes is required (no memory profile)")
     m = _model_of(cfg)
@@ -762,6 +763,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
                                        for r in roles}))
 
     # --- groups (v1/core/kv_cache_planning.py get_kv_cache_groups)
+    if a.disable_hybrid_kv_cache_manager:
+        _unify_hybrid_kv_cache_specs(dict(layers))
     groups = _groups(dict(layers), m.block_outermost)
     # --- bytes per block, num_blocks, tensors
     bpb = _bytes_per_block(groups, m.block_outermost)
@@ -892,6 +895,26 @@ def _mamba_state(m: _Model, t: dict, tp: int, a: VllmArgs, sm100: bool = False):
 
 def _uniform_type(specs: list[Spec]) -> bool:
     return len({s.uniform_type_key() for s in specs}) == 1
+
+
+def _unify_hybrid_kv_cache_specs(specs: dict[str, Spec]) -> None:
+    """``--disable-hybrid-kv-cache-manager``: ``get_kv_cache_groups`` first calls
+    ``unify_hybrid_kv_cache_specs`` (v1/core/kv_cache_planning.py:1127-1128, 853-876). It splits the layers
+    by whether they are attention caches replicated across DCP ranks (an ``AttentionSpec`` with
+    ``dcp_sharded`` False: only GLM-5.3-Flash's tail ring, ``Glm5NextTailCache``,
+    models/glm5next/common/attention.py:178; ``AttentionSpec`` defaults to True, v1/kv_cache_interface.py:553;
+    a ``MambaSpec`` is no ``AttentionSpec``) and asks of each part ``_promote_local_kv_cache_specs``
+    (:744-815): one spec or one type, after sliding-window / chunked-local specs become full attention
+    (none of these models has one), else its ValueError. So the DSA models (MLA and indexer: one type)
+    size as with the hybrid manager, and every Mamba hybrid is refused: its Mamba and attention layers
+    are one part of two types."""
+    parts: dict[bool, list[Spec]] = {}
+    for s in specs.values():
+        parts.setdefault(s.kind == "CircularBufferSpec", []).append(s)
+    for part in parts.values():
+        if len(set(part)) > 1 and not _uniform_type(part):
+            raise VllmRefusal("get_kv_cache_configs", "ValueError",
+                              "Failed to promote local KV cache specs to one unified type.")
 
 
 def _group(names: list[str], specs: dict[str, Spec]) -> VllmGroup:

@@ -74,7 +74,8 @@ NEMOTRON_QUANT_PRODUCER = {"name": "modelopt"}
 
 # launch keys -> EngineArgs fields (None: not passed, vLLM's default)
 FLAGS = ("kv_cache_dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "enable_prefix_caching", "block_size",
-         "max_model_len", "max_num_seqs", "speculative_config", "kv_cache_memory_bytes")
+         "max_model_len", "max_num_seqs", "speculative_config", "kv_cache_memory_bytes",
+         "disable_hybrid_kv_cache_manager")
 
 
 class Refused(Exception):

@@ -184,6 +184,26 @@ def test_glm_kv_agrees_on_mtp_launch(vllm_plan, which):
     compare(MTP[which], theirs)
 
 
+# --disable-hybrid-kv-cache-manager: unify_hybrid_kv_cache_specs leaves the DSA models' one-type specs as
+# they are and refuses every Mamba hybrid ("Failed to promote local KV cache specs to one unified type.").
+NO_HMA = [
+    {"model": "deepseek-v3.2", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB},
+    {"model": "glm-5.1", "gpu": "B200", "tp": 8, "kv_cache_memory_bytes": 50 * GiB,
+     "speculative_config": {"method": "mtp", "num_speculative_tokens": 2}},
+    {"model": "glm-5.3-flash", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB},
+    {"model": "kimi-k3", "gpu": "H200", "tp": 4, "kv_cache_memory_bytes": 60 * GiB},
+    {"model": "qwen3.5-35b-a3b", "gpu": "B200", "tp": 2, "kv_cache_memory_bytes": 30 * GiB},
+    {"model": "nemotron-3-super-120b-a12b-fp8", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB,
+     "enable_prefix_caching": False},
+]
+NO_HMA = [{**launch, "disable_hybrid_kv_cache_manager": True} for launch in NO_HMA]
+
+
+@pytest.mark.parametrize("which", range(len(NO_HMA)), ids=[f"{l['model']}-{l['gpu']}" for l in NO_HMA])
+def test_glm_kv_agrees_without_the_hybrid_manager(vllm_plan, which):
+    compare(NO_HMA[which], vllm_plan(NO_HMA[which]))
+
+
 @pytest.mark.parametrize("which", [0, 1])
 def test_glm_kv_agrees_on_memory_pair(vllm_plan, which):
     launch = memory_pair()[which]
@@ -205,6 +225,8 @@ def launches_of(item) -> list[dict]:
         return [B200[params["which"]]]
     if name == "test_glm_kv_agrees_on_mtp_launch":
         return [MTP[params["which"]]]
+    if name == "test_glm_kv_agrees_without_the_hybrid_manager":
+        return [NO_HMA[params["which"]]]
     if name == "test_glm_kv_agrees_on_memory_pair":
         return [memory_pair()[params["which"]]]
     return []

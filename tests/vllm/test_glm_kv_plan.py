@@ -1,6 +1,7 @@
 """glm-kv's vLLM plan (glm_kv/ledgers/vllm.py, re-derived from vLLM 0.33.0's source) against vLLM's own
 sizing (oracle.py) on the launches this suite already runs: the study's anchors, this run's random
-launches (GLM_KV_SEED) and the memory pair. The oracle's results are the session's (conftest.py queues
+launches (GLM_KV_SEED) and the memory pair; and on its own pinned ones (B200 backends, MTP drafters,
+--disable-hybrid-kv-cache-manager). The oracle's results are the session's (conftest.py queues
 these launches with test_oracle.py's; each launch runs once), so this module adds only glm-kv's time.
 
 Every key of the oracle's output is compared both ways (a key one side lacks fails, named), nested

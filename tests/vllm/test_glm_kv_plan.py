@@ -164,6 +164,9 @@ def _mtp(model: str, k: int, **launch) -> dict:
 MTP = [
     _mtp("glm-5.3-flash", 1), _mtp("glm-5.3-flash", 2, gpu="B200"),
     _mtp("glm-5.3-flash", 5, tp=2, kv_cache_memory_bytes=40 * GiB, enable_prefix_caching=False),
+    # k 300: conv rows push the hybrid block to 2432, the ring to 512 slots, which does not divide it:
+    # Glm5NextTailCache's AssertionError at get_kv_cache_spec
+    _mtp("glm-5.3-flash", 300),
     _mtp("kimi-k3", 2),
     # Kimi-K3 as if its checkpoint had one MTP layer (the vendored one has none; config_overrides is set in the
     # checkpoint vLLM gets and in glm-kv's config alike): KimiK3MTP's MLA layer model.layers.93.self_attn

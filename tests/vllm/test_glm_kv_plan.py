@@ -171,6 +171,7 @@ MTP = [
     # Kimi-K3 as if its checkpoint had one MTP layer (the vendored one has none; config_overrides is set in the
     # checkpoint vLLM gets and in glm-kv's config alike): KimiK3MTP's MLA layer model.layers.93.self_attn
     _mtp("kimi-k3", 2, tp=4, config_overrides={"num_nextn_predict_layers": 1}),
+    _mtp("kimi-k3", 1, gpu="B200", tp=4, config_overrides={"num_nextn_predict_layers": 1}),
     _mtp("qwen3.5-35b-a3b", 2), _mtp("qwen3.5-35b-a3b", 3, gpu="B200", tp=2, kv_cache_dtype="fp8"),
     _mtp("nemotron-3-super-120b-a12b-fp8", 1), _mtp("nemotron-3-super-120b-a12b-fp8", 2, gpu="B200", tp=4),
     _mtp("deepseek-v3.2", 2), _mtp("deepseek-v3.2", 1, gpu="B200", tp=4),

@@ -53,8 +53,12 @@ def test_plan_vllm_refused_by_vllm(capsys):
     (["plan", "--vllm-args", GLM_V, "--gpu", "A100"], "--gpu"),
     (["plan", "--vllm-args", GLM_V, "--profile", "h200-0.5.23"], "--vllm-args"),
     (["plan", "--vllm-args", GLM_V.replace("128k", "2M")], "--vllm-args"),   # above the config: NotModelled
+    # a speculative method other than the checkpoint's MTP layers (glm-kv sizes MTP only)
     (["plan", "--vllm-args", "vllm serve zai-org/GLM-5.3-Flash -tp 8 --kv-cache-memory-bytes 60G "
-      "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'"], "--vllm-args"),
+      "--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 1}'"], "--speculative-config"),
+    (["plan", "--vllm-args", "vllm serve zai-org/GLM-5.3-Flash -tp 8 --kv-cache-memory-bytes 60G "
+      "--speculative-config '{\"num_speculative_tokens\": 1}'"], "--speculative-config"),
+    # Kimi-K3's checkpoint has no MTP layer: vLLM fails (ZeroDivisionError), glm-kv says so (exit 3, below)
     (["plan", "--profile", "h200-0.5.23", "--gpu", "B200"], "--gpu"),
     (["compare", "--vllm-args", GLM_V], "compare"),
     (["compare", "--sglang-args", GLM_S, "--vllm-args", GLM_V.replace("zai-org/GLM-5.3-Flash", "deepseek-v3.2")],
@@ -101,6 +105,22 @@ def test_compare_same_kv_bytes(capsys):
     assert "gives no --kv-cache-memory-bytes" in d2["vllm_kv_bytes_source"]
 
 
+def test_plan_vllm_mtp(capsys):
+    """MTP is planned (the drafter's layers: ledgers/vllm.py, checked against vLLM in tests/vllm); the profile's
+    num_speculative_tokens is the same MTP launch."""
+    d = _json(capsys, "plan", "--vllm-args", GLM_V + " -sc '{\"method\": \"mtp\", \"num_speculative_tokens\": 3}'",
+              "--json")
+    assert d["num_speculative_tokens"] == 3 and "model.layers.45.self_attn.attn" in d["layers"]
+    assert d["groups"][-1]["kind"] == "CircularBufferSpec" and d["groups"][-1]["block_size"] == 8
+
+
+def test_plan_vllm_mtp_without_mtp_layers_is_vllms_failure(capsys, tmp_path):
+    assert main(["plan", "--vllm-args", "vllm serve moonshotai/Kimi-K3 -tp 8 --kv-cache-memory-bytes 60G "
+                 "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'", "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)["refused"] == {"stage": "engine_config", "type": "ZeroDivisionError",
+                                                              "message": "integer modulo by zero"}
+
+
 def test_vllm_profile_is_the_command(capsys, tmp_path):
     f = tmp_path / "glm-vllm.yaml"
     f.write_text("model: zai-org/GLM-5.3-Flash\ngpu: H200\ntp: 8\nkv_cache_memory_bytes: 60G\nmax_model_len: 128k\n"
@@ -108,6 +128,11 @@ def test_vllm_profile_is_the_command(capsys, tmp_path):
     a = _json(capsys, "plan", "--vllm-profile", str(f), "--json")
     b = _json(capsys, "plan", "--vllm-args", GLM_V + " --no-enable-prefix-caching", "--json")
     assert a == b and a["mamba_cache_mode"] == "none"
+    f.write_text(f.read_text() + "num_speculative_tokens: 2\n")
+    a = _json(capsys, "plan", "--vllm-profile", str(f), "--json")
+    b = _json(capsys, "plan", "--vllm-args", GLM_V + " --no-enable-prefix-caching "
+              "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'", "--json")
+    assert a == b and a["num_speculative_tokens"] == 2
 
 
 @pytest.mark.parametrize("text,field", [

@@ -116,6 +116,13 @@ class VllmLaunch:
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
                 raise VllmNotModelled("--speculative-config", "without a positive num_speculative_tokens vLLM "
                                       "takes the drafter's own count, which glm-kv does not read")
+            # glm-kv sizes the checkpoint's own MTP layers as the drafter (ledgers/vllm.py); another method
+            # (ngram, eagle, a draft model, ...) or any other key of the config would be sized wrong
+            others = sorted(set(spec) - {"method", "num_speculative_tokens"})
+            if spec.get("method") != "mtp" or others:
+                raise VllmNotModelled("--speculative-config", f"glm-kv sizes only {{\"method\": \"mtp\", "
+                                      f"\"num_speculative_tokens\": N}} (the checkpoint's MTP layers), got "
+                                      f"{shown(json.dumps(spec))}")
             kw["num_speculative_tokens"] = n
         return kw
 

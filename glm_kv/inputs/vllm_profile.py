@@ -51,7 +51,8 @@ def load_vllm_profile(source: str) -> tuple[VllmLaunch, Optional[str]]:
             continue
         engine[FIELD_TO_DEST[key]] = _value(key, value)
     if "speculative_config" in engine:
-        engine["speculative_config"] = {"num_speculative_tokens": engine["speculative_config"]}
+        # the field is the MTP drafter's token count (the only speculative method glm-kv sizes)
+        engine["speculative_config"] = {"method": "mtp", "num_speculative_tokens": engine["speculative_config"]}
     _check(engine)
     return VllmLaunch(model=model, engine_args=engine), gpu
 

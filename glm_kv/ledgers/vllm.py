@@ -43,10 +43,24 @@ What is modelled (``vllm_plan(config, args)``):
   (``model_executor/models/config.py``), whose MLA row is one byte per latent element (FlashInfer's
   plain fp8; no scales); the Mamba prefill checkpoints follow each kernel's SM10x rule.
 
+* MTP speculative decoding (``--speculative-config '{"method": "mtp", "num_speculative_tokens": k}'``,
+  ``_mtp_drafter_layers``): the drafter's KV layers after the target's, named and specced as vLLM's MTP
+  modules build them (``DeepseekV32MTP``, ``Glm5NextMTP``, ``KimiK3MTP``, ``Qwen3_5MoeMTP``,
+  ``NemotronHMTP``), ``SpeculativeConfig``'s check of k against the checkpoint's MTP layers (none, as
+  Kimi-K3's: vLLM's ZeroDivisionError), and what k moves in the target: the conv state's k extra rows and
+  k speculative Mamba blocks per request (hence the hybrid block), GLM-5.3-Flash's tail ring
+  (``index_kpool`` x next_power_of_2(cdiv(index_kpool + k, index_kpool)) slots). Attention blocks per
+  request do not move with k (vLLM's ``max_memory_usage_bytes`` has no lookahead term).
+
+* ``--disable-hybrid-kv-cache-manager`` (``_unify_hybrid_kv_cache_specs``): the DSA models size as with
+  the hybrid manager; the Mamba hybrids are refused in vLLM's words.
+
 Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; fp8 MLA caches on
 H200 (sm_90: backend choice and row layout); on B200, a launch whose first valid attention backend is past
 the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out, or
-FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); MTP drafters (their layers);
+FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); speculative methods other than MTP
+(refused where the launch is read, ``inputs/vllm_launch.py``), MTP with k not a multiple of a checkpoint's
+n_predict > 1 (vLLM's ValueError, no vendored checkpoint to check its words on);
 DCP/PCP, HiSparse, kv_cache_dtype_skip_layers.
 """
 from __future__ import annotations
@@ -99,7 +113,7 @@ class VllmArgs:
     @classmethod
     def from_launch(cls, launch: dict) -> "VllmArgs":
         """From the oracle's launch dict (tests/vllm/oracle.py FLAGS)."""
-        kw = {k: v for k, v in launch.items() if k not in ("model", "speculative_config")}
+        kw = {k: v for k, v in launch.items() if k not in ("model", "speculative_config", "config_overrides")}
         spec = launch.get("speculative_config") or {}
         return cls(**kw, num_speculative_tokens=int(spec.get("num_speculative_tokens", 0)))
 
@@ -204,6 +218,11 @@ def _cdiv(a: int, b: int) -> int:
 
 def _round_up(a: int, b: int) -> int:
     return _cdiv(a, b) * b
+
+
+def _next_power_of_2(n: int) -> int:
+    """utils/math_utils.py next_power_of_2 (inclusive; 1 below 1)."""
+    return 1 if n < 1 else 1 << (n - 1).bit_length()
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -443,6 +462,80 @@ def _model_of(cfg: HfConfig) -> _Model:
     raise NotModelled(f"model_type {mt!r}")
 
 
+def _mtp_n_predict(cfg: HfConfig) -> Optional[int]:
+    """The drafter's ``n_predict`` as ``SpeculativeConfig.hf_config_override`` sets it
+    (config/speculative.py:710-1160): ``num_nextn_predict_layers`` (DeepSeek-V3.2 / GLM-5.1 as
+    ``deepseek_mtp``, :750-763; Kimi-K3's text config, :785-793; Glm5Next's text config, :1146-1157;
+    NemotronH, default 1, :902-906) or ``mtp_num_hidden_layers`` (Qwen3.5, :990-1006)."""
+    t = cfg.text
+    if cfg.model_type.startswith("qwen3_5"):
+        v = cfg.top.get("mtp_num_hidden_layers", t.get("mtp_num_hidden_layers"))
+    elif cfg.model_type == "nemotron_h":
+        v = t.get("num_nextn_predict_layers", 1)
+    else:
+        v = t.get("num_nextn_predict_layers")
+    return None if v is None else int(v)
+
+
+def _mtp_drafter_layers(cfg: HfConfig, k: int) -> tuple:
+    """The MTP drafter's KV-cache layers (``--speculative-config '{"method": "mtp", ...}'``), in vLLM's
+    registration order: after the target's, built from the draft config under the ``eagle_head`` tag
+    (v1/worker/gpu/spec_decode/..., tests/vllm/oracle.py ``_build_models``), one spec kind per role as
+    the target's. First ``SpeculativeConfig.__post_init__``'s check of ``k`` against ``n_predict``
+    (config/speculative.py:1584-1611: ``k > n_predict and k % n_predict != 0``, which divides by zero
+    when the checkpoint has no MTP layer, e.g. Kimi-K3's ``num_nextn_predict_layers`` 0). Then:
+
+    * DeepSeek-V3.2 / GLM-5.1 (``DeepseekV32MTP``, models/deepseek_v32/nvidia/mtp.py:172-190) and
+      GLM-5.3-Flash (``Glm5NextMTP``, models/glm5next/common/mtp.py:109-125, a DSA decoder layer:
+      ``is_mtp_layer``): ``model.layers.{i}`` for i in num_hidden_layers .. + n_predict, each the
+      target's DSA layer (indexer K, for Glm5Next the tail ring, sparse MLA);
+    * Kimi-K3 (``KimiK3MTP``, models/kimi_k3/nvidia/mtp.py:155-170): ``model.layers.{i}`` likewise,
+      an MLA layer (``KimiLinearConfig.is_kda_layer`` is false past the target's layers);
+    * Qwen3.5 (``Qwen3_5MultiTokenPredictor``, model_executor/models/qwen3_5_mtp.py:81-125):
+      ``mtp.layers.{i}``, i < ``mtp_num_hidden_layers``, full-attention decoder layers;
+    * NemotronH (``NemotronHMultiTokenPredictor``, model_executor/models/nemotron_h_mtp.py:245-291):
+      ``mtp.layers.{i}`` over ``mtp_hybrid_override_pattern`` (one MTP layer only), an attention layer
+      (``.mixer.attn``) per ``*``, none per ``E`` (MoE); any other character is refused."""
+    t = cfg.text
+    mt = cfg.model_type
+    n_predict = _mtp_n_predict(cfg)
+    if n_predict is None:
+        raise NotModelled(f"MTP on a {mt!r} config without its MTP layer count")
+    if n_predict == 0:          # k > 0 = n_predict, then k % 0: Python's words, not a refusal in vLLM's
+        raise VllmRefusal("engine_config", "ZeroDivisionError", "integer modulo by zero")
+    if k > n_predict and k % n_predict != 0:
+        # vLLM's ValueError ("num_speculative_tokens:k must be divisible by n_predict=..."), as pydantic wraps
+        # it: no vendored checkpoint has n_predict > 1, so its words are not checked against vLLM here
+        raise NotModelled(f"num_speculative_tokens {k} not a multiple of the checkpoint's {n_predict} MTP layers")
+    n = int(t.get("num_hidden_layers") or 0)
+    out: list = []
+    if mt in ("glm5_next", "deepseek_v32", "glm_moe_dsa", "kimi_k3"):
+        for i in range(n, n + n_predict):
+            p = f"model.layers.{i}.self_attn"
+            if mt == "kimi_k3":
+                out.append((p, "mla"))
+            elif mt == "glm5_next":
+                out += [(p + ".indexer.k_cache", "indexer"), (p + ".indexer.tail_cache", "tail"), (p + ".attn", "mla_sparse")]
+            else:
+                out += [(p + ".indexer.k_cache", "indexer"), (p + ".attn", "mla_sparse")]
+    elif mt.startswith("qwen3_5"):
+        out = [(f"mtp.layers.{i}.self_attn.attn", "gqa") for i in range(n_predict)]
+    elif mt == "nemotron_h":
+        if n_predict != 1:
+            raise VllmRefusal("model", "AssertionError", "Only one MTP layer is supported for NemotronH-MTP")
+        pattern = t.get("mtp_hybrid_override_pattern")
+        if not pattern:
+            raise NotModelled("NemotronH MTP without mtp_hybrid_override_pattern")
+        for i, c in enumerate(pattern):
+            if c not in "*E":
+                raise VllmRefusal("model", "NotImplementedError", f"Pattern char '{c}' in {pattern} not implemented")
+            if c == "*":
+                out.append((f"mtp.layers.{i}.mixer.attn", "gqa"))
+    else:
+        raise NotModelled(f"MTP drafter layers of model_type {mt!r}")
+    return tuple(out)
+
+
 # ------------------------------------------------------------------------------------------------------
 # the plan
 # ------------------------------------------------------------------------------------------------------
@@ -533,13 +626,11 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     if a.gpu not in GPU_CAPABILITY:
         raise NotModelled(f"gpu {a.gpu!r}: only H200 (sm_90) and B200 (sm_100) backend tables are derived")
     sm100 = GPU_CAPABILITY[a.gpu][0] == 10
-    if a.num_speculative_tokens:
-        raise NotModelled("speculative decoding (MTP drafter layers)")
-    if a.disable_hybrid_kv_cache_manager:
-        raise NotModelled("disable_hybrid_kv_cache_manager")
     if not a.kv_cache_memory_bytes:
         raise NotModelled("kv_cache_memory_bytes is required (no memory profile)")
     m = _model_of(cfg)
+    if a.num_speculative_tokens:
+        m = replace(m, layers=m.layers + _mtp_drafter_layers(cfg, a.num_speculative_tokens))
     t = cfg.text
     tp = a.tp
     # --- CacheConfig / ModelConfig (config/cache.py, config/model.py, model_executor/models/config.py)
@@ -641,9 +732,15 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
                         cache_dtype_str=None, tokens_per_state=kpool, role=role,
                         block_stride_alignment=index_row)
         elif role == "tail":
-            # the kpool tail ring: index_kpool tokens (+ speculative lookahead) of 2 x index_head_dim bf16
-            spec = Spec("CircularBufferSpec", kpool + a.num_speculative_tokens, num_kv_heads=2, head_size=index_dim,
-                        dtype="bfloat16", role=role)
+            # Glm5NextTailCache.get_kv_cache_spec (models/glm5next/common/attention.py:156-180): a ring of
+            # index_kpool x next_power_of_2(cdiv(index_kpool + speculative tokens, index_kpool)) slots of
+            # 2 x index_head_dim bf16 (raw K and gate score), which must divide the attention block
+            ring = kpool * _next_power_of_2(_cdiv(kpool + a.num_speculative_tokens, kpool))
+            if block % ring:
+                raise VllmRefusal("get_kv_cache_spec", "AssertionError",
+                                  f"Glm5NextTailCache: cache_config.block_size ({block}) must be a multiple of "
+                                  f"the tail ring ({ring})")
+            spec = Spec("CircularBufferSpec", ring, num_kv_heads=2, head_size=index_dim, dtype="bfloat16", role=role)
         elif role == "gqa":
             spec = Spec("FullAttentionSpec", block, num_kv_heads=gqa_heads, head_size=gqa_head,
                         head_size_v=gqa_head, dtype=kv_item, role=role)
@@ -666,6 +763,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
                                        for r in roles}))
 
     # --- groups (v1/core/kv_cache_planning.py get_kv_cache_groups)
+    if a.disable_hybrid_kv_cache_manager:
+        _unify_hybrid_kv_cache_specs(dict(layers))
     groups = _groups(dict(layers), m.block_outermost)
     # --- bytes per block, num_blocks, tensors
     bpb = _bytes_per_block(groups, m.block_outermost)
@@ -796,6 +895,26 @@ def _mamba_state(m: _Model, t: dict, tp: int, a: VllmArgs, sm100: bool = False):
 
 def _uniform_type(specs: list[Spec]) -> bool:
     return len({s.uniform_type_key() for s in specs}) == 1
+
+
+def _unify_hybrid_kv_cache_specs(specs: dict[str, Spec]) -> None:
+    """``--disable-hybrid-kv-cache-manager``: ``get_kv_cache_groups`` first calls
+    ``unify_hybrid_kv_cache_specs`` (v1/core/kv_cache_planning.py:1127-1128, 853-876). It splits the layers
+    by whether they are attention caches replicated across DCP ranks (an ``AttentionSpec`` with
+    ``dcp_sharded`` False: only GLM-5.3-Flash's tail ring, ``Glm5NextTailCache``,
+    models/glm5next/common/attention.py:178; ``AttentionSpec`` defaults to True, v1/kv_cache_interface.py:553;
+    a ``MambaSpec`` is no ``AttentionSpec``) and asks of each part ``_promote_local_kv_cache_specs``
+    (:744-815): one spec or one type, after sliding-window / chunked-local specs become full attention
+    (none of these models has one), else its ValueError. So the DSA models (MLA and indexer: one type)
+    size as with the hybrid manager, and every Mamba hybrid is refused: its Mamba and attention layers
+    are one part of two types."""
+    parts: dict[bool, list[Spec]] = {}
+    for s in specs.values():
+        parts.setdefault(s.kind == "CircularBufferSpec", []).append(s)
+    for part in parts.values():
+        if len(set(part)) > 1 and not _uniform_type(part):
+            raise VllmRefusal("get_kv_cache_configs", "ValueError",
+                              "Failed to promote local KV cache specs to one unified type.")
 
 
 def _group(names: list[str], specs: dict[str, Spec]) -> VllmGroup:

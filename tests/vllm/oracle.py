@@ -74,7 +74,8 @@ NEMOTRON_QUANT_PRODUCER = {"name": "modelopt"}
 
 # launch keys -> EngineArgs fields (None: not passed, vLLM's default)
 FLAGS = ("kv_cache_dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "enable_prefix_caching", "block_size",
-         "max_model_len", "max_num_seqs", "speculative_config", "kv_cache_memory_bytes")
+         "max_model_len", "max_num_seqs", "speculative_config", "kv_cache_memory_bytes",
+         "disable_hybrid_kv_cache_manager")
 
 
 class Refused(Exception):
@@ -83,8 +84,10 @@ class Refused(Exception):
         self.stage, self.exc = stage, exc
 
 
-def model_dir(name: str) -> str:
-    """A folder laid out as a checkpoint: config.json (+ hf_quant_config.json), overrides applied."""
+def model_dir(name: str, text_overrides: dict | None = None) -> str:
+    """A folder laid out as a checkpoint: config.json (+ hf_quant_config.json), overrides applied.
+    ``text_overrides``: a launch's ``config_overrides``, set in the config's text part (``text_config`` where
+    there is one): a checkpoint no vendored file is, e.g. Kimi-K3 with one MTP layer."""
     if name not in MODEL_FILES:
         raise ValueError(f"model: unknown {name!r}; one of {sorted(MODEL_FILES)}")
     d = Path(tempfile.mkdtemp(prefix="glm-kv-vllm-model-"))
@@ -92,9 +95,12 @@ def model_dir(name: str) -> str:
     if stem is None:
         cfg = {k: v for k, v in json.loads(GLM53_EXCERPT.read_text()).items() if not k.startswith("_")}
         cfg["text_config"] = {**cfg["text_config"], **GLM53_TEXT_OVERRIDES}
-        (d / "config.json").write_text(json.dumps(cfg))
+    else:
+        cfg = json.loads((MODELS / f"{stem}_config.json").read_text())
+    (cfg["text_config"] if "text_config" in cfg else cfg).update(text_overrides or {})
+    (d / "config.json").write_text(json.dumps(cfg))
+    if stem is None:
         return str(d)
-    shutil.copy(MODELS / f"{stem}_config.json", d / "config.json")
     q = MODELS / f"{stem}_hf_quant_config.json"
     if q.exists():
         qc = json.loads(q.read_text())
@@ -269,7 +275,7 @@ def _spec_dict(spec) -> dict:
 def vllm_plan(launch: dict, prepared: "Prepared | None" = None) -> dict:
     """vLLM 0.33.0's KV sizing for one launch: model, gpu, tp, and the FLAGS (missing: vLLM's default).
     ``prepared``: the process state of ``prepare(gpu)`` (the server's children get it from their parent)."""
-    unknown = set(launch) - {"model", "gpu", "tp", *FLAGS}
+    unknown = set(launch) - {"model", "gpu", "tp", "config_overrides", *FLAGS}
     if unknown:
         raise ValueError(f"launch: unknown key(s) {sorted(unknown)}")
     if launch.get("kv_cache_memory_bytes") is None:
@@ -278,7 +284,7 @@ def vllm_plan(launch: dict, prepared: "Prepared | None" = None) -> dict:
     if prepared is not None and prepared.gpu is not gpu:
         raise ValueError(f"launch: gpu {launch['gpu']!r}, but this process was prepared for {prepared.gpu['name']}")
     tp = int(launch.get("tp", 1))
-    path = model_dir(launch["model"])
+    path = model_dir(launch["model"], launch.get("config_overrides"))
     try:
         return _plan(path, launch, prepared or prepare(gpu), tp)
     except Refused as e:

@@ -1,20 +1,22 @@
 """glm-kv's vLLM plan (glm_kv/ledgers/vllm.py, re-derived from vLLM 0.33.0's source) against vLLM's own
 sizing (oracle.py) on the launches this suite already runs: the study's anchors, this run's random
-launches (GLM_KV_SEED) and the memory pair. The oracle's results are the session's (conftest.py queues
+launches (GLM_KV_SEED) and the memory pair; and on its own pinned ones (B200 backends, MTP drafters,
+--disable-hybrid-kv-cache-manager). The oracle's results are the session's (conftest.py queues
 these launches with test_oracle.py's; each launch runs once), so this module adds only glm-kv's time.
 
 Every key of the oracle's output is compared both ways (a key one side lacks fails, named), nested
 (per-layer specs, groups, tensors); a refusal must be vLLM's stage and type and the same words up to the
-figures. A launch glm-kv does not model (``NotModelled``: MTP, fp8 MLA on H200, ...) is an xfail that
+figures. A launch glm-kv does not model (``NotModelled``: fp8 MLA on H200, ...) is an xfail that
 names what is missing, never a pass. B200 (sm_100) launches run through the oracle's fake B200 like the
 H200 ones (the anchors' two, the random launches' B200 draws, and ``B200`` below)."""
 from __future__ import annotations
 
+import copy
 import re
 
 import pytest
 
-from glm_kv.inputs.hf_config import load_hf_config
+from glm_kv.inputs.hf_config import HfConfig, hf_config_from_dict, load_hf_config
 from glm_kv.ledgers.vllm import NotModelled, VllmArgs, vllm_plan as glm_kv_vllm_plan
 from tests.vllm.test_oracle import ANCHORS, GiB, MODELS, RANDOM_PER_MODEL, anchor_launch, memory_pair, seeded_launch
 
@@ -60,11 +62,22 @@ def _words(message: str) -> str:
 HARNESS_ONLY = re.compile(r"K3 latent-MoE tail fusion requires TP in \(8, 16\), got 1\.")
 
 
+def config_of(launch: dict) -> HfConfig:
+    """The launch's model config as glm-kv reads it, with the launch's ``config_overrides`` set in its text
+    part as the oracle sets them in the checkpoint it gives vLLM (oracle.py ``model_dir``)."""
+    cfg = load_hf_config(launch["model"])
+    if not launch.get("config_overrides"):
+        return cfg
+    top = copy.deepcopy(cfg.top)
+    (top["text_config"] if "text_config" in top else top).update(launch["config_overrides"])
+    return hf_config_from_dict(top, cfg.name, f"{cfg.source} with {launch['config_overrides']}", quant=cfg.quant)
+
+
 def compare(launch: dict, theirs: dict) -> None:
     if "refused" in theirs and HARNESS_ONLY.fullmatch(theirs["refused"]["message"]):
         pytest.xfail(f"the oracle cannot size {launch} (one-process world: {theirs['refused']['message']})")
     try:
-        ours = glm_kv_vllm_plan(load_hf_config(launch["model"]), VllmArgs.from_launch(launch)).to_dict()
+        ours = glm_kv_vllm_plan(config_of(launch), VllmArgs.from_launch(launch)).to_dict()
     except NotModelled as e:
         pytest.xfail(f"glm-kv does not model {e} (launch {launch}); vLLM: "
                      f"{theirs['refused']['message'][:120] if 'refused' in theirs else theirs['maximum_concurrency_printed']}")
@@ -137,6 +150,65 @@ def test_glm_kv_agrees_on_b200_launch(vllm_plan, which):
     compare(B200[which], vllm_plan(B200[which]))
 
 
+def _mtp(model: str, k: int, **launch) -> dict:
+    return {"model": model, "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB, **launch,
+            "speculative_config": {"method": "mtp", "num_speculative_tokens": k}}
+
+
+# MTP (--speculative-config '{"method": "mtp", ...}') pinned for every model, whatever the seed draws: the
+# drafter's layers after the target's (DSA: model.layers.{n}.self_attn indexer + MLA, GLM-5.3-Flash with
+# its tail ring; Qwen3.5 / Nemotron: mtp.layers.0 full attention), the speculative conv rows and Mamba
+# blocks, GLM-5.3-Flash's ring (4 -> 8 -> 16 slots at k 1..4 -> 5) and its six groups becoming five, and
+# Nemotron's hybrid block moving with the conv state (2080 -> 2096 -> 2112). Kimi-K3's checkpoint has no
+# MTP layer: vLLM's ZeroDivisionError (engine_config), which glm-kv must give too.
+MTP = [
+    _mtp("glm-5.3-flash", 1), _mtp("glm-5.3-flash", 2, gpu="B200"),
+    _mtp("glm-5.3-flash", 5, tp=2, kv_cache_memory_bytes=40 * GiB, enable_prefix_caching=False),
+    # k 300: conv rows push the hybrid block to 2432, the ring to 512 slots, which does not divide it:
+    # Glm5NextTailCache's AssertionError at get_kv_cache_spec
+    _mtp("glm-5.3-flash", 300),
+    _mtp("kimi-k3", 2),
+    # Kimi-K3 as if its checkpoint had one MTP layer (the vendored one has none; config_overrides is set in the
+    # checkpoint vLLM gets and in glm-kv's config alike): KimiK3MTP's MLA layer model.layers.93.self_attn
+    _mtp("kimi-k3", 2, tp=4, config_overrides={"num_nextn_predict_layers": 1}),
+    _mtp("kimi-k3", 1, gpu="B200", tp=4, config_overrides={"num_nextn_predict_layers": 1}),
+    _mtp("qwen3.5-35b-a3b", 2), _mtp("qwen3.5-35b-a3b", 3, gpu="B200", tp=2, kv_cache_dtype="fp8"),
+    _mtp("nemotron-3-super-120b-a12b-fp8", 1), _mtp("nemotron-3-super-120b-a12b-fp8", 2, gpu="B200", tp=4),
+    _mtp("deepseek-v3.2", 2), _mtp("deepseek-v3.2", 1, gpu="B200", tp=4),
+    _mtp("glm-5.1", 3), _mtp("glm-5.1", 2, gpu="B200"),
+]
+
+
+@pytest.mark.parametrize("which", range(len(MTP)), ids=[
+    f"{l['model']}-{l['gpu']}-tp{l['tp']}-k{l['speculative_config']['num_speculative_tokens']}" for l in MTP])
+def test_glm_kv_agrees_on_mtp_launch(vllm_plan, which):
+    theirs = vllm_plan(MTP[which])
+    if "refused" not in theirs:   # the launch does reach a drafter: vLLM registered its layers last
+        assert re.match(r"(mtp\.layers\.0\.|model\.layers\.(45|61|78|93)\.self_attn)", list(theirs["layers"])[-1]), \
+            list(theirs["layers"])[-1]
+    compare(MTP[which], theirs)
+
+
+# --disable-hybrid-kv-cache-manager: unify_hybrid_kv_cache_specs leaves the DSA models' one-type specs as
+# they are and refuses every Mamba hybrid ("Failed to promote local KV cache specs to one unified type.").
+NO_HMA = [
+    {"model": "deepseek-v3.2", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB},
+    {"model": "glm-5.1", "gpu": "B200", "tp": 8, "kv_cache_memory_bytes": 50 * GiB,
+     "speculative_config": {"method": "mtp", "num_speculative_tokens": 2}},
+    {"model": "glm-5.3-flash", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB},
+    {"model": "kimi-k3", "gpu": "H200", "tp": 4, "kv_cache_memory_bytes": 60 * GiB},
+    {"model": "qwen3.5-35b-a3b", "gpu": "B200", "tp": 2, "kv_cache_memory_bytes": 30 * GiB},
+    {"model": "nemotron-3-super-120b-a12b-fp8", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB,
+     "enable_prefix_caching": False},
+]
+NO_HMA = [{**launch, "disable_hybrid_kv_cache_manager": True} for launch in NO_HMA]
+
+
+@pytest.mark.parametrize("which", range(len(NO_HMA)), ids=[f"{l['model']}-{l['gpu']}" for l in NO_HMA])
+def test_glm_kv_agrees_without_the_hybrid_manager(vllm_plan, which):
+    compare(NO_HMA[which], vllm_plan(NO_HMA[which]))
+
+
 @pytest.mark.parametrize("which", [0, 1])
 def test_glm_kv_agrees_on_memory_pair(vllm_plan, which):
     launch = memory_pair()[which]
@@ -156,6 +228,10 @@ def launches_of(item) -> list[dict]:
         return [FOUND[params["which"]]]
     if name == "test_glm_kv_agrees_on_b200_launch":
         return [B200[params["which"]]]
+    if name == "test_glm_kv_agrees_on_mtp_launch":
+        return [MTP[params["which"]]]
+    if name == "test_glm_kv_agrees_without_the_hybrid_manager":
+        return [NO_HMA[params["which"]]]
     if name == "test_glm_kv_agrees_on_memory_pair":
         return [memory_pair()[params["which"]]]
     return []

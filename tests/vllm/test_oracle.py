@@ -156,8 +156,11 @@ def random_launch(rng: random.Random, model: str) -> dict:
         launch["kv_cache_dtype"] = rng.choice(["auto", "fp8", "bfloat16"])
     if model in HYBRID and rng.random() < 0.4:
         launch["mamba_ssm_cache_dtype"] = rng.choice(["float32", "bfloat16"])
-    if model not in NO_MTP_LAYERS and rng.random() < 0.3:
+    # every model, Kimi-K3 too (no MTP layer: vLLM's ZeroDivisionError, which glm-kv must give as well)
+    if rng.random() < 0.3:
         launch["speculative_config"] = {"method": "mtp", "num_speculative_tokens": rng.randint(1, 3)}
+    if rng.random() < 0.15:   # the Mamba hybrids: vLLM's refusal (xfail); the DSA models: a plan
+        launch["disable_hybrid_kv_cache_manager"] = True
     return launch
 
 
@@ -176,6 +179,11 @@ def seeded_launch(model: str, i: int = 0) -> dict:
 def test_random_launch_invariants(vllm_plan, model, i):
     launch = seeded_launch(model, i)
     plan = vllm_plan(launch)
+    if "refused" in plan and model in NO_MTP_LAYERS and "speculative_config" in launch:
+        # vLLM's failure on MTP without MTP layers (test_mtp_on_a_checkpoint_without_mtp_layers_crashes_vllm)
+        assert plan["refused"] == {"stage": "engine_config", "type": "ZeroDivisionError",
+                                   "message": "integer modulo by zero"}, (launch, plan["refused"])
+        pytest.xfail(f"vLLM fails on MTP without MTP layers: {launch}")
     if "refused" in plan:
         r = plan["refused"]
         # vLLM's own refusal: a named stage and vLLM's words, never the harness's crash

@@ -5,7 +5,8 @@ vLLM's own formatter: ``update_kv_cache_capacity``'s ``GPU KV cache size: ... to
 for ... tokens per request: ...x`` (the line the engine core prints at boot), and
 ``get_kv_cache_configs``'s own lines when a launch triggers them. Those lines are fed to glm-kv's verify
 with glm-kv's own plan (never the oracle's numbers), over the launches this suite already runs
-(anchors, this run's random launches, the pinned B200 and found launches, the memory pair):
+(anchors, this run's random launches, the pinned B200, found, MTP and no-hybrid-manager launches, the
+memory pair):
 
 * with the launch's --kv-cache-memory-bytes every checked quantity must agree, tokens exactly;
 * with the memory read off the log instead (an ``Available KV cache memory: %s GiB`` line composed from
@@ -21,17 +22,21 @@ from dataclasses import replace
 
 import pytest
 
-from glm_kv.inputs.hf_config import load_hf_config
 from glm_kv.inputs.vllm_boot_log import parse_vllm_boot_log
 from glm_kv.ledgers.vllm import NotModelled, VllmArgs, vllm_plan as glm_kv_vllm_plan
 from glm_kv.ledgers.vllm_verify import format_gib, verify_vllm_boot_log
-from tests.vllm.test_glm_kv_plan import B200, FOUND, HARNESS_ONLY
+from tests.vllm.test_glm_kv_plan import B200, FOUND, HARNESS_ONLY, MTP, NO_HMA, config_of
 from tests.vllm.test_oracle import ANCHORS, MODELS, RANDOM_PER_MODEL, anchor_launch, memory_pair, seeded_launch
 
 LAUNCHES = ([("anchor", anchor_launch(m, o)) for m, o, _, _ in ANCHORS]
             + [(f"random-{m}-{i}", None) for m in MODELS for i in range(RANDOM_PER_MODEL)]
             + [(f"found-{i}", FOUND[i]) for i in range(len(FOUND))]
             + [(f"b200-{i}", B200[i]) for i in range(len(B200))]
+            # those vLLM answers (its refusals print no boot line): not Kimi-K3's MTP without MTP layers, nor
+            # the hybrids without the hybrid manager
+            + [(f"mtp-{i}", MTP[i]) for i in range(len(MTP))
+               if MTP[i]["model"] != "kimi-k3" or "config_overrides" in MTP[i]]
+            + [(f"no-hma-{i}", NO_HMA[i]) for i in range(len(NO_HMA)) if NO_HMA[i]["model"] in ("deepseek-v3.2", "glm-5.1")]
             + [(f"memory-{i}", None) for i in range(2)])
 
 
@@ -63,7 +68,7 @@ def vllm_lines_and_args(vllm_plan, which: str, fixed: dict | None) -> tuple[dict
         pytest.skip(f"vLLM refuses {launch}: no boot line to verify ({theirs['refused']['message'][:120]})")
     args = VllmArgs.from_launch(launch)
     try:
-        glm_kv_vllm_plan(load_hf_config(launch["model"]), args)
+        glm_kv_vllm_plan(config_of(launch), args)
     except NotModelled as e:
         pytest.xfail(f"glm-kv does not model {e} (launch {launch})")
     return launch, theirs["vllm_log"], args
@@ -76,7 +81,7 @@ def test_glm_kv_verify_agrees_with_the_lines_vllm_printed(vllm_plan, which, fixe
     assert log.of("kv_capacity"), f"vLLM printed no capacity line for {launch}: {lines}"
     assert all(ln.process == "EngineCore" and ln.source_file.startswith("kv_cache_utils.py:")
                for ln in log.of("kv_capacity")), lines
-    cfg = load_hf_config(launch["model"])
+    cfg = config_of(launch)
 
     # 1. the launch's memory: every quantity exact
     res = verify_vllm_boot_log(cfg, args, log)

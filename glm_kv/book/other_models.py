@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..errors import ProfileError
-from ..inputs.catalog import FAMILY_LAYERS
+from ..inputs.catalog import FAMILY_LAYERS, starts_under_sglang
 from ..inputs.hf_config import SHIPPED, load_hf_config
 from ..inputs.profile import make_profile
 from ..ledgers.plan import load_plan
@@ -35,8 +35,9 @@ CONTEXT = 131_072     # the request length the per-request column prices
 # in this many GiB of KV (the log's figures, an input; the page recomputes the GiB)
 ANCHOR_ISSUE, ANCHOR_TOKENS, ANCHOR_LOGGED_GIB = 11309, 975_424, "43.67"
 FAMILY_WORDS = FAMILY_LAYERS   # glm-kv models' words for a family (one table)
-# every config glm-kv ships, in glm-kv models' order (issue 32)
-PAGE_MODELS = tuple(SHIPPED)
+# every config glm-kv ships, in glm-kv models' order (issue 32), less one SGLang 0.5.23 refuses whatever the flags
+# (Nemotron-3.5-Lightning-NVFP4: its nemotron_h override; glm-kv models says so)
+PAGE_MODELS = tuple(name for name in SHIPPED if starts_under_sglang(name))
 
 
 @lru_cache(maxsize=None)

@@ -11,7 +11,7 @@ with the one reason: no public config here, or a layer kind glm-kv does not mode
 """
 from __future__ import annotations
 
-from .hf_config import MODELS_DIR, SHIPPED, SUPPORTED_MODEL_TYPES, load_hf_config
+from .hf_config import MODELS_DIR, SHIPPED, SUPPORTED_MODEL_TYPES, load_hf_config, model_override_refusal
 
 # glm-kv's family names in words: the token-pool layers / the state-pool layers
 FAMILY_LAYERS: dict[str, str] = {
@@ -84,7 +84,9 @@ def planned() -> list[dict]:
                                          "layers": FAMILY_LAYERS[cfg.family], "configs": []})
             if cfg.model_type not in row["model_types"]:
                 row["model_types"].append(cfg.model_type)
-            row["configs"].append({"model": name, "files": files, "source": cfg.source})
+            # a vendored checkpoint SGLang 0.5.23 does not start (its words; every plan of it is refused alike)
+            row["configs"].append({"model": name, "files": files, "source": cfg.source,
+                                   "sglang_refuses": model_override_refusal(cfg)})
     seen = {t for r in rows.values() for t in r["model_types"]}
     for mt, fam in SUPPORTED_MODEL_TYPES.items():   # read, with no vendored config to name
         if mt not in seen:
@@ -96,6 +98,11 @@ def planned() -> list[dict]:
 def not_planned() -> list[dict]:
     return [{"sglang": cls, "model_types": mt, "reason": why, "detail": detail}
             for cls, mt, why, detail in NOT_PLANNED]
+
+
+def starts_under_sglang(name: str) -> bool:
+    """False for a shipped config SGLang 0.5.23 refuses whatever the flags (the book leaves it off its pages)."""
+    return model_override_refusal(load_hf_config(name)) is None
 
 
 def catalog() -> dict:

@@ -15,7 +15,8 @@ from ..units import requests_per_worker
 from .draft import (DFLASH_DEFAULT_BLOCK_SIZE, DSPARK_DEFAULT_GAMMA, DraftConfig, DSparkFields,
                     check_dspark_draft, draft_kv_bytes_per_token, dspark_draft_path, dspark_fields, load_draft)
 from .gpus import Gpu, resolve_gpu
-from .hf_config import HfConfig, extra_buffer_strategy, glm_hf_config, load_hf_config, names_other_model
+from .hf_config import (HfConfig, extra_buffer_strategy, glm_hf_config, load_hf_config, names_other_model,
+                        refuse_model_override)
 from .model import ModelConfig, load_model
 from .profile import Profile
 from .rules import RULES, SglangRules, rules_for
@@ -614,6 +615,7 @@ def resolve(p: Profile) -> ServerArgs:
     at start-up. The rules, the config and the model's facts are looked up here and nowhere else."""
     rules = rules_for(p)
     config, model = load_config(p)
+    refuse_model_override(config)   # issue 32: SGLang's model override refuses the checkpoint (nemotron_h.py)
     facts = model_facts(config, model, p.context_length is not None)
     if model is None and not rules.other_models:
         modelled = ", ".join(v for v, r in RULES.items() if r.other_models)

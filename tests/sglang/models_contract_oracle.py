@@ -30,7 +30,7 @@ import shutil
 from types import SimpleNamespace
 
 from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs, stub_cache_controller
-from models_oracle import model_dir
+from models_oracle import MODELOPT, model_dir
 from oracle import GiB, SGLangRefused, _where, fake_gpu, max_running_requests_per_worker
 
 # launch fields handed to ServerArgs as they are (the profile's names are SGLang's)
@@ -97,7 +97,7 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     try:
         mc = ModelConfig.from_server_args(sa)
         quant_algo = None
-        if mc.quantization == "modelopt_fp8":   # ModelOpt's kv_cache_quant_algo (hf_quant_config.json)
+        if mc.quantization in MODELOPT:   # ModelOpt's kv_cache_quant_algo (hf_quant_config.json or quantization_config)
             from sglang.srt.configs.load_config import LoadConfig
             from sglang.srt.model_loader.weight_utils import get_quant_config
             quant_algo = getattr(get_quant_config(mc, LoadConfig(), {}), "kv_cache_quant_algo", None)

@@ -64,7 +64,10 @@ MODELS = ["kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deeps
 MODELS_ADDED = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-h-56b-base-8k", "nemotron-3-nano-30b-a3b-bf16",
                 "nemotron-3-ultra-550b-a55b-bf16", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
                 # GQA + JetBlock (issue 32: a new layer kind; SGLang sizes it with Mamba2StateShape.create)
-                "jet-nemotron-2b", "jet-nemotron-4b"]
+                "jet-nemotron-2b", "jet-nemotron-4b",
+                # Qwen3.6 MoE (GQA + Gated DeltaNet); ModelOpt MIXED_PRECISION checkpoints whose FP8 KV SGLang reads
+                # from config.json's kv_cache_scheme (Qwen3.6-27B) or hf_quant_config.json (Nemotron-3.5 Lightning)
+                "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4"]
 # (state layers, DSA indexer, compress tail): facts of the shipped configs, read by neither side here
 FACTS = {"kimi-k3": (True, False, False), "qwen3.5-35b-a3b": (True, False, False),
          "nemotron-3-super-120b-a12b-fp8": (True, False, False), "deepseek-v3.2": (False, True, False),
@@ -386,6 +389,76 @@ def test_a_planted_legacy_only_nemotron_reading_is_caught(sglang_ready, monkeypa
         model_layers, "nemotron_pattern",
         lambda t, where: real({k: v for k, v in t.items() if k != "layers_block_type"}, where)))
     assert problems and problems[0].startswith("errors: glm-kv refuses (model.hybrid_override_pattern"), problems
+
+
+LIGHTNING = "nemotron-3.5-lightning-30b-a3b-nvfp4"
+
+
+def test_lightning_is_refused_alike_in_sglangs_words(sglang_ready):
+    """Nemotron-3.5-Lightning-NVFP4 as shipped (config.json without quantization_config, MIXED_PRECISION in
+    hf_quant_config.json): SGLang 0.5.23's nemotron_h override fails on every launch, and glm-kv refuses it
+    quoting SGLang's message."""
+    launch = {**PLANT, "tp_size": 1}
+    plan, err = glm_kv_side(LIGHTNING, launch)
+    from models_contract_oracle import sglang_contract
+
+    sg = sglang_contract(LIGHTNING, launch)
+    assert sg["errors"]["stage"] == "server_args" and "nemotron_h.py" in sg["errors"]["where"], sg
+    assert plan is None and err.field == "model" and sg["errors"]["message"] in err.rule, (err, sg)
+
+
+def lightning_with_quantization_config(folder) -> str:
+    """The same checkpoint with hf_quant_config.json's ModelOpt section written into config.json as
+    ``quantization_config`` (the flat form a ModelOpt export also takes, as Qwen3.6-27B-NVFP4's config.json
+    carries it): SGLang then starts, and its pools size Lightning's layers."""
+    import json
+
+    from models_oracle import MODELS as MODELS_DIR, STEMS
+
+    stem = STEMS[LIGHTNING]
+    cfg = json.loads((MODELS_DIR / f"{stem}_config.json").read_text())
+    quant = json.loads((MODELS_DIR / f"{stem}_hf_quant_config.json").read_text())["quantization"]
+    cfg["quantization_config"] = {**quant, "quant_method": "modelopt"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return str(folder)
+
+
+def test_lightning_layers_agree_key_for_key_when_sglang_starts(sglang_ready, tmp_path):
+    """Random launches of Lightning with its quantization in config.json: every key both ways (FP8 KV from
+    kv_cache_quant_algo, 52 layers: 23 Mamba-2 with 8 groups, 6 attention)."""
+    from models_contract_oracle import sglang_contract
+
+    path = lightning_with_quantization_config(tmp_path)
+    seed, failures = run_seed(), []
+    for i, launch in enumerate(launches(LIGHTNING + ":config-json", seed, LAUNCHES_PER_ADDED_MODEL)):
+        plan, err = glm_kv_side(path, launch)
+        sg = sglang_contract(path, launch)
+        problems = contract_problems(LIGHTNING, launch, plan, err, sg)
+        if problems:
+            failures.append(f"launch {i} {launch}:\n    " + "\n    ".join(problems))
+    assert not failures, f"seed {seed} (reproduce: GLM_KV_SEED={seed}):\n" + "\n".join(failures)
+
+
+def test_a_planted_start_of_lightning_is_caught(sglang_ready, monkeypatch):
+    """Planted: glm-kv forgets SGLang's nemotron_h override refusal; it starts where SGLang refuses."""
+    import glm_kv.inputs.resolve as resolve
+
+    monkeypatch.setattr(resolve, "refuse_model_override", lambda cfg: None)
+    problems, _ = check(LIGHTNING, {**PLANT, "tp_size": 1})
+    assert problems and problems[0].startswith("errors: SGLang refuses (server_args:"), problems
+
+
+def test_a_planted_kv_cache_scheme_reading_is_caught(sglang_ready, monkeypatch):
+    """Planted: glm-kv reads kv_cache_quant_algo only (as before issue 32); Qwen3.6-27B-NVFP4 states its FP8 KV
+    as kv_cache_scheme in config.json, which SGLang's ModelOptMixedPrecisionConfig reads: --kv-cache-dtype auto
+    is fp8_e4m3 there, bfloat16 here."""
+    from glm_kv.inputs.hf_config import HfConfig
+
+    problems = planted(monkeypatch, "qwen3.6-27b-nvfp4", {**PLANT, "kv_cache_dtype": "auto"}, lambda mp: mp.setattr(
+        HfConfig, "kv_cache_quant_algo", property(lambda s: (s.top.get("quantization_config") or {}).get(
+            "kv_cache_quant_algo"))))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.kv_cache_dtype", "token.cell_size_bytes", "capacity.max_total_num_tokens"} <= keys, problems
 
 
 def test_key_sets_are_compared_both_ways():

@@ -21,6 +21,7 @@ FAMILY_LAYERS: dict[str, str] = {
     "gqa+mamba2": "GQA / Mamba-2",
     "mla_dsa": "MLA + DSA indexer",
     "gqa+jet": "GQA / JetBlock",
+    "gqa_swa": "GQA + sliding-window GQA (SWA pool)",
 }
 
 NO_CONFIG = "no public config here"
@@ -31,11 +32,13 @@ NOT_PLANNED: tuple[tuple[str, str, str, str], ...] = (
      "SGLang 0.5.23 sizes its own pools (is_hybrid_swa_compress: a sliding-window pool, c4 and c128 compressed "
      "KV pools and their compress-state pools, _PoolSizes.c4_* / c128_*); real configs exist "
      "(aiconfigurator-core 0.12.0: DeepSeek-V4-Flash, DeepSeek-V4-Pro) but are not vendored until planned"),
-    ("sliding-window hybrids (Gemma4, GptOss, MiMoV2Flash, Step3p7, Llama4, ...)",
-     "gemma4, gpt_oss, mimo_v2_flash, step3p7, llama4", NOT_MODELLED,
-     "the SWA pool beside the full-attention pool (is_hybrid_swa_model: swa_full_tokens_ratio, the per-request "
-     "SWA ring); real configs exist (aiconfigurator-core 0.12.0: gpt-oss-20b / -120b, gemma-4-26B-A4B, "
-     "MiMo-V2-Flash, Step-3.7-Flash, Llama-4 Scout / Maverick) but are not vendored until planned"),
+    ("sliding-window hybrids (Gemma4, MiMoV2Flash, Step3p7, Llama4, ...)",
+     "gemma4, mimo_v2_flash, step3p7, llama4", NOT_MODELLED,
+     "the SWA pool beside the full-attention pool is planned for gpt-oss (gqa_swa: HybridSWAPoolConfigurator at "
+     "the default swa_full_tokens_ratio); these need what gpt-oss does not: Gemma-4 and MiMo-V2-Flash SGLang's "
+     "compressed SWA (is_hybrid_swa_compress), Step-3.7 its own SWA heads (attention_other_setting), Llama-4 its "
+     "chunked attention (every 4th layer full) and a VL wrapper; real configs exist (aiconfigurator-core 0.12.0: "
+     "gemma-4-26B-A4B, MiMo-V2-Flash, Step-3.7-Flash, Llama-4 Scout / Maverick) but are not vendored until planned"),
     ("InklingModelConfig / InklingMMConfig", "inkling_model, inkling_mm_model", NOT_MODELLED,
      "sliding-window attention beside its conv state layers (is_hybrid_swa_model, InklingConvStateShape)"),
     ("FalconH1Config", "falcon_h1", NO_CONFIG,

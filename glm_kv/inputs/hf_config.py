@@ -41,6 +41,7 @@ SUPPORTED_MODEL_TYPES: dict[str, str] = {
     "deepseek_v32": "mla_dsa",         # DeepSeek-V3.2 (DeepseekV32ForCausalLM)
     "glm_moe_dsa": "mla_dsa",          # GLM-5 / GLM-5.1 (GlmMoeDsaForCausalLM)
     "jet_nemotron": "gqa+jet",         # Jet-Nemotron (JetNemotronForCausalLM): GQA + JetBlock (issue 32)
+    "gpt_oss": "gqa_swa",              # gpt-oss (GptOssForCausalLM): GQA full pool + sliding-window GQA SWA pool
 }
 
 # The six models glm-kv ships configs for: short name -> (file stem, Hugging Face id).
@@ -70,6 +71,8 @@ SHIPPED: dict[str, tuple[str, str]] = {
     "qwen3.6-27b-nvfp4": ("nvidia--Qwen3.6-27B-NVFP4", "nvidia/Qwen3.6-27B-NVFP4"),
     "nemotron-3.5-lightning-30b-a3b-nvfp4": ("nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4",
                                              "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"),
+    # a hybrid-SWA model (is_hybrid_swa_model): the full pool and the SWA pool beside it
+    "gpt-oss-120b": ("openai--gpt-oss-120b", "openai/gpt-oss-120b"),
 }
 # provenance files of the vendored configs: SOURCE.json (the aiconfigurator-core 0.12.0 wheel),
 # SOURCE_GITHUB.json (files of a public GitHub repository at a stated commit, not in that wheel) and

@@ -191,6 +191,11 @@ def _mlp_counts(cfg: HfConfig, layers: ModelLayers, q: str) -> tuple[WeightCount
         if n_mlp:
             quant += WeightCounts(over_tp=n_mlp * 2 * h * t["intermediate_size"])
         return quant, kept
+    if fam == "gqa_swa":      # gpt-oss: every layer MoE, num_local_experts x (fused gate_up + down); router bf16
+        n, n_experts = layers.num_hidden_layers, t["num_local_experts"]
+        quant += WeightCounts(over_tp=n * n_experts * 3 * h * t["intermediate_size"])
+        kept += WeightCounts(replicated=n * n_experts * h)
+        return quant, kept
     if fam == "gqa+gdn":      # Qwen3.5 MoE: every layer MoE unless in mlp_only_layers
         n = layers.num_hidden_layers
         dense_ids = set(_g(t, "mlp_only_layers", []) or [])
@@ -258,6 +263,8 @@ def checkpoint_quantization(cfg: HfConfig) -> str:
         if dtype not in ("bfloat16", "float16"):
             raise ProfileError("model", f"checkpoint dtype {dtype!r} is not modelled (bfloat16, float16 are)")
         return "bf16"
+    if str(q.get("quant_method", "")).lower() == "mxfp4":   # gpt-oss: MXFP4 experts (e2m1, one e8m0 per 32)
+        return "mxfp4"
     if str(q.get("quant_method", "")).lower() == "compressed-tensors":
         fmt = str(q.get("format", "")).lower()
         if "mxfp4" in fmt:
@@ -301,7 +308,7 @@ def checkpoint_weights(cfg: HfConfig, layers: ModelLayers) -> CheckpointWeights:
                                  quantized_bytes_per_param=bpp["mlp"], kept_bytes_per_param=2.0,
                                  others=((attn, bpp["attention"]), (linear, bpp["linear_attention"]),
                                          (head, bpp["lm_head"])))
-    if q == "mxfp4":   # ignore list: self_attn (MLA and KDA), lm_head stay bf16
+    if q == "mxfp4":   # ignore list (modules_to_not_convert for gpt-oss): self_attn, lm_head stay bf16
         attn_q, attn_k = WeightCounts(), attn_q + attn_k
     quantized = attn_q + mlp_q
     kept = attn_k + mlp_k + head + embed

@@ -124,6 +124,7 @@ def _swa_cap(args: ServerArgs, tok: TokenLedger) -> int | None:
     p = args.profile
     chunk = p.chunked_prefill_size if p.chunked_prefill_size is not None else gpu_defaults(
         args.gpu.memory_bytes / MiB, p.tp_size)[0]
+    chunk //= args.attn_dp_size   # _handle_data_parallelism: DP attention divides the chunk over attn_dp_size
     if p.max_running_requests is None or not p.disable_radix_cache or chunk <= 0:
         return None
     return swa_request_cap(page_size=tok.page_size, window=tok.sliding_window_size,

@@ -467,6 +467,55 @@ def test_a_planted_kv_cache_scheme_reading_is_caught(sglang_ready, monkeypatch):
     assert {"token.kv_cache_dtype", "token.cell_size_bytes", "capacity.max_total_num_tokens"} <= keys, problems
 
 
+# gpt-oss-120b (hybrid SWA, issue 32) on fixed launches the draw reaches only sometimes: B200's 64-token pages,
+# --max-total-tokens re-deriving both pools, and the request-cap SWA pool (SWARequestCapPoolConfigurator)
+SWA_LAUNCHES = [
+    {**PLANT},
+    {**_B200, "tp_size": 4, "max_total_tokens": 1_000_003},
+    {**PLANT, "max_running_requests": 64, "disable_radix_cache": True},
+    {**PLANT, "max_running_requests": 256, "disable_radix_cache": True, "disable_overlap_schedule": True,
+     "chunked_prefill_size": 4096, "enable_dp_attention": True, "dp_size": 2},
+    {**PLANT, "kv_cache_dtype": "fp8_e4m3", "page_size": 16},
+]
+
+
+@pytest.mark.parametrize("launch", SWA_LAUNCHES, ids=[str(i) for i in range(len(SWA_LAUNCHES))])
+def test_gpt_oss_fixed_launches_agree_key_for_key(sglang_ready, launch):
+    problems, sg = check("gpt-oss-120b", launch)
+    assert "errors" not in sg and problems == [], (problems, sg.get("errors"))
+
+
+def test_a_planted_swa_layer_in_the_full_pool_is_caught(sglang_ready, monkeypatch):
+    """Planted: gpt-oss's sliding-window layers kept in the full pool (glm-kv before issue 32) but one."""
+    import glm_kv.ledgers.model_layers as model_layers
+
+    problems = planted(monkeypatch, "gpt-oss-120b", PLANT, lambda mp: mp.setattr(
+        model_layers, "swa_layer_types", lambda t, where: ["full_attention"] * 35 + ["sliding_attention"]))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"model.full_attention_layers", "token.num_full_layers", "token.cell_size_bytes",
+            "capacity.max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_swa_ratio_is_caught(sglang_ready, monkeypatch):
+    """Planted: the SWA pool as large as the full pool (ratio 1, no --swa-full-tokens-ratio given)."""
+    import glm_kv.ledgers.token as token
+
+    problems = planted(monkeypatch, "gpt-oss-120b", PLANT, lambda mp: mp.setattr(token, "SWA_FULL_TOKENS_RATIO", 1.0))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.swa_full_tokens_ratio", "token.cell_size_bytes", "capacity.swa_max_total_num_tokens"} <= keys, \
+        problems
+
+
+def test_a_planted_ratio_pool_under_the_request_cap_is_caught(sglang_ready, monkeypatch):
+    """Planted: the ratio path where SGLang sizes the SWA pool from the request cap."""
+    import glm_kv.ledgers.plan as plan_module
+
+    problems = planted(monkeypatch, "gpt-oss-120b", SWA_LAUNCHES[2],
+                       lambda mp: mp.setattr(plan_module, "_swa_cap", lambda args, tok: None))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"capacity.swa_max_total_num_tokens", "capacity.max_total_num_tokens"} <= keys, problems
+
+
 def test_key_sets_are_compared_both_ways():
     """A key one side lacks fails, named, on either side; a declared engine-only key does not."""
     launch = {"gpu": "H200"}

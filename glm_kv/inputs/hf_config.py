@@ -73,6 +73,7 @@ SHIPPED: dict[str, tuple[str, str]] = {
                                              "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"),
     # a hybrid-SWA model (is_hybrid_swa_model): the full pool and the SWA pool beside it
     "gpt-oss-120b": ("openai--gpt-oss-120b", "openai/gpt-oss-120b"),
+    "gpt-oss-20b": ("openai--gpt-oss-20b", "openai/gpt-oss-20b"),
 }
 # provenance files of the vendored configs: SOURCE.json (the aiconfigurator-core 0.12.0 wheel),
 # SOURCE_GITHUB.json (files of a public GitHub repository at a stated commit, not in that wheel) and

@@ -58,7 +58,7 @@ def test_the_round_five_configs_are_listed(capsys):
     assert light["files"][1].endswith("_hf_quant_config.json") and "NemotronHConfig" in light["sglang_refuses"]
     gpt = archs["GptOssForCausalLM"]
     assert gpt["family"] == "gqa_swa" and gpt["model_types"] == ["gpt_oss"]
-    assert [c["model"] for c in gpt["configs"]] == ["gpt-oss-120b"]
+    assert [c["model"] for c in gpt["configs"]] == ["gpt-oss-120b", "gpt-oss-20b"]
     assert gpt["configs"][0]["source"].startswith("aiconfigurator-core 0.12.0 wheel")
 
 

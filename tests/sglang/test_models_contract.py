@@ -64,7 +64,7 @@ MODELS = ["kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deeps
 MODELS_ADDED = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-h-56b-base-8k", "nemotron-3-nano-30b-a3b-bf16",
                 "nemotron-3-ultra-550b-a55b-bf16", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
                 # GQA + JetBlock (issue 32: a new layer kind; SGLang sizes it with Mamba2StateShape.create)
-                "jet-nemotron-2b", "jet-nemotron-4b", "gpt-oss-120b",
+                "jet-nemotron-2b", "jet-nemotron-4b", "gpt-oss-120b", "gpt-oss-20b",
                 # Qwen3.6 MoE (GQA + Gated DeltaNet); ModelOpt MIXED_PRECISION checkpoints whose FP8 KV SGLang reads
                 # from config.json's kv_cache_scheme (Qwen3.6-27B) or hf_quant_config.json (Nemotron-3.5 Lightning)
                 "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4"]
@@ -73,9 +73,9 @@ FACTS = {"kimi-k3": (True, False, False), "qwen3.5-35b-a3b": (True, False, False
          "nemotron-3-super-120b-a12b-fp8": (True, False, False), "deepseek-v3.2": (False, True, False),
          "glm-5.1": (False, True, False), "glm-5.3-flash": (True, True, True),
          **{name: (True, False, False) for name in MODELS_ADDED},
-         "gpt-oss-120b": (False, False, False)}   # hybrid SWA: full + SWA pools, no state layers
+         "gpt-oss-120b": (False, False, False), "gpt-oss-20b": (False, False, False)}   # hybrid SWA: no state
 # hybrid SWA (issue 32): the full pool and the SWA pool (HybridSWAPoolConfigurator, SWARequestCapPoolConfigurator)
-SWA_MODELS = ("gpt-oss-120b",)
+SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b")
 LAUNCHES_PER_MODEL = 4
 LAUNCHES_PER_ADDED_MODEL = 3
 GPUS = {"H200": 143771 * MiB, "B200": 183359 * MiB}   # cpu_workarounds.GPU_FACTS, the suite's own table

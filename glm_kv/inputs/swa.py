@@ -3,15 +3,16 @@
 SGLang sizes a hybrid-SWA model (``is_hybrid_swa_model``: gpt-oss, Gemma-4, MiMo-V2-Flash, ...) with
 ``HybridSWAPoolConfigurator``: a full pool for the full-attention layers and an SWA pool beside it holding
 ``swa_full_tokens_ratio`` x the full pool's tokens for the sliding-window layers. glm-kv sizes that path at
-SGLang's default ratio. The paths beside it move other pools, which glm-kv does not size yet, so each is
-refused by name (never planned as if it were the default path). ``SWARequestCapPoolConfigurator`` (a given
-``--max-running-requests`` with ``--disable-radix-cache`` and a chunked prefill) is sized
-(``ledgers.capacity.swa_request_cap``); on a PD decode server it is not (PD is refused):
+SGLang's default ratio, and ``SWARequestCapPoolConfigurator`` (a given ``--max-running-requests`` with
+``--disable-radix-cache`` and a chunked prefill: the SWA pool sized from the request cap,
+``ledgers.capacity.swa_request_cap``). The paths beside them move other pools, which glm-kv does not size yet,
+so each is refused by name (never planned as if it were the default path):
 
 * ``--swa-full-tokens-ratio``, ``--disable-hybrid-swa-memory``, ``--swa-prefix-tails``: the flag table proves
   them inert on GLM-5.3-Flash's profiles, but for a hybrid-SWA model they move its pools; not profile fields, so
   a launch command carrying them is refused (``refuse_swa_flags``);
-* HiCache (the hybrid SWA host sub-pool), speculative decoding (the draft's SWA layers), PD disaggregation.
+* HiCache (the hybrid SWA host sub-pool), speculative decoding (the draft's SWA layers), PD disaggregation
+  (a decode server's request cap).
 """
 from __future__ import annotations
 

@@ -85,7 +85,8 @@ def render_plan(plan, ignored: list[str]) -> None:
     t.add_column("per rank", justify="right")
     state = STATE_WORDS.get(req.state_kind or "", "state")
     rows = [(("layers", f"{kind} x {d['layers']}",
-              f"{d['bytes_per_layer']:,} B per layer per {'token' if d['pool'] == 'token' else 'state slot'}"))
+              f"{d['bytes_per_layer']:,} B per layer per {'state slot' if d['pool'] == 'state' else 'token'}"
+              + (" (SWA pool)" if d['pool'] == 'swa' else "")))
             for kind, d in plan.layers.by_kind().items()]
     rows += [
         ("token", "kv_cache_dtype / layout", f"{tok.kv_cache_dtype} / {tok.kv_layout}"),
@@ -254,6 +255,8 @@ def cmd_models(args) -> int:
         for c in r["configs"]:
             print(f"      {c['model']:34s} {', '.join(c['files'])}")
             print(f"      {'':34s} from {c['source']}")
+            if c.get("sglang_refuses"):   # SGLang 0.5.23 does not start the checkpoint as shipped
+                print(f"      {'':34s} SGLang refuses it as shipped: {c['sglang_refuses']}")
         if not r["configs"]:
             print("      no vendored config: a config.json of this model_type is read")
     print("not planned (SGLang serves them):")

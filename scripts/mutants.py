@@ -45,6 +45,8 @@ ALL_MODULES += ["ledgers.model_weights", "inputs.startup", "ledgers.vllm"]
 # issue 33: vLLM's launch command, profile file and boot log, the verify and the comparison; issue 32: the catalog
 ALL_MODULES += ["inputs.vllm_launch", "inputs.vllm_profile", "inputs.vllm_boot_log", "ledgers.vllm_verify",
                 "ledgers.compare", "inputs.catalog"]
+# issue 32: the hybrid sliding-window models' refusals (gpt-oss)
+ALL_MODULES += ["inputs.swa"]
 KILLED = {1, 3, 37}          # a test failed (3: pytest internal error), or the type checker
 SURVIVED = {0}
 NO_TESTS = {5, 33}

@@ -17,8 +17,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..errors import ProfileError
-from ..inputs.catalog import FAMILY_LAYERS
+from ..inputs.catalog import FAMILY_LAYERS, starts_under_sglang
 from ..inputs.hf_config import SHIPPED, load_hf_config
+from ..inputs.swa import SWA_FAMILIES
 from ..inputs.profile import make_profile
 from ..ledgers.plan import load_plan
 from ..units import GiB
@@ -35,8 +36,9 @@ CONTEXT = 131_072     # the request length the per-request column prices
 # in this many GiB of KV (the log's figures, an input; the page recomputes the GiB)
 ANCHOR_ISSUE, ANCHOR_TOKENS, ANCHOR_LOGGED_GIB = 11309, 975_424, "43.67"
 FAMILY_WORDS = FAMILY_LAYERS   # glm-kv models' words for a family (one table)
-# every config glm-kv ships, in glm-kv models' order (issue 32)
-PAGE_MODELS = tuple(SHIPPED)
+# every config glm-kv ships, in glm-kv models' order (issue 32), less one SGLang 0.5.23 refuses whatever the flags
+# (Nemotron-3.5-Lightning-NVFP4: its nemotron_h override; glm-kv models says so)
+PAGE_MODELS = tuple(name for name in SHIPPED if starts_under_sglang(name))
 
 
 @lru_cache(maxsize=None)
@@ -118,18 +120,20 @@ def family_rows(gpu: str = "H200") -> list[dict]:
         if fam in rows:
             rows[fam]["models"] += 1
             continue
-        p = _plan(name, gpu, hicache=True)
+        swa = fam in SWA_FAMILIES   # HiCache of the SWA pools is not sized yet (inputs/swa.py): no host columns
+        p = _plan(name, gpu, hicache=not swa)
         kinds = p.layers.by_kind()
         host = p.host
         rows[fam] = {
             "family": FAMILY_WORDS[fam], "models": 1, "bytes from": SHIPPED[name][1],
-            "grows with tokens": ", ".join(k for k, v in kinds.items() if v["pool"] == "token"),
+            # the SWA pool grows with tokens too (ratio x the full pool's), up to the window per request
+            "grows with tokens": ", ".join(k for k, v in kinds.items() if v["pool"] in ("token", "swa")),
             "grows with requests": ", ".join(k for k, v in kinds.items() if v["pool"] == "state") or "-",
             "bytes per token": p.token.cell_size_bytes,
             "bytes per request (state)": p.request.state_bytes_per_request,
-            "HiCache host pools": ", ".join(host.entries),
-            "host bytes per token": host_bytes_per_token(host),
-            "host bytes per state slot": host.mamba_slot_bytes,
+            "HiCache host pools": "not sized yet" if swa else ", ".join(host.entries),
+            "host bytes per token": None if swa else host_bytes_per_token(host),
+            "host bytes per state slot": None if swa else host.mamba_slot_bytes,
         }
     return list(rows.values())
 

@@ -11,7 +11,7 @@ with the one reason: no public config here, or a layer kind glm-kv does not mode
 """
 from __future__ import annotations
 
-from .hf_config import MODELS_DIR, SHIPPED, SUPPORTED_MODEL_TYPES, load_hf_config
+from .hf_config import MODELS_DIR, SHIPPED, SUPPORTED_MODEL_TYPES, load_hf_config, model_override_refusal
 
 # glm-kv's family names in words: the token-pool layers / the state-pool layers
 FAMILY_LAYERS: dict[str, str] = {
@@ -21,6 +21,7 @@ FAMILY_LAYERS: dict[str, str] = {
     "gqa+mamba2": "GQA / Mamba-2",
     "mla_dsa": "MLA + DSA indexer",
     "gqa+jet": "GQA / JetBlock",
+    "gqa_swa": "GQA + sliding-window GQA (SWA pool)",
 }
 
 NO_CONFIG = "no public config here"
@@ -31,11 +32,13 @@ NOT_PLANNED: tuple[tuple[str, str, str, str], ...] = (
      "SGLang 0.5.23 sizes its own pools (is_hybrid_swa_compress: a sliding-window pool, c4 and c128 compressed "
      "KV pools and their compress-state pools, _PoolSizes.c4_* / c128_*); real configs exist "
      "(aiconfigurator-core 0.12.0: DeepSeek-V4-Flash, DeepSeek-V4-Pro) but are not vendored until planned"),
-    ("sliding-window hybrids (Gemma4, GptOss, MiMoV2Flash, Step3p7, Llama4, ...)",
-     "gemma4, gpt_oss, mimo_v2_flash, step3p7, llama4", NOT_MODELLED,
-     "the SWA pool beside the full-attention pool (is_hybrid_swa_model: swa_full_tokens_ratio, the per-request "
-     "SWA ring); real configs exist (aiconfigurator-core 0.12.0: gpt-oss-20b / -120b, gemma-4-26B-A4B, "
-     "MiMo-V2-Flash, Step-3.7-Flash, Llama-4 Scout / Maverick) but are not vendored until planned"),
+    ("sliding-window hybrids (Gemma4, MiMoV2Flash, Step3p7, Llama4, ...)",
+     "gemma4, mimo_v2_flash, step3p7, llama4", NOT_MODELLED,
+     "the SWA pool beside the full-attention pool is planned for gpt-oss (gqa_swa: HybridSWAPoolConfigurator at "
+     "the default swa_full_tokens_ratio); these need what gpt-oss does not: Gemma-4 and MiMo-V2-Flash SGLang's "
+     "compressed SWA (is_hybrid_swa_compress), Step-3.7 its own SWA heads (attention_other_setting), Llama-4 its "
+     "chunked attention (every 4th layer full) and a VL wrapper; real configs exist (aiconfigurator-core 0.12.0: "
+     "gemma-4-26B-A4B, MiMo-V2-Flash, Step-3.7-Flash, Llama-4 Scout / Maverick) but are not vendored until planned"),
     ("InklingModelConfig / InklingMMConfig", "inkling_model, inkling_mm_model", NOT_MODELLED,
      "sliding-window attention beside its conv state layers (is_hybrid_swa_model, InklingConvStateShape)"),
     ("FalconH1Config", "falcon_h1", NO_CONFIG,
@@ -84,7 +87,9 @@ def planned() -> list[dict]:
                                          "layers": FAMILY_LAYERS[cfg.family], "configs": []})
             if cfg.model_type not in row["model_types"]:
                 row["model_types"].append(cfg.model_type)
-            row["configs"].append({"model": name, "files": files, "source": cfg.source})
+            # a vendored checkpoint SGLang 0.5.23 does not start (its words; every plan of it is refused alike)
+            row["configs"].append({"model": name, "files": files, "source": cfg.source,
+                                   "sglang_refuses": model_override_refusal(cfg)})
     seen = {t for r in rows.values() for t in r["model_types"]}
     for mt, fam in SUPPORTED_MODEL_TYPES.items():   # read, with no vendored config to name
         if mt not in seen:
@@ -96,6 +101,11 @@ def planned() -> list[dict]:
 def not_planned() -> list[dict]:
     return [{"sglang": cls, "model_types": mt, "reason": why, "detail": detail}
             for cls, mt, why, detail in NOT_PLANNED]
+
+
+def starts_under_sglang(name: str) -> bool:
+    """False for a shipped config SGLang 0.5.23 refuses whatever the flags (the book leaves it off its pages)."""
+    return model_override_refusal(load_hf_config(name)) is None
 
 
 def catalog() -> dict:

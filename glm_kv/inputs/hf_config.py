@@ -41,6 +41,7 @@ SUPPORTED_MODEL_TYPES: dict[str, str] = {
     "deepseek_v32": "mla_dsa",         # DeepSeek-V3.2 (DeepseekV32ForCausalLM)
     "glm_moe_dsa": "mla_dsa",          # GLM-5 / GLM-5.1 (GlmMoeDsaForCausalLM)
     "jet_nemotron": "gqa+jet",         # Jet-Nemotron (JetNemotronForCausalLM): GQA + JetBlock (issue 32)
+    "gpt_oss": "gqa_swa",              # gpt-oss (GptOssForCausalLM): GQA full pool + sliding-window GQA SWA pool
 }
 
 # The six models glm-kv ships configs for: short name -> (file stem, Hugging Face id).
@@ -64,6 +65,15 @@ SHIPPED: dict[str, tuple[str, str]] = {
     "qwen3.5-397b-a17b": ("Qwen--Qwen3.5-397B-A17B", "Qwen/Qwen3.5-397B-A17B"),
     "jet-nemotron-2b": ("jet-ai--Jet-Nemotron-2B", "jet-ai/Jet-Nemotron-2B"),
     "jet-nemotron-4b": ("jet-ai--Jet-Nemotron-4B", "jet-ai/Jet-Nemotron-4B"),
+    "qwen3.6-35b-a3b": ("Qwen--Qwen3.6-35B-A3B", "Qwen/Qwen3.6-35B-A3B"),
+    # ModelOpt MIXED_PRECISION checkpoints (NVFP4 MLPs / experts, FP8 projections, FP8 KV): the quantization
+    # in config.json's quantization_config (Qwen3.6) or in hf_quant_config.json beside it (Nemotron-3.5)
+    "qwen3.6-27b-nvfp4": ("nvidia--Qwen3.6-27B-NVFP4", "nvidia/Qwen3.6-27B-NVFP4"),
+    "nemotron-3.5-lightning-30b-a3b-nvfp4": ("nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4",
+                                             "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4"),
+    # a hybrid-SWA model (is_hybrid_swa_model): the full pool and the SWA pool beside it
+    "gpt-oss-120b": ("openai--gpt-oss-120b", "openai/gpt-oss-120b"),
+    "gpt-oss-20b": ("openai--gpt-oss-20b", "openai/gpt-oss-20b"),
 }
 # provenance files of the vendored configs: SOURCE.json (the aiconfigurator-core 0.12.0 wheel),
 # SOURCE_GITHUB.json (files of a public GitHub repository at a stated commit, not in that wheel) and
@@ -116,8 +126,17 @@ class HfConfig:
 
     @property
     def kv_cache_quant_algo(self) -> str | None:
-        """ModelOpt's ``kv_cache_quant_algo`` (hf_quant_config.json or quantization_config)."""
-        for owner in (self.quant or {}).get("quantization") or {}, self.top.get("quantization_config") or {}:
+        """ModelOpt's ``kv_cache_quant_algo`` as SGLang 0.5.23 reads it: config.json's
+        ``quantization_config`` first (``_parse_quant_hf_config``), where a flat ModelOpt section states
+        ``kv_cache_scheme`` (float 8 bits: "FP8", 4 bits: "NVFP4", else "auto"; ``ModelOpt*Config.from_config``)
+        or ``kv_cache_quant_algo``; without one, hf_quant_config.json's ``quantization`` section."""
+        q = self.top.get("quantization_config") or self.text.get("quantization_config")
+        if isinstance(q, dict) and q.get("quant_algo") is not None and isinstance(q.get("kv_cache_scheme"), dict):
+            scheme = q["kv_cache_scheme"]
+            if scheme.get("type") == "float" and scheme.get("num_bits") in (8, 4):
+                return "FP8" if scheme["num_bits"] == 8 else "NVFP4"
+            return "auto"
+        for owner in (q,) if isinstance(q, dict) else ((self.quant or {}).get("quantization") or {},):
             algo = owner.get("kv_cache_quant_algo") if isinstance(owner, dict) else None
             if isinstance(algo, str):
                 return algo
@@ -323,3 +342,40 @@ def extra_buffer_strategy(requested: str, resolved: str, architectures: tuple[st
                                         f"(arg_groups/mamba_hook.py): {arch} has no extra_buffer strategy, so "
                                         f"auto resolves to no_buffer")
     return "no_buffer"
+
+
+# arg_groups/model_overrides/nemotron_h.py (SGLang 0.5.23): the override registered for these architectures reads
+# ``hf_config.quantization_config["quantized_layers"]`` whenever the checkpoint resolves to modelopt_mixed
+NEMOTRON_H_OVERRIDE_ARCHS = ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM")
+
+
+def model_override_refusal(cfg: HfConfig) -> str | None:
+    """What SGLang 0.5.23's model override refuses for the checkpoint whatever the flags, in its words (None
+    when it starts).
+
+    A Nemotron-H checkpoint whose ModelOpt MIXED_PRECISION quantization (with NVFP4 layers: SGLang's
+    ``modelopt_mixed``) is stated only in hf_quant_config.json, its config.json holding no
+    ``quantization_config`` (Nemotron-3.5-Lightning-30B-A3B-NVFP4 as aiconfigurator-core 0.12.0 ships it):
+    ``_nemotron_h_overrides`` looks for the W4A16_NVFP4 MoE layers in ``hf_config.quantization_config``,
+    an attribute ``NemotronHConfig`` does not have, and the server does not start."""
+    if not cfg.architectures or cfg.architectures[0] not in NEMOTRON_H_OVERRIDE_ARCHS:
+        return None
+    if "quantization_config" in cfg.top:
+        return None
+    section = (cfg.quant or {}).get("quantization")
+    if not isinstance(section, dict) or section.get("quant_algo") != "MIXED_PRECISION":
+        return None
+    layers = section.get("quantized_layers") or {}
+    if not any(isinstance(i, dict) and str(i.get("quant_algo", "")).upper() in ("NVFP4", "W4A16_NVFP4")
+               for i in layers.values()):
+        return None
+    return ("SGLang 0.5.23 refuses it: \"'NemotronHConfig' object has no attribute 'quantization_config'\" "
+            "(arg_groups/model_overrides/nemotron_h.py: a modelopt_mixed checkpoint whose config.json has no "
+            "quantization_config, its quantization only in hf_quant_config.json)")
+
+
+def refuse_model_override(cfg: HfConfig) -> None:
+    """``model_override_refusal`` as the plan's refusal (field ``model``)."""
+    why = model_override_refusal(cfg)
+    if why is not None:
+        raise ProfileError("model", why)

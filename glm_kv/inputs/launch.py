@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ProfileError, shown
+from .swa import refuse_swa_flags
 from .profile import (CP_STRATEGY_CHOICES, CUDA_GRAPH_BACKEND_CHOICES, DISAGGREGATION_MODE_CHOICES, DSA_DECODE_CHOICES, DSA_PREFILL_CHOICES,
                       LINEAR_ATTN_BACKEND_CHOICES, MAMBA_STRATEGY_CHOICES, MOE_A2A_BACKEND_CHOICES)
 
@@ -702,6 +703,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
                                            f"parallelism are not supported.\" (arg_groups/parallel_hook.py)")
         fields["dp_size"], fields["enable_dp_attention"] = attn_dp[1], True
     _refuse_inert_combinations(given)
+    refuse_swa_flags(fields.get("model"), inert)   # issue 32: inert on GLM-5.3-Flash, not on a hybrid-SWA model
     if pending is not None:
         raise pending
     graph_bs_max = graph_json.pop("decode_bs_max", graph_bs_max)   # the JSON's decode bs wins over the flag's

@@ -15,10 +15,12 @@ from ..units import requests_per_worker
 from .draft import (DFLASH_DEFAULT_BLOCK_SIZE, DSPARK_DEFAULT_GAMMA, DraftConfig, DSparkFields,
                     check_dspark_draft, draft_kv_bytes_per_token, dspark_draft_path, dspark_fields, load_draft)
 from .gpus import Gpu, resolve_gpu
-from .hf_config import HfConfig, extra_buffer_strategy, glm_hf_config, load_hf_config, names_other_model
+from .hf_config import (HfConfig, extra_buffer_strategy, glm_hf_config, load_hf_config, names_other_model,
+                        refuse_model_override)
 from .model import ModelConfig, load_model
 from .profile import Profile
 from .rules import RULES, SglangRules, rules_for
+from .swa import refuse_unsized_swa
 from .startup import validate_linear_attn_backend, validate_startup
 
 ARTICLE_PAGE_SIZE = 64  # upstream f4de6abee6: DSATokenToKVPool asserts page_size == 64 on CUDA
@@ -715,6 +717,7 @@ def resolve(p: Profile) -> ServerArgs:
     at start-up. The rules, the config and the model's facts are looked up here and nowhere else."""
     rules = rules_for(p)
     config, model = load_config(p)
+    refuse_model_override(config)   # issue 32: SGLang's model override refuses the checkpoint (nemotron_h.py)
     facts = model_facts(config, model, p.context_length is not None)
     if model is None and not rules.other_models:
         modelled = ", ".join(v for v, r in RULES.items() if r.other_models)
@@ -729,6 +732,7 @@ def resolve(p: Profile) -> ServerArgs:
         # cache unless --disaggregation-decode-enable-radix-cache, which turns it on over --disable-radix-cache
         p = p.model_copy(update={"disable_radix_cache": not p.disaggregation_decode_enable_radix_cache})
     refuse_unsized(p, facts)
+    refuse_unsized_swa(p, facts.family, facts.architectures)   # issue 32: the SWA paths not sized yet (swa.py)
     validate_combination(p, facts, rules)
     gpu = resolve_gpu(p)
     kv_dtype, prefill, decode = resolve_kv(p, facts, config, gpu, rules)

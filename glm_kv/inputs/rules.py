@@ -123,9 +123,10 @@ SGLANG_0_5_23 = SglangRules(
         ("mla_dsa", 90): (64, {64}), ("mla_dsa", 100): (64, {64}),                 # DSA: 64-token pages
         ("mla_dsa+kda", 90): (256, {256}), ("mla_dsa+kda", 100): (256, {256}),     # GLM-5.3-Flash: 64 x kpool 4
         ("gqa+jet", 90): (1, None), ("gqa+jet", 100): (1, None),                   # Jet-Nemotron: fa3 / triton
+        ("gqa_swa", 90): (1, None), ("gqa_swa", 100): (64, {16, 32, 64, 128}),     # gpt-oss: fa3 / trtllm_mha
     },
     trtllm_mla_families=("mla+kda",),
-    trtllm_mha_families=("gqa+mamba2",),
+    trtllm_mha_families=("gqa+mamba2", "gqa_swa"),
 )
 
 ARTICLE = SglangRules(

@@ -9,6 +9,7 @@ quantization (``quantization_config`` in its config.json): bf16 2 B; fp8 with 12
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -67,6 +68,68 @@ def quantization_of(config: dict) -> str:
         return "fp8"
     raise ProfileError("model", f"quantization_config {method or algo!r} is not modelled (bf16, fp8 blocks, "
                                 f"NVFP4/modelopt are)")
+
+
+# ModelOpt MIXED_PRECISION (SGLang 0.5.23 ModelOptMixedPrecisionConfig.get_quant_method): each Linear takes
+# the quant_algo its name has in ``quantized_layers``; a Linear not listed there (or excluded) is unquantized
+# (bf16). The algos SGLang builds a Linear method for, as glm-kv's width keys:
+MIXED_ALGOS = {"FP8": "fp8_tensor", "NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4",
+               "FP8_PB_WO": "fp8", "FP8_BLOCK_SCALES": "fp8"}
+# the weight groups the estimate counts, by module name (Qwen3.5/3.6: self_attn / linear_attn / mlp;
+# Nemotron-H: every layer's block is ``mixer``: q/k/v/o attention, in/out_proj Mamba-2, experts / up / down MLP)
+MIXED_GROUPS: tuple[tuple[str, re.Pattern], ...] = (
+    ("lm_head", re.compile(r"(^|\.)lm_head$")),
+    ("attention", re.compile(r"\.(self_attn\.|mixer\.[qkvo]_proj$)")),
+    ("linear_attention", re.compile(r"\.(linear_attn\.|mixer\.(in_proj|out_proj)$)")),
+    ("mlp", re.compile(r"\.(mlp\.|mixer\.(experts\.|shared_experts\.|up_proj$|down_proj$))")),
+)
+
+
+def mixed_precision_section(top: dict, text: dict, quant_file: dict | None) -> dict | None:
+    """The ModelOpt MIXED_PRECISION section SGLang reads, or None: config.json's ``quantization_config``
+    when it carries one (``_parse_quant_hf_config`` reads it first; ``get_quant_config`` uses it when it
+    holds ``quantized_layers``), else ``hf_quant_config.json``'s ``quantization``."""
+    q = top.get("quantization_config") or text.get("quantization_config")
+    if isinstance(q, dict):
+        return q if str(q.get("quant_algo", "")).upper() == "MIXED_PRECISION" else None
+    section = (quant_file or {}).get("quantization")
+    if isinstance(section, dict) and str(section.get("quant_algo", "")).upper() == "MIXED_PRECISION":
+        return section
+    return None
+
+
+def mixed_precision_widths(section: dict) -> dict[str, str]:
+    """Weight group -> its width key (``BYTES_PER_PARAM``; "bf16" when no Linear of it is listed), read
+    from ``quantized_layers`` as ``ModelOptMixedPrecisionConfig`` resolves each Linear. Refused, naming the
+    module: an algo glm-kv does not size, a module in no group, one group under two algos, and a
+    MIXED_PRECISION checkpoint without NVFP4 layers (SGLang reads that as ``w4afp8``)."""
+    layers = section.get("quantized_layers")
+    if not isinstance(layers, dict) or not layers:
+        raise ProfileError("model", "MIXED_PRECISION quantization requires a non-empty quantized_layers map. "
+                                    "(SGLang 0.5.23 ModelOptMixedPrecisionConfig)")
+    found: dict[str, set[str]] = {}
+    for name, info in layers.items():
+        algo = str((info or {}).get("quant_algo", "") if isinstance(info, dict) else "").upper()
+        if str(name).startswith("mtp"):
+            continue   # the MTP draft's layers: not the target's weights
+        if algo not in MIXED_ALGOS:
+            raise ProfileError("model", f"MIXED_PRECISION layer {str(name)[:80]!r}: quant_algo {algo!r} is not "
+                                        f"modelled ({', '.join(MIXED_ALGOS)} are)")
+        if MIXED_ALGOS[algo] == "fp8" and info.get("group_size", 128) != 128:
+            raise ProfileError("model", f"MIXED_PRECISION layer {str(name)[:80]!r}: block-FP8 group_size "
+                                        f"{info.get('group_size')!r} is not modelled (128 is)")
+        group = next((g for g, rx in MIXED_GROUPS if rx.search(str(name))), None)
+        if group is None:
+            raise ProfileError("model", f"MIXED_PRECISION layer {str(name)[:80]!r} is in no weight group glm-kv "
+                                        f"counts (attention, linear attention, MLP, lm_head)")
+        found.setdefault(group, set()).add(MIXED_ALGOS[algo])
+    if not any("nvfp4" in widths for widths in found.values()):
+        raise ProfileError("model", "MIXED_PRECISION without NVFP4 layers is SGLang's w4afp8, not modelled")
+    for group, widths in found.items():
+        if len(widths) > 1:
+            raise ProfileError("model", f"MIXED_PRECISION: the {group} layers mix {sorted(widths)}; one width per "
+                                        f"group is modelled")
+    return {g: (found[g].pop() if g in found else "bf16") for g, _rx in MIXED_GROUPS}
 
 
 def local_config(model: str) -> dict | None:

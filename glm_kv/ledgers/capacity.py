@@ -62,6 +62,10 @@ class CapacityLedger:
     max_running_requests_per_worker: int             # JSON: max_running_requests
     binding_limit: str              # "requested", "auto", "tokens" or "mamba"
     capped_message: str | None
+    # a hybrid-SWA model's two pools (HybridSWAPoolConfigurator; None for every other model): the full pool's
+    # tokens (= max_total_num_tokens) and the SWA pool's, ratio x full, page-aligned (appended, issue 32)
+    full_max_total_num_tokens: int | None = None
+    swa_max_total_num_tokens: int | None = None
 
 
 JSON_NAMES = {"requested_max_running_requests_per_worker": "requested_max_running_requests",
@@ -322,6 +326,14 @@ def attention_capacity_ledger(p, *, available_bytes: int, available_source: str,
         tokens = p.max_total_tokens // page_size * page_size
     if tokens <= 0:
         raise refusal(6)
+    return _token_only_ledger(available_bytes, available_source, tokens, tokens * cell_size, requests_per_worker,
+                              context_len)
+
+
+def _token_only_ledger(available_bytes: int, available_source: str, tokens: int, token_pool_bytes: int,
+                       requests_per_worker: int | None, context_len: int, **swa) -> CapacityLedger:
+    """``resolve_max_num_reqs`` over a token pool without a mamba pool: the requested cap or the automatic
+    one, at most half the tokens."""
     est = max(min(int(tokens / context_len * AUTO_REQS_PER_CONTEXT), AUTO_REQS_MAX), AUTO_REQS_MIN)
     requested = requests_per_worker if requests_per_worker is not None else est
     n = min(requested, tokens // 2)
@@ -329,7 +341,71 @@ def attention_capacity_ledger(p, *, available_bytes: int, available_source: str,
     return CapacityLedger(
         available_bytes=available_bytes, available_source=available_source, mamba_pool_source="none",
         mamba_budget_bytes=0, max_mamba_cache_size=0, mamba_pool_bytes=0, spec_scratch_bytes=0,
-        token_pool_budget_bytes=available_bytes, max_total_num_tokens=tokens, token_pool_bytes=tokens * cell_size,
+        token_pool_budget_bytes=available_bytes, max_total_num_tokens=tokens, token_pool_bytes=token_pool_bytes,
         requested_max_running_requests_per_worker=requested,
         requested_source="profile" if requests_per_worker is not None else "auto",
-        max_running_requests_per_worker=n, binding_limit=binding, capped_message=None)
+        max_running_requests_per_worker=n, binding_limit=binding, capped_message=None, **swa)
+
+
+def swa_pool_tokens(full_tokens: int, ratio: float, page_size: int, window: int) -> int:
+    """``HybridSWAPoolConfigurator._solve_pool_sizes``: the SWA pool's tokens, ``int(full x ratio)`` page-aligned,
+    refused as SGLang refuses a pool that cannot admit one request (``validate_swa_pool_size``)."""
+    swa = int(full_tokens * ratio) // page_size * page_size
+    if window + page_size >= swa:
+        raise ProfileError("weights_bytes", f"SGLang 0.5.23 refuses it: \"SWA pool ({swa} tokens) cannot hold even one "
+                                            f"request: the prefill admission floor is sliding_window_size ({window}) + "
+                                            f"page_size ({page_size}). Increase --swa-full-tokens-ratio or the total KV "
+                                            f"budget.\" (validate_swa_pool_size)")
+    return swa
+
+
+SWA_EVICTION_INTERVAL = 128   # envs.SGLANG_SWA_EVICTION_INTERVAL's default (the variable is not modelled)
+
+
+def swa_request_cap(*, page_size: int, window: int, requests_per_worker: int, chunked_prefill_size: int,
+                    overlap: bool) -> int:
+    """``compute_swa_request_cap`` without speculative decoding, off a PD decode server: the SWA slots the
+    scheduler holds live at the request cap (window + eviction interval + a page of padding, plus one decode
+    page, per request) and the prefill chunks in flight (two under the overlap schedule), plus a page."""
+    per_request = window + SWA_EVICTION_INTERVAL * 1 + page_size + page_size
+    return per_request * max(1, requests_per_worker) + (2 if overlap else 1) * chunked_prefill_size + page_size
+
+
+def swa_capacity_ledger(p, *, available_bytes: int, available_source: str, cell_size: float, ratio: float,
+                        window: int, page_size: int, requests_per_worker: int | None, context_len: int,
+                        full_bytes_per_token: int = 0, swa_bytes_per_token: int = 0,
+                        request_cap: int | None = None) -> CapacityLedger:
+    """A hybrid-SWA model (``HybridSWAPoolConfigurator.calculate_pool_sizes``): the full pool's tokens are
+    ``int(rest // cell_size)`` with SGLang's float cell (full rows + ratio x SWA rows), page-aligned; a smaller
+    --max-total-tokens re-derives both pools from it (``calculate_pool_sizes_from_max_tokens``); the SWA pool
+    holds ``ratio`` x the full pool's tokens. Requests as ``resolve_max_num_reqs`` over the full pool.
+
+    ``request_cap`` (``SWARequestCapPoolConfigurator``, applicable with --max-running-requests, the radix cache
+    off and a chunked prefill): the SWA pool is that cap page-aligned up, and the full pool takes the rest at
+    its own rows (``full_bytes_per_token``); a smaller --max-total-tokens sets the full pool and caps the SWA
+    pool at it."""
+    if request_cap is not None:
+        swa = -(-request_cap // page_size) * page_size
+        tokens = int((available_bytes - swa * swa_bytes_per_token) // full_bytes_per_token) // page_size * page_size
+        if tokens <= 0:
+            raise ProfileError("max_running_requests", f"SGLang 0.5.23 refuses it: \"SWA pool cap ({swa} tokens, "
+                                                       f"{swa * swa_bytes_per_token / (1 << 30):.2f} GiB) leaves no "
+                                                       f"room for the full KV pool within the available "
+                                                       f"{available_bytes / (1 << 30):.2f} GiB. Reduce "
+                                                       f"--max-running-requests, lower SGLANG_SWA_EVICTION_INTERVAL, "
+                                                       f"or increase --mem-fraction-static.\" "
+                                                       f"(SWARequestCapPoolConfigurator)")
+        if p.max_total_tokens is not None and p.max_total_tokens < tokens:
+            swa = min(swa, p.max_total_tokens)
+            tokens = p.max_total_tokens // page_size * page_size
+        return _token_only_ledger(available_bytes, available_source, tokens,
+                                  tokens * full_bytes_per_token + swa * swa_bytes_per_token, requests_per_worker,
+                                  context_len, full_max_total_num_tokens=tokens, swa_max_total_num_tokens=swa)
+    tokens = int(available_bytes // cell_size) // page_size * page_size
+    if p.max_total_tokens is not None and p.max_total_tokens < tokens:
+        tokens = p.max_total_tokens // page_size * page_size
+    if tokens <= 0:
+        raise refusal(6)
+    swa = swa_pool_tokens(tokens, ratio, page_size, window)
+    return _token_only_ledger(available_bytes, available_source, tokens, int(tokens * cell_size), requests_per_worker,
+                              context_len, full_max_total_num_tokens=tokens, swa_max_total_num_tokens=swa)

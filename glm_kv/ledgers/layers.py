@@ -134,13 +134,35 @@ class GqaKv:
         return self.heads_per_rank * (self.head_dim + self.v_head_dim) * self.item_bytes
 
 
-@dataclass(frozen=True)
-class SlidingWindowKv(GqaKv):
-    """A GQA layer that keeps only the last ``window`` tokens (SWA pool): same bytes per token,
-    but a request holds at most ``window`` of them. None of the six shipped models has one."""
+SWA = "swa"
 
-    window: int = 0
+
+@dataclass(frozen=True)
+class SlidingWindowKv:
+    """A sliding-window GQA layer of a hybrid-SWA model (``is_hybrid_swa_model``: gpt-oss, ...): its K and V
+    live in SGLang's SWA pool beside the full pool (``SWAKVPool``), sized ``swa_full_tokens_ratio`` x the full
+    pool's tokens. Bytes per token as ``HybridSWAPoolConfigurator._swa_per_token``:
+    ``get_swa_num_kv_heads(attn_tp) x (swa_head_dim + swa_v_head_dim) x kv item size`` (the heads
+    ``max(1, swa_num_key_value_heads // attn_tp)``, the config's KV heads when it names no SWA ones).
+    ``window``: the attention's window (``get_attention_sliding_window_size``), which only SGLang's
+    admission floor reads (``validate_swa_pool_size``)."""
+
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    item_bytes: int
+    attn_tp: int
+    window: int
     kind = "sliding_window_kv"
+    pool = SWA
+
+    @property
+    def heads_per_rank(self) -> int:
+        return max(1, self.num_kv_heads // self.attn_tp)
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.heads_per_rank * (self.head_dim + self.v_head_dim) * self.item_bytes
 
 
 class _ConvSsmState:
@@ -364,7 +386,8 @@ class ZayaCcaState(_ConvSsmState):
 
 LayerSpec = Union[MlaKv, DsaIndexerK, GqaKv, SlidingWindowKv, KdaState, Mamba2State, GatedDeltaNetState,
                   JetBlockState, Mamba1State, ShortConvState, LightningState, ZayaCcaState]
-TOKEN_KINDS = (MlaKv, DsaIndexerK, GqaKv, SlidingWindowKv)
+TOKEN_KINDS = (MlaKv, DsaIndexerK, GqaKv)
+SWA_KINDS = (SlidingWindowKv,)   # the SWA pool's layers (hybrid-SWA models)
 STATE_KINDS = (KdaState, Mamba2State, GatedDeltaNetState, JetBlockState, Mamba1State, ShortConvState,
                LightningState, ZayaCcaState)
 

@@ -16,6 +16,9 @@ Which layer holds what (SGLang 0.5.23, ``configs/``):
 * Jet-Nemotron (``JetNemotronConfig``, issue 32): ``layer_types`` "jet" = JetBlock (its state in the
   MambaPool), "attn" and "swa" = GQA in the full pool (``full_attention_layer_ids``: Jet-Nemotron is
   not one of ``is_hybrid_swa_model``'s architectures, so its sliding-window layers keep whole rows).
+* Hybrid-SWA models (``is_hybrid_swa_model``; gpt-oss, issue 32): ``layer_types`` "full_attention" = GQA in
+  the full pool, "sliding_attention" = sliding-window GQA in the SWA pool (``get_hybrid_layer_ids`` for the
+  SWA_SINK_ARCHS); the window is ``get_attention_sliding_window_size`` (gpt-oss: ``sliding_window - 1``).
 """
 from __future__ import annotations
 
@@ -26,8 +29,8 @@ from ..inputs.hf_config import HfConfig, config_where, config_int as _int, nemot
 from ..inputs.model import LINEAR_LAYER_TYPES
 from ..inputs.rules import SglangRules
 from ..units import DTYPE_BYTES
-from .layers import (STATE_KINDS, TOKEN_KINDS, DsaIndexerK, GatedDeltaNetState, GqaKv, JetBlockState, KdaState,
-                     LayerSpec, Mamba2State, MlaKv)
+from .layers import (STATE_KINDS, SWA_KINDS, TOKEN_KINDS, DsaIndexerK, GatedDeltaNetState, GqaKv, JetBlockState,
+                     KdaState, LayerSpec, Mamba2State, MlaKv, SlidingWindowKv)
 
 # is_deepseek_dsa's architectures that glm-kv's families use (the config must also have index_topk)
 DSA_ARCHITECTURES = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM",
@@ -81,6 +84,11 @@ class ModelLayers:
         return tuple(i for i, specs in self.layers if any(isinstance(s, STATE_KINDS) for s in specs))
 
     @property
+    def swa_layers(self) -> tuple[int, ...]:
+        """The layers whose KV lives in the SWA pool (``swa_attention_layer_ids``; none outside hybrid SWA)."""
+        return tuple(i for i, specs in self.layers if any(isinstance(s, SWA_KINDS) for s in specs))
+
+    @property
     def bytes_per_token(self) -> int:
         """SGLang's ``cell_size`` (no draft): every token-pool spec's bytes, summed over layers."""
         return sum(s.bytes_per_token for s in self.specs(TOKEN_KINDS))
@@ -98,7 +106,7 @@ class ModelLayers:
         out: dict[str, dict] = {}
         for spec in self.specs():
             d = out.setdefault(spec.kind, {"pool": spec.pool, "layers": 0, "bytes_per_layer": None, "bytes": 0})
-            b = spec.bytes_per_token if spec.pool == "token" else spec.bytes_per_slot
+            b = spec.bytes_per_token if spec.pool in ("token", "swa") else spec.bytes_per_slot
             d["layers"] += 1
             d["bytes_per_layer"] = b
             d["bytes"] += b
@@ -241,12 +249,53 @@ def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLay
         gqa = _gqa(cfg, args, where)
         for i, kind in enumerate(types):
             layers.append((i, (jet,) if kind == "jet" else (gqa,)))
+    elif fam == "gqa_swa":
+        types = swa_layer_types(t, where)
+        n = len(types)
+        gqa = _gqa(cfg, args, where)
+        swa = SlidingWindowKv(
+            num_kv_heads=_int(t, "swa_num_key_value_heads", where) if "swa_num_key_value_heads" in t
+            else gqa.num_kv_heads,
+            head_dim=_int(t, "swa_head_dim", where) if t.get("swa_head_dim") is not None else gqa.head_dim,
+            v_head_dim=_int(t, "swa_v_head_dim", where) if t.get("swa_v_head_dim") is not None else
+            (_int(t, "swa_head_dim", where) if t.get("swa_head_dim") is not None else gqa.v_head_dim),
+            item_bytes=gqa.item_bytes, attn_tp=gqa.attn_tp, window=sliding_window_size(cfg, where))
+        for i, kind in enumerate(types):
+            layers.append((i, (gqa,) if kind == "full_attention" else (swa,)))
     else:  # hf_config refuses unknown model types first; a new family must be added here
         raise ProfileError("model.model_type", f"layer kinds of family {fam!r} are not modelled")
     m = ModelLayers(name=cfg.name, family=fam, num_hidden_layers=n, layers=tuple(layers))
     if not m.full_attention_layers:
         raise ProfileError(f"{where}", "has no full-attention layer: the token pool would be empty")
     return m
+
+
+SWA_LAYER_TYPES = ("full_attention", "sliding_attention")   # get_hybrid_layer_ids (SWA_SINK_ARCHS)
+
+
+def swa_layer_types(t: dict, where: str) -> list[str]:
+    """A hybrid-SWA config's ``layer_types`` (gpt-oss), one entry per layer, as SGLang splits them into
+    ``full_attention_layer_ids`` and ``swa_attention_layer_ids``; another name (which SGLang would put in
+    neither pool) is refused, and so is a list whose length is not ``num_hidden_layers``."""
+    types = t.get("layer_types")
+    if (not isinstance(types, list) or not types or len(types) > 4096
+            or not all(isinstance(x, str) and x in SWA_LAYER_TYPES for x in types)):
+        raise ProfileError(f"{where}.layer_types", f"must be a list of {', '.join(SWA_LAYER_TYPES)} "
+                                                   f"(at most 4,096), got {shown(types)}")
+    n = _int(t, "num_hidden_layers", where)
+    if len(types) != n:
+        raise ProfileError(f"{where}.layer_types", f"must name every one of the {n} layers "
+                                                   f"(num_hidden_layers), got {len(types)}")
+    if "sliding_attention" not in types:
+        raise ProfileError(f"{where}.layer_types", "names no sliding_attention layer: SGLang's SWA pool "
+                                                   "needs one (\"Hybrid SWA model must have at least one SWA layer\")")
+    return types
+
+
+def sliding_window_size(cfg: HfConfig, where: str) -> int:
+    """``resolve_sliding_window_size``: the model class's ``get_attention_sliding_window_size``
+    (GptOssForCausalLM: ``config.sliding_window - 1``)."""
+    return _int(cfg.text, "sliding_window", where, lo=2) - 1
 
 
 JET_LAYER_TYPES = ("jet", "attn", "swa")   # JetNemotronConfig: linear_layer_ids / full_attention_layer_ids

@@ -20,6 +20,13 @@ parameters the checkpoint keeps in bf16 (embeddings, lm_head, routers, modules o
 quantization config's ignore list). Left out (small or not in SGLang's device weights): norms,
 biases, conv/A/dt vectors below 0.1 %, and the vision tower of multimodal checkpoints.
 
+A ModelOpt MIXED_PRECISION checkpoint (Qwen3.6-27B-NVFP4, Nemotron-3.5-Lightning-NVFP4) gives each weight
+group its own width, read from ``quantized_layers`` as SGLang resolves each Linear
+(``inputs.weights.mixed_precision_widths``): attention, linear-attention, MLP / experts and lm_head, each
+at FP8, NVFP4 or bf16 when none of its Linears is listed; embeddings and routers stay bf16. A Linear a
+group leaves unlisted beside listed ones (Qwen3.6's in_proj_ba, under 1 % of a Gated DeltaNet layer) is
+counted at the group's width.
+
 GLM-5.3-Flash keeps the estimate it always had (``memory.weight_params``): its shipped config is an
 excerpt without ``quantization_config``, and every parameter is counted at FP8's 1 B + block
 scales (``quantization_of``'s "fp8 when the config names none").
@@ -30,7 +37,7 @@ from dataclasses import dataclass
 
 from ..errors import ProfileError
 from ..inputs.hf_config import HfConfig, config_where, nemotron_pattern
-from ..inputs.weights import BYTES_PER_PARAM, quantization_of
+from ..inputs.weights import BYTES_PER_PARAM, mixed_precision_section, mixed_precision_widths, quantization_of
 from .layers import (DsaIndexerK, GatedDeltaNetState, GqaKv, JetBlockState, KdaState, Mamba2State, MlaKv,
                      SlidingWindowKv)
 from .model_layers import ModelLayers
@@ -62,18 +69,24 @@ class CheckpointWeights:
 
     quantized: WeightCounts
     kept: WeightCounts
-    quantization: str              # a key of BYTES_PER_PARAM (or "fp8" for GLM-5.3-Flash's rule)
+    quantization: str              # a key of BYTES_PER_PARAM (or "fp8" for GLM-5.3-Flash's rule), or "modelopt_mixed"
     quantized_bytes_per_param: float
     kept_bytes_per_param: float
+    # MIXED_PRECISION: the other weight groups, each at its own width (attention, linear attention, lm_head)
+    others: tuple[tuple[WeightCounts, float], ...] = ()
+
+    def _parts(self) -> tuple[tuple[WeightCounts, float], ...]:
+        return ((self.quantized, self.quantized_bytes_per_param), (self.kept, self.kept_bytes_per_param),
+                *self.others)
 
     @property
     def total_params(self) -> int:
-        return self.quantized.total + self.kept.total
+        return sum(w.total for w, _b in self._parts())
 
     @property
     def whole_bytes(self) -> float:
         """The checkpoint on one GPU (no split): the denominator of the safetensors split."""
-        return self.quantized.total * self.quantized_bytes_per_param + self.kept.total * self.kept_bytes_per_param
+        return sum(w.total * b for w, b in self._parts())
 
     def per_rank(self, tp: int, attn_tp: int, linear_tp: int | None = None, dp_attention: bool = False) -> int:
         """Bytes on one rank: each partition divided by its group, at its width."""
@@ -83,8 +96,7 @@ class CheckpointWeights:
             return (w.over_tp / tp + w.over_attn_tp / attn_tp + w.over_linear_tp / lin + w.replicated
                     + w.embed / (attn_tp if dp_attention else tp))
 
-        return int(share(self.quantized) * self.quantized_bytes_per_param
-                   + share(self.kept) * self.kept_bytes_per_param)
+        return int(sum(share(w) * b for w, b in self._parts()))
 
 
 def _g(t: dict, key: str, default=0):
@@ -179,6 +191,11 @@ def _mlp_counts(cfg: HfConfig, layers: ModelLayers, q: str) -> tuple[WeightCount
         if n_mlp:
             quant += WeightCounts(over_tp=n_mlp * 2 * h * t["intermediate_size"])
         return quant, kept
+    if fam == "gqa_swa":      # gpt-oss: every layer MoE, num_local_experts x (fused gate_up + down); router bf16
+        n, n_experts = layers.num_hidden_layers, t["num_local_experts"]
+        quant += WeightCounts(over_tp=n * n_experts * 3 * h * t["intermediate_size"])
+        kept += WeightCounts(replicated=n * n_experts * h)
+        return quant, kept
     if fam == "gqa+gdn":      # Qwen3.5 MoE: every layer MoE unless in mlp_only_layers
         n = layers.num_hidden_layers
         dense_ids = set(_g(t, "mlp_only_layers", []) or [])
@@ -230,6 +247,8 @@ def checkpoint_quantization(cfg: HfConfig) -> str:
     """
     if cfg.model_type == "glm5_next":
         return quantization_of(cfg.top)
+    if mixed_precision_section(cfg.top, cfg.text, cfg.quant) is not None:
+        return "modelopt_mixed"
     algo = str(((cfg.quant or {}).get("quantization") or {}).get("quant_algo", "")).upper()
     if algo:
         if "FP4" in algo:
@@ -244,6 +263,8 @@ def checkpoint_quantization(cfg: HfConfig) -> str:
         if dtype not in ("bfloat16", "float16"):
             raise ProfileError("model", f"checkpoint dtype {dtype!r} is not modelled (bfloat16, float16 are)")
         return "bf16"
+    if str(q.get("quant_method", "")).lower() == "mxfp4":   # gpt-oss: MXFP4 experts (e2m1, one e8m0 per 32)
+        return "mxfp4"
     if str(q.get("quant_method", "")).lower() == "compressed-tensors":
         fmt = str(q.get("format", "")).lower()
         if "mxfp4" in fmt:
@@ -258,28 +279,36 @@ def checkpoint_weights(cfg: HfConfig, layers: ModelLayers) -> CheckpointWeights:
     h, vocab = t["hidden_size"], t["vocab_size"]
     q = checkpoint_quantization(cfg)
     heads = t.get("num_attention_heads")
-    attn_q, attn_k = WeightCounts(), WeightCounts()
+    attn, linear, attn_k = WeightCounts(), WeightCounts(), WeightCounts()
     for _i, specs in layers.layers:
         kinds = {type(s) for s in specs}
         if MlaKv in kinds:
             part, repl = mla_params(t, heads, DsaIndexerK in kinds)
-            attn_q += WeightCounts(over_attn_tp=part, replicated=repl)
+            attn += WeightCounts(over_attn_tp=part, replicated=repl)
         for s in specs:
             if type(s) in (GqaKv, SlidingWindowKv):
-                attn_q += WeightCounts(over_attn_tp=gqa_params(t, s))
+                attn += WeightCounts(over_attn_tp=gqa_params(t, s))
             elif type(s) is KdaState:
-                attn_q += WeightCounts(over_linear_tp=kda_params(t, s))
+                linear += WeightCounts(over_linear_tp=kda_params(t, s))
             elif type(s) is JetBlockState:
-                attn_q += WeightCounts(over_linear_tp=jet_params(t, s))
+                linear += WeightCounts(over_linear_tp=jet_params(t, s))
             elif type(s) is GatedDeltaNetState:
-                attn_q += WeightCounts(over_linear_tp=gdn_params(t))
+                linear += WeightCounts(over_linear_tp=gdn_params(t))
             elif type(s) is Mamba2State:
-                attn_q += WeightCounts(over_linear_tp=mamba2_params(t, s))
+                linear += WeightCounts(over_linear_tp=mamba2_params(t, s))
+    attn_q = attn + linear
     mlp_q, mlp_k = _mlp_counts(cfg, layers, q)
     tied = bool(t.get("tie_word_embeddings", cfg.top.get("tie_word_embeddings", False)))
     head = WeightCounts() if tied else WeightCounts(over_tp=vocab * h)
     embed = WeightCounts(embed=vocab * h)
-    if q == "mxfp4":   # ignore list: self_attn (MLA and KDA), lm_head stay bf16
+    if q == "modelopt_mixed":   # each group at its own width; embeddings and routers bf16
+        widths = mixed_precision_widths(mixed_precision_section(cfg.top, cfg.text, cfg.quant))
+        bpp = {g: BYTES_PER_PARAM[w] for g, w in widths.items()}
+        return CheckpointWeights(quantized=mlp_q, kept=mlp_k + embed, quantization=q,
+                                 quantized_bytes_per_param=bpp["mlp"], kept_bytes_per_param=2.0,
+                                 others=((attn, bpp["attention"]), (linear, bpp["linear_attention"]),
+                                         (head, bpp["lm_head"])))
+    if q == "mxfp4":   # ignore list (modules_to_not_convert for gpt-oss): self_attn, lm_head stay bf16
         attn_q, attn_k = WeightCounts(), attn_q + attn_k
     quantized = attn_q + mlp_q
     kept = attn_k + mlp_k + head + embed

@@ -9,12 +9,14 @@ from ..inputs.hf_config import HfConfig
 from ..inputs.model import ModelConfig
 from ..inputs.profile import Profile, load_profile, make_profile
 from ..inputs.resolve import ServerArgs, resolve
-from ..units import GiB, fmt_bytes
+from ..units import GiB, MiB, fmt_bytes
 from . import capacity as capacity_module
 from . import token as token_module
-from .capacity import CapacityLedger, attention_capacity_ledger, capacity_ledger
+from .capacity import (CapacityLedger, attention_capacity_ledger, capacity_ledger, swa_capacity_ledger,
+                       swa_request_cap)
 from .host import HostLedger, host_ledger, replayssm_conv_window_bytes
-from .memory import PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, memory_ledger_for, no_memory_rule
+from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
+                     no_memory_rule)
 from .model_layers import ModelLayers, layers_for
 from .parallel import ParallelLedger, parallel_ledger
 from .request import RequestLedger, replayssm_fixed_bytes, replayssm_pool_ring_bytes, request_ledger
@@ -107,9 +109,30 @@ def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int
                                page_size=tok.page_size, draft_tokens=args.verify_state_draft_tokens,
                                requests_per_worker=args.requests_per_worker, context_len=args.context_length,
                                fixed_bytes=replayssm_fixed_bytes(args))
+    if tok.swa_kv_bytes_per_token is not None:   # hybrid SWA (issue 32): the full pool and the SWA pool
+        return swa_capacity_ledger(p, available_bytes=avail, available_source=source, cell_size=tok.swa_cell_size,
+                                   ratio=tok.swa_full_tokens_ratio, window=tok.sliding_window_size,
+                                   page_size=tok.page_size, requests_per_worker=args.requests_per_worker,
+                                   context_len=args.context_length, full_bytes_per_token=tok.kv_bytes_per_token,
+                                   swa_bytes_per_token=tok.swa_kv_bytes_per_token, request_cap=_swa_cap(args, tok))
     return attention_capacity_ledger(p, available_bytes=avail, available_source=source,
                                      cell_size=tok.cell_size_bytes, page_size=tok.page_size,
                                      requests_per_worker=args.requests_per_worker, context_len=args.context_length)
+
+
+def _swa_cap(args: ServerArgs, tok: TokenLedger) -> int | None:
+    """``SWARequestCapPoolConfigurator.is_applicable`` (no PD server here: swa.refuse_unsized_swa): a given
+    --max-running-requests with the radix cache off and a chunked prefill sizes the SWA pool from the request
+    cap (``compute_swa_request_cap``); None: the ratio path."""
+    p = args.profile
+    chunk = p.chunked_prefill_size if p.chunked_prefill_size is not None else gpu_defaults(
+        args.gpu.memory_bytes / MiB, p.tp_size)[0]
+    chunk //= args.attn_dp_size   # _handle_data_parallelism: DP attention divides the chunk over attn_dp_size
+    if p.max_running_requests is None or not p.disable_radix_cache or chunk <= 0:
+        return None
+    return swa_request_cap(page_size=tok.page_size, window=tok.sliding_window_size,
+                           requests_per_worker=p.max_running_requests // args.attn_dp_size,
+                           chunked_prefill_size=chunk, overlap=not p.disable_overlap_schedule)
 
 
 def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Plan:
@@ -190,6 +213,11 @@ def _json(obj, renames: dict[str, str]) -> dict:
     return {renames.get(k, k): v for k, v in asdict(obj).items()}
 
 
+# keys of a hybrid-SWA model's SWA pool (issue 32): present for those models only, so that every other model's
+# plan JSON stays byte-identical (tests/ledgers/test_plan_unchanged.py)
+SWA_TOKEN_KEYS = ("swa_kv_bytes_per_token", "num_swa_layers", "swa_full_tokens_ratio", "sliding_window_size")
+
+
 def plan_to_dict(plan: Plan) -> dict:
     """The plan-contract JSON, the same keys for every model: keys are never renamed or dropped;
     new keys may be added (appended at the end of their section)."""
@@ -208,7 +236,7 @@ def plan_to_dict(plan: Plan) -> dict:
         },
         "gpu": asdict(plan.gpu),
         "parallel": asdict(par),
-        "token": _json(tok, token_module.JSON_NAMES),
+        "token": {k: v for k, v in _json(tok, token_module.JSON_NAMES).items() if k not in SWA_TOKEN_KEYS or v is not None},
         "request": {**{k: v for k, v in asdict(req).items() if k != "state_kind"},
                     "conv_state_shape": list(req.conv_state_shape),
                     "temporal_state_shape": list(req.temporal_state_shape),
@@ -223,11 +251,16 @@ def plan_to_dict(plan: Plan) -> dict:
         "speculative": {"draft_tokens": plan.draft_tokens, "draft_layers": tok.draft_layers},
         "notes": list(plan.notes),
     }
+    if m.swa_layers:   # appended (issue 32), hybrid-SWA models only: the sliding-window layers (swa_attention_layer_ids)
+        d["model"]["swa_attention_layers"] = list(m.swa_layers)
     if plan.memory is not None:   # appended (issue 30): SGLang resolves the fraction at launch, weights or not
         d["memory"] = {"mem_fraction_static": plan.memory.mem_fraction_static,
                        "mem_fraction_static_source": plan.memory.mem_fraction_source}
     if plan.capacity is not None:
-        d["capacity"] = {**_json(plan.capacity, capacity_module.JSON_NAMES), **memory_keys(plan), **answer_keys(plan)}
+        cap = _json(plan.capacity, capacity_module.JSON_NAMES)
+        swa = {k: v for k in ("full_max_total_num_tokens", "swa_max_total_num_tokens") if (v := cap.pop(k)) is not None}
+        # the SWA pools' keys after every earlier key of the section (appended, issue 32)
+        d["capacity"] = {**cap, **memory_keys(plan), **answer_keys(plan), **swa}
     d["layers"] = m.by_kind()     # appended (issue 31): per layer kind, its layers and bytes
     return d
 

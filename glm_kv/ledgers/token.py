@@ -5,11 +5,12 @@ from dataclasses import dataclass
 
 from ..errors import ProfileError
 from ..inputs.resolve import ARTICLE_PAGE_SIZE, ServerArgs
+from ..inputs.swa import SWA_FULL_TOKENS_RATIO
 from ..units import DTYPE_BYTES, FP8_SCALE_BYTES, FP8_SCALE_GROUP, KV_STORE_DTYPE
-from .layers import DsaIndexerK, GqaKv, MlaKv, SlidingWindowKv
+from .layers import SWA_KINDS, DsaIndexerK, GqaKv, MlaKv
 from .model_layers import ModelLayers, dsa_fp8_row, layers_for
 
-KV_KINDS = (MlaKv, GqaKv, SlidingWindowKv)
+KV_KINDS = (MlaKv, GqaKv)   # the full pool's KV rows (a sliding-window layer's are in the SWA pool)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,22 @@ class TokenLedger:
     # SGLang adds it to the target's cell (scale_kv_cell_size_per_token_for_dflash) so one token budget
     # sizes both pools. 0 without DFLASH.
     dflash_draft_bytes_per_token: int = 0
+    # appended (issue 32): a hybrid-SWA model's SWA pool (None for every other model). SGLang's
+    # HybridSWAPoolConfigurator prices a full-pool token as the full layers' rows plus
+    # swa_full_tokens_ratio x the sliding-window layers' rows (its float _cell_size; cell_size_bytes is its
+    # integer part): swa_kv_bytes_per_token = _swa_per_token x the SWA layers
+    swa_kv_bytes_per_token: int | None = None
+    num_swa_layers: int | None = None
+    swa_full_tokens_ratio: float | None = None
+    sliding_window_size: int | None = None
+
+    @property
+    def swa_cell_size(self) -> float:
+        """SGLang's float ``_cell_size`` of a hybrid-SWA model (``_recompute_cell_size``: full rows +
+        ratio x SWA rows); the integer cell of every other model."""
+        if self.swa_kv_bytes_per_token is None:
+            return self.cell_size_bytes
+        return self.kv_bytes_per_token + self.swa_full_tokens_ratio * self.swa_kv_bytes_per_token
 
 
 JSON_NAMES = {"store_dtype": "kv_storage_dtype",
@@ -110,6 +127,14 @@ def token_ledger(args: ServerArgs, layers: ModelLayers | None = None) -> TokenLe
     # layer: 7,084 / 11; public 4 x B200 boot logs: 3.80 GiB for 6,327,680 tokens), 0.5.23 at the pooled
     # ceil(132 / kpool) = 33 B (545 B/token).
     draft = args.draft_layers * (row_bytes + per_layer)
+    swa_specs = m.specs(SWA_KINDS)
+    # SGLang's default ratio: --swa-full-tokens-ratio is not modelled (inputs/swa.py)
+    swa = dict(swa_kv_bytes_per_token=sum(s.bytes_per_token for s in swa_specs), num_swa_layers=len(swa_specs),
+               swa_full_tokens_ratio=SWA_FULL_TOKENS_RATIO, sliding_window_size=swa_specs[0].window) \
+        if swa_specs else {}
+    cell = kv + indexer + draft + args.draft_kv_bytes_per_token
+    if swa_specs:   # the integer part of SGLang's float cell (full + ratio x SWA rows)
+        cell = int(kv + SWA_FULL_TOKENS_RATIO * swa["swa_kv_bytes_per_token"])
     return TokenLedger(
         kv_cache_dtype=kv_dtype, store_dtype=KV_STORE_DTYPE[kv_dtype], kv_item_bytes=DTYPE_BYTES[kv_dtype],
         kv_layout=layout, dsa_prefill_backend=args.dsa_prefill_backend,
@@ -124,6 +149,6 @@ def token_ledger(args: ServerArgs, layers: ModelLayers | None = None) -> TokenLe
         index_groups_per_page=ARTICLE_PAGE_SIZE // kpool if idx else 0,
         index_topk_groups=idx.index_topk // kpool if idx else 0,
         draft_layers=args.draft_layers, draft_bytes_per_token=draft,
-        cell_size_bytes=kv + indexer + draft + args.draft_kv_bytes_per_token, target_cell_size_bytes=kv + indexer,
-        dflash_draft_bytes_per_token=args.draft_kv_bytes_per_token,
+        cell_size_bytes=cell, target_cell_size_bytes=kv + indexer,
+        dflash_draft_bytes_per_token=args.draft_kv_bytes_per_token, **swa,
     )

@@ -12,6 +12,9 @@ constructors:
 * ``IndexKeyCache``: ``buffer[i]`` ((size + page + 1) // page, page // kpool x (d + d/128 x 4)) uint8.
 * ``MHATokenToKVPool``: ``k_buffer[i]``, ``v_buffer[i]`` (size + page, kv heads per rank, head dim).
 * ``MambaPool``: ``conv[0]`` (layers, slots + 1, *conv) bf16, ``temporal`` (layers, slots + 1, *ssm).
+* ``SWAKVPool`` (hybrid sliding-window models, gpt-oss): an ``MHATokenToKVPool`` for the full-attention layers
+  and one for the sliding-window layers (``swa_k_buffer`` / ``swa_v_buffer``: SWA heads per rank, SWA head dims,
+  the config's own when it names no SWA ones), ``layer_types`` split as ``get_hybrid_layer_ids``.
 
 Bytes per token and per slot are the difference between two allocations (2 and 4 pages, 1 and 2
 slots): the padding row/page and slot cancel, as in tests/sglang's oracle.
@@ -40,9 +43,11 @@ class ModelPools:
     index_buffer: list     # DSA IndexKeyCache
     conv: list             # MambaPool conv (one tensor per conv part)
     temporal: list         # MambaPool temporal (one tensor, or none)
+    swa_k_buffer: list = None   # SWAKVPool's sliding-window pool (hybrid SWA only)
+    swa_v_buffer: list = None
 
     def nbytes(self, *names: str) -> int:
-        return sum(t.numel() * t.element_size() for n in names for t in getattr(self, n))
+        return sum(t.numel() * t.element_size() for n in names for t in (getattr(self, n) or []))
 
 
 def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
@@ -62,6 +67,8 @@ def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
     elif cfg.family == "gqa+jet":   # JetNemotronConfig (issue 32): "jet" state layers, "attn" / "swa" full
         types = t["layer_types"]
         return [i for i, x in enumerate(types) if x in ("attn", "swa")], [i for i, x in enumerate(types) if x == "jet"]
+    elif cfg.family == "gqa_swa":   # get_hybrid_layer_ids (SWA_SINK_ARCHS): the full pool's layers; no state
+        return [i for i, x in enumerate(t["layer_types"]) if x == "full_attention"], []
     else:
         n, state = t["num_hidden_layers"], []
     return [i for i in range(n) if i not in state], state
@@ -100,6 +107,13 @@ def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
         vhd = hd if vd is None or (type(vd) is int and vd == 0) else _int(t, "v_head_dim", where)
         pools.k_buffer = [torch.empty((rows, heads, hd), dtype=kv_dtype, device=device) for _ in full]
         pools.v_buffer = [torch.empty((rows, heads, vhd), dtype=kv_dtype, device=device) for _ in full]
+        if cfg.family == "gqa_swa":   # SWAKVPool's SWA pool, here as many tokens as the full pool
+            swa_layers = [i for i, x in enumerate(t["layer_types"]) if x == "sliding_attention"]
+            sh = max(1, t["swa_num_key_value_heads"] // tp) if "swa_num_key_value_heads" in t else heads
+            shd = t.get("swa_head_dim") or hd
+            svd = t.get("swa_v_head_dim") or (t.get("swa_head_dim") or vhd)
+            pools.swa_k_buffer = [torch.empty((rows, sh, shd), dtype=kv_dtype, device=device) for _ in swa_layers]
+            pools.swa_v_buffer = [torch.empty((rows, sh, svd), dtype=kv_dtype, device=device) for _ in swa_layers]
     if dsa:
         d, kpool = t["index_head_dim"], t.get("index_kpool", 1)
         pages = (tokens + page + 1) // page
@@ -145,10 +159,12 @@ def measure_model(plan, device: str = "cpu") -> dict:
     page = plan.token.page_size
     small = max(page, 64)
     a = allocate(plan, 2 * small, 1, device)
-    sizes_a = (a.nbytes("kv_buffer", "k_buffer", "v_buffer"), a.nbytes("index_buffer"), a.nbytes("conv", "temporal"))
+    sizes_a = (a.nbytes("kv_buffer", "k_buffer", "v_buffer"), a.nbytes("index_buffer"), a.nbytes("conv", "temporal"),
+               a.nbytes("swa_k_buffer", "swa_v_buffer"))
     del a
     b = allocate(plan, 4 * small, 2, device)
-    sizes_b = (b.nbytes("kv_buffer", "k_buffer", "v_buffer"), b.nbytes("index_buffer"), b.nbytes("conv", "temporal"))
+    sizes_b = (b.nbytes("kv_buffer", "k_buffer", "v_buffer"), b.nbytes("index_buffer"), b.nbytes("conv", "temporal"),
+               b.nbytes("swa_k_buffer", "swa_v_buffer"))
     del b
     dt = 2 * small
     measured = {"kv_bytes_per_token": (sizes_b[0] - sizes_a[0]) // dt,
@@ -157,5 +173,8 @@ def measure_model(plan, device: str = "cpu") -> dict:
     planned = {"kv_bytes_per_token": plan.token.kv_bytes_per_token,
                "indexer_bytes_per_token": plan.token.indexer_bytes_per_token,
                "state_slot_bytes": plan.request.state_slot_bytes}
+    if plan.token.swa_kv_bytes_per_token is not None:   # hybrid SWA (issue 32): the SWA pool's bytes per token
+        measured["swa_kv_bytes_per_token"] = (sizes_b[3] - sizes_a[3]) // dt
+        planned["swa_kv_bytes_per_token"] = plan.token.swa_kv_bytes_per_token
     return {"measured": measured, "plan": planned,
             "differences": {k: (planned[k], measured[k]) for k in planned if planned[k] != measured[k]}}

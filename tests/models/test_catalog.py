@@ -49,6 +49,19 @@ def test_the_added_architectures_plan(capsys):
         "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b"}
 
 
+def test_the_round_five_configs_are_listed(capsys):
+    """Issue 32: Qwen3.6 (GDN), the two ModelOpt MIXED_PRECISION checkpoints and gpt-oss (hybrid SWA)."""
+    archs = {r["architecture"]: r for r in models_json(capsys)["planned"]}
+    assert "qwen3.6-35b-a3b" in {c["model"] for c in archs["Qwen3_5MoeForConditionalGeneration"]["configs"]}
+    assert "qwen3.6-27b-nvfp4" in {c["model"] for c in archs["Qwen3_5ForConditionalGeneration"]["configs"]}
+    light = next(c for c in archs["NemotronHForCausalLM"]["configs"] if c["model"].startswith("nemotron-3.5"))
+    assert light["files"][1].endswith("_hf_quant_config.json") and "NemotronHConfig" in light["sglang_refuses"]
+    gpt = archs["GptOssForCausalLM"]
+    assert gpt["family"] == "gqa_swa" and gpt["model_types"] == ["gpt_oss"]
+    assert [c["model"] for c in gpt["configs"]] == ["gpt-oss-120b", "gpt-oss-20b"]
+    assert gpt["configs"][0]["source"].startswith("aiconfigurator-core 0.12.0 wheel")
+
+
 def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys):
     cat = models_json(capsys)
     planned_types = {t for r in cat["planned"] for t in r["model_types"]}
@@ -56,7 +69,7 @@ def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys
     for r in cat["not_planned"]:
         assert r["reason"] in (NO_CONFIG, NOT_MODELLED) and r["detail"]
         assert not {t.strip() for t in r["model_types"].split(",")} & planned_types, r
-    for mt in ("jet_vlm", "deepseek_v4", "falcon_h1", "lfm2", "gpt_oss", "mamba", "zaya"):
+    for mt in ("jet_vlm", "deepseek_v4", "falcon_h1", "lfm2", "gemma4", "mamba", "zaya"):
         assert any(mt in r["model_types"].split(", ") for r in cat["not_planned"]), mt
 
 

@@ -20,7 +20,9 @@ CASES = [("kimi-k3", {"gpu": "H200"}), ("kimi-k3", {"gpu": "B200", "kv_cache_dty
          ("glm-5.1", {"gpu": "H200"}), ("glm-5.1", {"gpu": "B200"}), ("glm-5.3-flash", {"gpu": "H200"}),
          # issue 32: GQA + JetBlock (Jet-Nemotron-2B's 12 JetBlock heads split over 4 at most)
          ("jet-nemotron-2b", {"gpu": "H200", "tp_size": 4}), ("jet-nemotron-4b", {"gpu": "B200"}),
-         ("jet-nemotron-4b", {"gpu": "H200", "mamba_ssm_dtype": "bfloat16", "kv_cache_dtype": "fp8_e4m3"})]
+         ("jet-nemotron-4b", {"gpu": "H200", "mamba_ssm_dtype": "bfloat16", "kv_cache_dtype": "fp8_e4m3"}),
+         # issue 32: hybrid SWA (SWAKVPool's full and sliding-window pools)
+         ("gpt-oss-120b", {"gpu": "H200"}), ("gpt-oss-120b", {"gpu": "B200", "tp_size": 4, "kv_cache_dtype": "fp8_e4m3"})]
 
 
 def plan_of(name, launch):
@@ -47,6 +49,14 @@ def test_planted_error_in_the_jetblock_is_measured(monkeypatch):
                         property(lambda s: (s.num_heads // s.attn_tp, s.state_size, s.state_size)))
     report = measure_model(plan_of("jet-nemotron-4b", {"gpu": "H200"}))
     assert set(report["differences"]) == {"state_slot_bytes"}
+
+
+def test_planted_error_in_the_swa_pool_is_measured(monkeypatch):
+    """Planted error (issue 32): the sliding-window spec with one KV head per rank too many -> measured."""
+    monkeypatch.setattr(layers_module.SlidingWindowKv, "heads_per_rank",
+                        property(lambda s: max(1, s.num_kv_heads // s.attn_tp) + 1))
+    report = measure_model(plan_of("gpt-oss-120b", {"gpu": "H200"}))
+    assert set(report["differences"]) == {"swa_kv_bytes_per_token"}
 
 
 def test_planted_error_in_the_indexer_is_measured(monkeypatch):

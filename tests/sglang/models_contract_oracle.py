@@ -30,7 +30,7 @@ import shutil
 from types import SimpleNamespace
 
 from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs, stub_cache_controller
-from models_oracle import model_dir
+from models_oracle import MODELOPT, model_dir
 from oracle import GiB, SGLangRefused, _where, fake_gpu, max_running_requests_per_worker
 
 # launch fields handed to ServerArgs as they are (the profile's names are SGLang's)
@@ -55,9 +55,21 @@ def _dtype(t) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
+def register_mxfp4_as_on_cuda() -> None:
+    """W13: SGLang 0.5.23 registers the ``mxfp4`` quantization method (gpt-oss's checkpoint format) at import
+    only on a CUDA, CPU-engine, gfx95 or XPU platform (``layers/quantization/__init__.py``); this CPU box is
+    none of them, so ``ModelConfig`` would refuse the checkpoint ("Unknown quantization method: mxfp4") where a
+    CUDA server reads it. Register SGLang's own ``Mxfp4Config`` under that name, as the CUDA import does."""
+    import sglang.srt.layers.quantization as q
+
+    for table in (q.BASE_QUANTIZATION_METHODS, q.QUANTIZATION_METHODS):
+        table.setdefault("mxfp4", q.Mxfp4Config)
+
+
 def sglang_contract(name: str, launch: dict) -> dict:
     """SGLang's contract-keyed answer for ``launch`` (flags + gpu + pre_model_load_bytes + weights_bytes)."""
     quiet_sglang_logs()
+    register_mxfp4_as_on_cuda()
     gpu = fake_gpu(launch)
     d = model_dir(name)
     try:
@@ -105,7 +117,7 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     try:
         mc = ModelConfig.from_server_args(sa)
         quant_algo = None
-        if mc.quantization == "modelopt_fp8":   # ModelOpt's kv_cache_quant_algo (hf_quant_config.json)
+        if mc.quantization in MODELOPT:   # ModelOpt's kv_cache_quant_algo (hf_quant_config.json or quantization_config)
             from sglang.srt.configs.load_config import LoadConfig
             from sglang.srt.model_loader.weight_utils import get_quant_config
             quant_algo = getattr(get_quant_config(mc, LoadConfig(), {}), "kv_cache_quant_algo", None)
@@ -126,23 +138,33 @@ def _contract(path: str, launch: dict, gpu) -> dict:
                                                    is_draft_worker=False)
     except Exception as e:  # noqa: BLE001 - any refusal is an answer
         raise SGLangRefused("spec_aux_config", e)
+    swa = bool(mc.is_hybrid_swa)   # issue 32: the SWA pool beside the full pool (gpt-oss)
+    # model_runner.resolve_sliding_window_size: the model class's window (GptOssForCausalLM: sliding_window - 1)
+    window = None
+    if swa:
+        from sglang.srt.models.gpt_oss import get_attention_sliding_window_size
+        window = get_attention_sliding_window_size(mc.hf_config)
+    # layer_setup.resolve_layer_indices without pipeline parallelism: every layer, split as the config splits them
+    info = ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n,
+                          swa_attention_layer_ids=mc.swa_attention_layer_ids if swa else None,
+                          full_attention_layer_ids=mc.full_attention_layer_ids if swa else None)
 
     def configurator(device: str = "cpu"):
         return KVCacheConfigurator(
             device=device, gpu_id=0, attn_dp_size=par.attn_dp_size, pp_size=1, pp_group=None, model=None,
             model_config=mc, server_args=sa, kv_cache_dtype=kv_dtype, kv_cache_dtype_str=v.kv_cache_dtype,
-            model_dtype=torch.bfloat16, page_size=v.page_size, sliding_window_size=None,
+            model_dtype=torch.bfloat16, page_size=v.page_size, sliding_window_size=window,
             spec_algorithm=spec, is_draft_worker=False,
             post_capture_kv_active=False, spec_aux_config=aux,
-            is_hybrid_swa=False, is_hybrid_swa_compress=False, use_mla_backend=use_mla,
-            layer_info=ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n),
-            forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
+            is_hybrid_swa=swa, is_hybrid_swa_compress=False, use_mla_backend=use_mla,
+            layer_info=info, forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
             memory_pool_config=None)
 
     kvc = configurator()
     hybrid = kvc.mambaish_config is not None
     try:
-        cell = create_memory_pool_configurator(kvc)._cell_size
+        pool_conf = create_memory_pool_configurator(kvc)
+        cell = pool_conf._cell_size
         params = kvc.mambaish_config.mamba2_cache_params if hybrid else None
         per_req = int(params.mamba_cache_per_req) if hybrid else 0
         ratio = int(kvc._calculate_mamba_ratio()) if hybrid else 0
@@ -175,6 +197,12 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     ring_per_slot = 0
     if hybrid and v.enable_linear_replayssm_spec and kvc.hybrid_kda_config is not None:
         ring_per_slot = int(params.replayssm_ring_bytes_per_req(record_len=v.linear_replayssm_cache_len))
+    if swa:   # HybridSWAPoolConfigurator's own figures (its float _cell_size's integer part is cell_size_bytes)
+        out["model"]["swa_attention_layers"] = sorted(int(i) for i in mc.swa_attention_layer_ids)
+        out["token"].update(swa_kv_bytes_per_token=int(pool_conf._swa_cell_bytes()),
+                            num_swa_layers=int(pool_conf._swa_layers_num),
+                            swa_full_tokens_ratio=float(pool_conf._swa_full_tokens_ratio),
+                            sliding_window_size=int(window))
     if hybrid:
         out["request"].update(
             slots_per_request=ratio, linear_attn_tp_size=linear_attn_tp_size(),
@@ -213,6 +241,9 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     cap = {"mem_fraction_static": v.mem_fraction_static, "available_bytes": before, "rest_bytes": before,
            "token_pool_budget_bytes": int(rest_bytes), "max_total_num_tokens": int(config.max_total_num_tokens),
            "max_running_requests": int(max_reqs), "context_length": int(mc.context_len)}
+    if swa:
+        cap.update(full_max_total_num_tokens=int(config.full_max_total_num_tokens),
+                   swa_max_total_num_tokens=int(config.swa_max_total_num_tokens))
     if hybrid:
         K = get_schedule().max_mamba_cache_size
         slot = per_req + ring_per_slot
@@ -222,10 +253,12 @@ def _contract(path: str, launch: dict, gpu) -> dict:
 
     # the host group first: the small pools below override max_mamba_cache_size (W6)
     if launch.get("enable_hierarchical_cache"):
+        if swa:   # glm-kv refuses HiCache for hybrid SWA (not sized); this oracle assembles no SWA host group
+            raise NotImplementedError("the contract oracle assembles no hybrid-SWA host pool group")
         out["host"] = _host(configurator, sa, v, hybrid, dsa, int(config.max_total_num_tokens), int(max_reqs),
                             SimpleNamespace(spec=spec, sa=sa, mc=mc, kv_quant_algo=quant_algo))
     try:   # MambaPool's own checks at allocation (the KDA ring's length) refuse here
-        pools = _measure(configurator, v, mc, hybrid, dsa, int(max_reqs))
+        pools = _measure(configurator, v, mc, hybrid, dsa, int(max_reqs), swa)
     except ValueError as e:
         raise SGLangRefused("pool_build", e)
     for section, values in pools.items():
@@ -233,6 +266,8 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     checks = out["checks"]   # SGLang's tensors against its own sizing functions
     if "kv_cache_dim" in checks:
         checks["kv_cache_dim"][1] = out["token"]["kv_cache_dim"]
+    if "swa_bytes_per_token_vs_sizing" in checks:
+        checks["swa_bytes_per_token_vs_sizing"][1] = out["token"]["swa_kv_bytes_per_token"]
     if "slot_bytes_vs_mamba_cache_per_req" in checks:
         checks["slot_bytes_vs_mamba_cache_per_req"][1] = per_req
     return out
@@ -247,7 +282,7 @@ def _kv_tensors(full):
     return ks + vs, int(ks[0][0].numel() + vs[0][0].numel()), ks[0]
 
 
-def _measure(configurator, v, mc, hybrid: bool, dsa: bool, n_reqs: int) -> dict:
+def _measure(configurator, v, mc, hybrid: bool, dsa: bool, n_reqs: int, swa: bool = False) -> dict:
     """Device pools at two small sizes (W6): per-token / per-slot bytes and shapes from their tensors."""
     from sglang.srt.mem_cache.kv_cache_configurator import _PoolSizes
     from sglang.srt.runtime_context import get_context
@@ -266,8 +301,10 @@ def _measure(configurator, v, mc, hybrid: bool, dsa: bool, n_reqs: int) -> dict:
             with meta_device_module():
                 req = k._build_req_to_token_pool(max_num_reqs=2)
             tokens = pages * max(page, 64)
-            sizes = _PoolSizes(max_total_num_tokens=tokens, max_running_requests=2, full_max_total_num_tokens=None,
-                               swa_max_total_num_tokens=None, c4_max_total_num_tokens=0, c128_max_total_num_tokens=0,
+            sizes = _PoolSizes(max_total_num_tokens=tokens, max_running_requests=2,
+                               full_max_total_num_tokens=tokens if swa else None,
+                               swa_max_total_num_tokens=tokens if swa else None,
+                               c4_max_total_num_tokens=0, c128_max_total_num_tokens=0,
                                c4_state_pool_size=0, c128_state_pool_size=0, c4_state_dtype=None, c128_state_dtype=None)
             try:
                 with meta_device_module():
@@ -279,7 +316,8 @@ def _measure(configurator, v, mc, hybrid: bool, dsa: bool, n_reqs: int) -> dict:
             bufs, row_elems, first = _kv_tensors(full)
             idx = getattr(full, "index_key_cache", None)
             st = req.mamba_pool.mamba_cache if hybrid else None
-            rows.append(dict(slots=slots, tokens=tokens, kv=sum(_nbytes(t) for t in bufs),
+            sw = sum(_nbytes(t) for t in _kv_tensors(kv.swa_kv_pool)[0]) if swa else 0
+            rows.append(dict(slots=slots, tokens=tokens, kv=sum(_nbytes(t) for t in bufs), sw=sw,
                              ix=sum(_nbytes(t) for t in idx.buffer) if idx is not None else 0,
                              st=(sum(_nbytes(c) for c in st.conv) + _nbytes(st.temporal)) if hybrid else 0,
                              full=full, req=req, kv_pool=kv, row_elems=row_elems, first=first, idx=idx, stc=st))
@@ -293,6 +331,7 @@ def _measure(configurator, v, mc, hybrid: bool, dsa: bool, n_reqs: int) -> dict:
         "model": {
             "full_attention_layers": (sorted(int(i) for i in (layer_ids if isinstance(layer_ids, (list, tuple))
                                                                else layer_ids.keys())) if hybrid
+                                      else sorted(int(i) for i in mc.full_attention_layer_ids) if swa
                                       else list(range(int(mc.num_hidden_layers)))),
             "linear_attention_layers": sorted(int(i) for i in mc_state_layers(configurator)) if hybrid else [],
         },
@@ -307,6 +346,8 @@ def _measure(configurator, v, mc, hybrid: bool, dsa: bool, n_reqs: int) -> dict:
         },
         "checks": {"kv_rows": [int(first.shape[0]), b["tokens"] + page]},
     }
+    if swa:   # the SWA pool's tensors against HybridSWAPoolConfigurator's SWA bytes per token
+        out["checks"]["swa_bytes_per_token_vs_sizing"] = [(b["sw"] - a["sw"]) // dt, None]
     if not getattr(full, "kv_buffer", None):   # GQA: the row is K heads + V heads
         out["token"]["kv_cache_dim"] = b["row_elems"]
     else:

@@ -22,6 +22,10 @@ from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs
 from oracle import SGLangRefused, fake_gpu
 
 GiB = 1 << 30
+# SGLang's ModelOpt quantization methods: their kv_cache_quant_algo decides --kv-cache-dtype auto (the
+# loader's get_quant_config reads it: config.json's quantization_config, else hf_quant_config.json); issue 32
+# adds the MIXED_PRECISION checkpoints (modelopt_mixed: Qwen3.6-27B-NVFP4, Nemotron-3.5-Lightning-NVFP4)
+MODELOPT = ("modelopt_fp8", "modelopt_fp4", "modelopt_mixed")
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "glm_kv" / "inputs" / "models"
 STEMS = {"kimi-k3": "moonshotai--Kimi-K3", "qwen3.5-35b-a3b": "Qwen--Qwen3.5-35B-A3B",
@@ -33,7 +37,10 @@ STEMS = {"kimi-k3": "moonshotai--Kimi-K3", "qwen3.5-35b-a3b": "Qwen--Qwen3.5-35B
          "nemotron-3-nano-30b-a3b-bf16": "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
          "nemotron-3-ultra-550b-a55b-bf16": "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
          "qwen3.5-122b-a10b": "Qwen--Qwen3.5-122B-A10B", "qwen3.5-397b-a17b": "Qwen--Qwen3.5-397B-A17B",
-         "jet-nemotron-2b": "jet-ai--Jet-Nemotron-2B", "jet-nemotron-4b": "jet-ai--Jet-Nemotron-4B"}
+         "jet-nemotron-2b": "jet-ai--Jet-Nemotron-2B", "jet-nemotron-4b": "jet-ai--Jet-Nemotron-4B",
+         "qwen3.6-35b-a3b": "Qwen--Qwen3.6-35B-A3B", "qwen3.6-27b-nvfp4": "nvidia--Qwen3.6-27B-NVFP4",
+         "nemotron-3.5-lightning-30b-a3b-nvfp4": "nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4",
+         "gpt-oss-120b": "openai--gpt-oss-120b", "gpt-oss-20b": "openai--gpt-oss-20b"}
 _PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "dsa_prefill_backend", "dsa_decode_backend", "page_size",
          "mamba_ssm_dtype", "disable_radix_cache", "disable_overlap_schedule", "max_running_requests",
          "max_total_tokens", "max_mamba_cache_size", "mamba_full_memory_ratio", "context_length",
@@ -44,6 +51,10 @@ _PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "dsa_pre
 def model_dir(name: str) -> str:
     """A folder laid out as a checkpoint: config.json (+ hf_quant_config.json), nothing of ours."""
     d = Path(tempfile.mkdtemp(prefix="glm-kv-model-"))
+    if Path(name).is_dir():   # a checkpoint folder a test wrote (config.json, hf_quant_config.json): as it is
+        for f in Path(name).glob("*.json"):
+            shutil.copy(f, d / f.name)
+        return str(d)
     if name == "glm-5.3-flash":
         cfg = json.loads((ROOT / "glm_kv" / "inputs" / "data" / "glm-5.3-flash.json").read_text())
         (d / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if not k.startswith("_")}))
@@ -104,7 +115,7 @@ def _plan(path: str, profile: dict) -> dict:
     par = get_parallel()
     mc = ModelConfig.from_server_args(sa)
     quant_algo = None
-    if mc.quantization == "modelopt_fp8":   # ModelOpt's kv_cache_quant_algo (hf_quant_config.json)
+    if mc.quantization in MODELOPT:   # ModelOpt's kv_cache_quant_algo (hf_quant_config.json or quantization_config)
         # get_quant_config reads hf_quant_config.json as the loader does (the model class, which
         # only adds packed-module names, cannot be imported without CUDA kernels)
         from sglang.srt.configs.load_config import LoadConfig

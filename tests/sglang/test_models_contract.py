@@ -64,12 +64,18 @@ MODELS = ["kimi-k3", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8", "deeps
 MODELS_ADDED = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-h-56b-base-8k", "nemotron-3-nano-30b-a3b-bf16",
                 "nemotron-3-ultra-550b-a55b-bf16", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
                 # GQA + JetBlock (issue 32: a new layer kind; SGLang sizes it with Mamba2StateShape.create)
-                "jet-nemotron-2b", "jet-nemotron-4b"]
+                "jet-nemotron-2b", "jet-nemotron-4b", "gpt-oss-120b", "gpt-oss-20b",
+                # Qwen3.6 MoE (GQA + Gated DeltaNet); ModelOpt MIXED_PRECISION checkpoints whose FP8 KV SGLang reads
+                # from config.json's kv_cache_scheme (Qwen3.6-27B) or hf_quant_config.json (Nemotron-3.5 Lightning)
+                "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4"]
 # (state layers, DSA indexer, compress tail): facts of the shipped configs, read by neither side here
 FACTS = {"kimi-k3": (True, False, False), "qwen3.5-35b-a3b": (True, False, False),
          "nemotron-3-super-120b-a12b-fp8": (True, False, False), "deepseek-v3.2": (False, True, False),
          "glm-5.1": (False, True, False), "glm-5.3-flash": (True, True, True),
-         **{name: (True, False, False) for name in MODELS_ADDED}}
+         **{name: (True, False, False) for name in MODELS_ADDED},
+         "gpt-oss-120b": (False, False, False), "gpt-oss-20b": (False, False, False)}   # hybrid SWA: no state
+# hybrid SWA (issue 32): the full pool and the SWA pool (HybridSWAPoolConfigurator, SWARequestCapPoolConfigurator)
+SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b")
 LAUNCHES_PER_MODEL = 4
 LAUNCHES_PER_ADDED_MODEL = 3
 GPUS = {"H200": 143771 * MiB, "B200": 183359 * MiB}   # cpu_workarounds.GPU_FACTS, the suite's own table
@@ -229,6 +235,10 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
             if cp.random() < 0.6:
                 d["enable_prefill_cp"] = True
                 d["cp_strategy"] = cp.choice(["interleave", "interleave", "zigzag", None])
+    for d in out:
+        if name in SWA_MODELS:   # HiCache for hybrid SWA: refused by glm-kv as not sized (its own test below)
+            for k in ("enable_hierarchical_cache", "hicache_ratio", "hicache_size"):
+                d.pop(k, None)
     return out
 
 
@@ -236,7 +246,7 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
 # whose released checkpoints ship one (its config names no count; SGLang's ModelConfig rewrites it to its MTP draft)
 MTP_MODELS = ("deepseek-v3.2", "glm-5.1", "glm-5.3-flash", "qwen3.5-35b-a3b", "nemotron-3-super-120b-a12b-fp8",
               "qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-3-ultra-550b-a55b-bf16", "qwen3.5-122b-a10b",
-              "qwen3.5-397b-a17b")
+              "qwen3.5-397b-a17b", "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4")
 
 
 def speculative_spec(rng: random.Random) -> dict:
@@ -425,6 +435,125 @@ def test_a_planted_legacy_only_nemotron_reading_is_caught(sglang_ready, monkeypa
         model_layers, "nemotron_pattern",
         lambda t, where: real({k: v for k, v in t.items() if k != "layers_block_type"}, where)))
     assert problems and problems[0].startswith("errors: glm-kv refuses (model.hybrid_override_pattern"), problems
+
+
+LIGHTNING = "nemotron-3.5-lightning-30b-a3b-nvfp4"
+
+
+def test_lightning_is_refused_alike_in_sglangs_words(sglang_ready):
+    """Nemotron-3.5-Lightning-NVFP4 as shipped (config.json without quantization_config, MIXED_PRECISION in
+    hf_quant_config.json): SGLang 0.5.23's nemotron_h override fails on every launch, and glm-kv refuses it
+    quoting SGLang's message."""
+    launch = {**PLANT, "tp_size": 1}
+    plan, err = glm_kv_side(LIGHTNING, launch)
+    from models_contract_oracle import sglang_contract
+
+    sg = sglang_contract(LIGHTNING, launch)
+    assert sg["errors"]["stage"] == "server_args" and "nemotron_h.py" in sg["errors"]["where"], sg
+    assert plan is None and err.field == "model" and sg["errors"]["message"] in err.rule, (err, sg)
+
+
+def lightning_with_quantization_config(folder) -> str:
+    """The same checkpoint with hf_quant_config.json's ModelOpt section written into config.json as
+    ``quantization_config`` (the flat form a ModelOpt export also takes, as Qwen3.6-27B-NVFP4's config.json
+    carries it): SGLang then starts, and its pools size Lightning's layers."""
+    import json
+
+    from models_oracle import MODELS as MODELS_DIR, STEMS
+
+    stem = STEMS[LIGHTNING]
+    cfg = json.loads((MODELS_DIR / f"{stem}_config.json").read_text())
+    quant = json.loads((MODELS_DIR / f"{stem}_hf_quant_config.json").read_text())["quantization"]
+    cfg["quantization_config"] = {**quant, "quant_method": "modelopt"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return str(folder)
+
+
+def test_lightning_layers_agree_key_for_key_when_sglang_starts(sglang_ready, tmp_path):
+    """Random launches of Lightning with its quantization in config.json: every key both ways (FP8 KV from
+    kv_cache_quant_algo, 52 layers: 23 Mamba-2 with 8 groups, 6 attention)."""
+    from models_contract_oracle import sglang_contract
+
+    path = lightning_with_quantization_config(tmp_path)
+    seed, failures = run_seed(), []
+    for i, launch in enumerate(launches(LIGHTNING + ":config-json", seed, LAUNCHES_PER_ADDED_MODEL)):
+        plan, err = glm_kv_side(path, launch)
+        sg = sglang_contract(path, launch)
+        problems = contract_problems(LIGHTNING, launch, plan, err, sg)
+        if problems:
+            failures.append(f"launch {i} {launch}:\n    " + "\n    ".join(problems))
+    assert not failures, f"seed {seed} (reproduce: GLM_KV_SEED={seed}):\n" + "\n".join(failures)
+
+
+def test_a_planted_start_of_lightning_is_caught(sglang_ready, monkeypatch):
+    """Planted: glm-kv forgets SGLang's nemotron_h override refusal; it starts where SGLang refuses."""
+    import glm_kv.inputs.resolve as resolve
+
+    monkeypatch.setattr(resolve, "refuse_model_override", lambda cfg: None)
+    problems, _ = check(LIGHTNING, {**PLANT, "tp_size": 1})
+    assert problems and problems[0].startswith("errors: SGLang refuses (server_args:"), problems
+
+
+def test_a_planted_kv_cache_scheme_reading_is_caught(sglang_ready, monkeypatch):
+    """Planted: glm-kv reads kv_cache_quant_algo only (as before issue 32); Qwen3.6-27B-NVFP4 states its FP8 KV
+    as kv_cache_scheme in config.json, which SGLang's ModelOptMixedPrecisionConfig reads: --kv-cache-dtype auto
+    is fp8_e4m3 there, bfloat16 here."""
+    from glm_kv.inputs.hf_config import HfConfig
+
+    problems = planted(monkeypatch, "qwen3.6-27b-nvfp4", {**PLANT, "kv_cache_dtype": "auto"}, lambda mp: mp.setattr(
+        HfConfig, "kv_cache_quant_algo", property(lambda s: (s.top.get("quantization_config") or {}).get(
+            "kv_cache_quant_algo"))))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.kv_cache_dtype", "token.cell_size_bytes", "capacity.max_total_num_tokens"} <= keys, problems
+
+
+# gpt-oss-120b (hybrid SWA, issue 32) on fixed launches the draw reaches only sometimes: B200's 64-token pages,
+# --max-total-tokens re-deriving both pools, and the request-cap SWA pool (SWARequestCapPoolConfigurator)
+SWA_LAUNCHES = [
+    {**PLANT},
+    {**_B200, "tp_size": 4, "max_total_tokens": 1_000_003},
+    {**PLANT, "max_running_requests": 64, "disable_radix_cache": True},
+    {**PLANT, "max_running_requests": 256, "disable_radix_cache": True, "disable_overlap_schedule": True,
+     "chunked_prefill_size": 4096, "enable_dp_attention": True, "dp_size": 2},
+    {**PLANT, "kv_cache_dtype": "fp8_e4m3", "page_size": 16},
+]
+
+
+@pytest.mark.parametrize("launch", SWA_LAUNCHES, ids=[str(i) for i in range(len(SWA_LAUNCHES))])
+def test_gpt_oss_fixed_launches_agree_key_for_key(sglang_ready, launch):
+    problems, sg = check("gpt-oss-120b", launch)
+    assert "errors" not in sg and problems == [], (problems, sg.get("errors"))
+
+
+def test_a_planted_swa_layer_in_the_full_pool_is_caught(sglang_ready, monkeypatch):
+    """Planted: gpt-oss's sliding-window layers kept in the full pool (glm-kv before issue 32) but one."""
+    import glm_kv.ledgers.model_layers as model_layers
+
+    problems = planted(monkeypatch, "gpt-oss-120b", PLANT, lambda mp: mp.setattr(
+        model_layers, "swa_layer_types", lambda t, where: ["full_attention"] * 35 + ["sliding_attention"]))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"model.full_attention_layers", "token.num_full_layers", "token.cell_size_bytes",
+            "capacity.max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_swa_ratio_is_caught(sglang_ready, monkeypatch):
+    """Planted: the SWA pool as large as the full pool (ratio 1, no --swa-full-tokens-ratio given)."""
+    import glm_kv.ledgers.token as token
+
+    problems = planted(monkeypatch, "gpt-oss-120b", PLANT, lambda mp: mp.setattr(token, "SWA_FULL_TOKENS_RATIO", 1.0))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.swa_full_tokens_ratio", "token.cell_size_bytes", "capacity.swa_max_total_num_tokens"} <= keys, \
+        problems
+
+
+def test_a_planted_ratio_pool_under_the_request_cap_is_caught(sglang_ready, monkeypatch):
+    """Planted: the ratio path where SGLang sizes the SWA pool from the request cap."""
+    import glm_kv.ledgers.plan as plan_module
+
+    problems = planted(monkeypatch, "gpt-oss-120b", SWA_LAUNCHES[2],
+                       lambda mp: mp.setattr(plan_module, "_swa_cap", lambda args, tok: None))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"capacity.swa_max_total_num_tokens", "capacity.max_total_num_tokens"} <= keys, problems
 
 
 def test_key_sets_are_compared_both_ways():

@@ -1,0 +1,110 @@
+"""Issue 32: gpt-oss-120b, a hybrid sliding-window model: the full pool and the SWA pool beside it.
+
+Every expected number is written out from the vendored config (36 layers alternating sliding / full, 8 KV heads
+of 64, sliding_window 128) and SGLang 0.5.23's HybridSWAPoolConfigurator / SWARequestCapPoolConfigurator
+rules, not computed by the code under test. The same plans are compared key for key with SGLang's own classes
+in tests/sglang/test_models_contract.py.
+"""
+from __future__ import annotations
+
+import pytest
+
+from glm_kv.cli import main
+from glm_kv.errors import ProfileError
+from glm_kv.inputs.profile import make_profile
+from glm_kv.ledgers.plan import load_plan
+
+GPT = "gpt-oss-120b"
+GiB = 1 << 30
+
+
+def plan(**fields):
+    return load_plan(make_profile({"model": GPT, "gpu": "H200", "tp_size": 8, **fields}))
+
+
+def test_layers_split_into_the_full_and_the_swa_pool():
+    d = plan(available_bytes=50 * GiB).to_dict()
+    assert d["model"]["full_attention_layers"] == list(range(1, 36, 2))
+    assert d["model"]["swa_attention_layers"] == list(range(0, 36, 2))
+    t = d["token"]
+    # TP 8 over 8 KV heads: 1 head of 64 (K) + 64 (V), bf16: 256 B per layer and token, in either pool
+    assert (t["kv_row_bytes"], t["num_full_layers"], t["kv_bytes_per_token"]) == (256, 18, 18 * 256)
+    assert (t["swa_kv_bytes_per_token"], t["num_swa_layers"], t["sliding_window_size"]) == (18 * 256, 18, 127)
+    assert t["swa_full_tokens_ratio"] == 0.8
+    assert t["cell_size_bytes"] == 8294            # int(4608 + 0.8 x 4608) = int(8294.4)
+
+
+def test_capacity_by_hand():
+    c = plan(available_bytes=50 * GiB, page_size=1).to_dict()["capacity"]
+    full = int(50 * GiB // 8294.4)                 # 6,472,691: SGLang's config_from_budget on the same rest
+    assert full == 6_472_691
+    assert c["max_total_num_tokens"] == c["full_max_total_num_tokens"] == full
+    assert c["swa_max_total_num_tokens"] == int(full * 0.8) == 5_178_152
+    assert c["max_running_requests"] == 4096       # resolve_max_num_reqs: the automatic 4,096
+
+
+def test_b200_pages_and_max_total_tokens():
+    """B200 (trtllm_mha): 64-token pages; --max-total-tokens re-derives both pools from the cap."""
+    d = plan(gpu="B200", tp_size=4, available_bytes=50 * GiB, max_total_tokens=1_000_003).to_dict()
+    assert d["token"]["page_size"] == 64 and d["token"]["kv_row_bytes"] == 512
+    c = d["capacity"]
+    assert c["full_max_total_num_tokens"] == 1_000_003 // 64 * 64 == 1_000_000
+    assert c["swa_max_total_num_tokens"] == int(1_000_000 * 0.8) // 64 * 64 == 800_000
+
+
+def test_request_cap_path_by_hand():
+    """--max-running-requests 64, --disable-radix-cache, chunked prefill 8192 (H200 default), overlap on:
+    the SWA pool is (127 + 128 + 1 + 1) x 64 + 2 x 8192 + 1 = 32,833 tokens; the full pool the rest at 4,608 B."""
+    c = plan(available_bytes=50 * GiB, max_running_requests=64, disable_radix_cache=True).to_dict()["capacity"]
+    swa = 257 * 64 + 2 * 8192 + 1
+    assert c["swa_max_total_num_tokens"] == swa == 32_833
+    assert c["full_max_total_num_tokens"] == (50 * GiB - swa * 4608) // 4608 == 11_618_011
+    assert c["max_running_requests"] == 64
+
+
+def test_an_swa_pool_that_admits_no_request_is_refused_in_sglangs_words():
+    with pytest.raises(ProfileError) as e:
+        plan(available_bytes=1_000_000, page_size=1)   # 120 full tokens: SWA 96 <= 127 + 1
+    assert "cannot hold even one request" in e.value.rule and "validate_swa_pool_size" in e.value.rule
+
+
+@pytest.mark.parametrize("fields, field", [
+    ({"enable_hierarchical_cache": True}, "enable_hierarchical_cache"),
+    ({"speculative_algorithm": "EAGLE"}, "speculative_algorithm"),
+    ({"disaggregation_mode": "decode"}, "disaggregation_mode"),
+])
+def test_paths_not_sized_are_refused_by_name(fields, field):
+    with pytest.raises(ProfileError) as e:
+        plan(available_bytes=50 * GiB, **fields)
+    assert e.value.field == field and "not sized by glm-kv yet" in e.value.rule
+
+
+@pytest.mark.parametrize("flag", ["--swa-full-tokens-ratio 0.5", "--disable-hybrid-swa-memory", "--swa-prefix-tails 2"])
+def test_swa_pool_flags_are_refused_for_gpt_oss_not_dropped_as_inert(capsys, flag):
+    cmd = f"python -m sglang.launch_server --model-path {GPT} --tp 8 {flag}"
+    assert main(["plan", "--sglang-args", cmd, "--set", "weights_bytes=40000000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"glm-kv: error: {flag.split()[0]}: moves the SWA pool"), err
+
+
+def test_weight_estimate_near_the_published_size():
+    """117B parameters (OpenAI's model card); MXFP4 experts + bf16 attention / embeddings: about 65 GB."""
+    from glm_kv.inputs.resolve import resolve
+    from glm_kv.ledgers.model_layers import layers_for
+    from glm_kv.ledgers.model_weights import checkpoint_weights
+
+    a = resolve(make_profile({"model": GPT, "gpu": "H200", "tp_size": 8, "available_bytes": GiB}))
+    w = checkpoint_weights(a.config, layers_for(a))
+    assert w.quantization == "mxfp4" and 116e9 < w.total_params < 118e9
+    experts = 36 * 128 * 3 * 2880 * 2880
+    assert w.quantized.over_tp == experts
+
+
+def test_a_planted_swa_layer_in_the_full_pool_is_caught(monkeypatch):
+    """Planted: the sliding-window layers counted as full-attention GQA (glm-kv before issue 32): the
+    hand-worked cell and layer split no longer hold."""
+    import glm_kv.ledgers.model_layers as ml
+
+    monkeypatch.setattr(ml, "swa_layer_types", lambda t, where: ["full_attention"] * 35 + ["sliding_attention"])
+    with pytest.raises(AssertionError):
+        test_layers_split_into_the_full_and_the_swa_pool()

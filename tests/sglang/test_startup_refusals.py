@@ -229,6 +229,21 @@ def test_decode_radix_cache_refuses_dflash_as_sglang(sglang_ready, tmp_path):
                               ("decode-dflash", dflash, None)]) == []
 
 
+def test_decode_radix_cache_takes_dspark_as_sglang(sglang_ready, tmp_path):
+    """speculative_hook: DSPARK is one of the algorithms a decode server keeping the radix cache takes (issue 30:
+    checked for EAGLE and DFLASH before, not DSPARK); with and without the flag, alone and beside HiCache, every
+    key as SGLang's own classes size it (its aux config and the DSPARK draft's sidecar)."""
+    from test_flags_dflash import dflash_oracle
+    from test_flags_dspark import write_dspark
+
+    dspark = {**H8, **DEC, "speculative_algorithm": "DSPARK", "speculative_draft_model_path": write_dspark(tmp_path)}
+    with dflash_oracle(90, {}):
+        assert disagreements([("decode-radix-dspark", {**dspark, **DR}, None),
+                              ("decode-radix-dspark-hicache", {**dspark, **DR, **HC, "host_memory_bytes": 2000 * 10**9},
+                               None),
+                              ("decode-dspark", dspark, None)]) == []
+
+
 def test_planted_decode_ignores_the_radix_flag_is_caught(sglang_ready, monkeypatch):
     """glm-kv without the flag (a decode server always without the radix cache): the decode launches differ."""
     import glm_kv.inputs.profile as profile

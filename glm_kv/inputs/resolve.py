@@ -458,6 +458,11 @@ def validate_replayssm_spec(p: Profile, draft_tokens: int, family: str = "mla_ds
         raise ProfileError("enable_linear_replayssm_spec",
                            "--enable-linear-replayssm-spec is not supported on a PD prefill server: the ring is "
                            "spec-verify-only scratch and the prefill server never runs spec verify.")
+    if "+" in family and not family.endswith("+kda") and p.speculative_algorithm in DRAFT_MODEL_ALGORITHMS:
+        # kv_cache_configurator._build_hybrid_req_pool (a hybrid's request pool; DSA-only models build none)
+        raise ProfileError("enable_linear_replayssm_spec", "SGLang 0.5.23 refuses it: \"--enable-linear-replayssm-spec "
+                                                           "with DSPARK/DFLASH requires a KDA model; got a non-KDA "
+                                                           "model.\" (mem_cache/kv_cache_configurator.py)")
     if not family.endswith("+kda"):   # the ring checks below are MambaPool's KDA backstop (memory_pool.py)
         return
     length = p.linear_replayssm_cache_len
@@ -554,11 +559,6 @@ def _positive(v) -> bool:
 # is_deepseek_dsa's architectures (the config must also have index_topk)
 DSA_ARCHITECTURES = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM",
                      "Glm5NextForConditionalGeneration")
-# the fields' defaults refuse_unsized compares against
-FIELDS_DEFAULT = {"attn_cp_size": 1, "linear_replayssm_cache_len": 16}
-# families whose draft checkpoints (DFLASH / DSPARK), context parallel and replay ring glm-kv sizes today (KDA +
-# DSA: GLM-5.3-Flash's); EAGLE / NEXTN with the model's own MTP layers are sized for every family (issue 31)
-SPECULATIVE_FAMILIES = ("mla_dsa+kda",)
 # SGLang 0.5.23's ModelConfig turns Qwen3-Next / Qwen3.5 / NemotronH targets into their MTP draft
 # (configs/model_config.py, the ``is_draft_model`` rewrites) under EAGLE / NEXTN without a draft path, whatever
 # the config says of NextN layers: Qwen3.5's count is ``mtp_num_hidden_layers``, Qwen3-Next's config names
@@ -694,24 +694,6 @@ def cp_tp_group_sharing(p: Profile, facts: ModelFacts) -> bool:
     return True
 
 
-def refuse_unsized(p: Profile, facts: ModelFacts) -> None:
-    """What glm-kv does not size yet for a family (refused by name, never planned without it)."""
-    if facts.family in SPECULATIVE_FAMILIES:
-        return
-    # the replay-SSM ring: KDA's per slot (GLM-5.3-Flash, Kimi), Gated DeltaNet's per request (issue 31), and
-    # inert for Mamba-2 / DSA-only models (SGLang's ring is KDA / GDN only: test_models_contract.py)
-    what = {"speculative_draft_model_path": "speculative decoding's draft pools"}
-    if p.speculative_algorithm in DRAFT_MODEL_ALGORITHMS:   # EAGLE / NEXTN with the model's own MTP layers are sized
-        raise ProfileError("speculative_algorithm", f"{p.speculative_algorithm}'s draft checkpoint and its pools for "
-                                                    f"{facts.family} models ({', '.join(facts.architectures) or 'this model'}) "
-                                                    f"are not sized by glm-kv yet (issue 31); EAGLE / NEXTN with the "
-                                                    f"model's own MTP layers are; leave it out for a plan")
-    for f, words in what.items():
-        if f in p.model_fields_set and getattr(p, f) != FIELDS_DEFAULT.get(f) and getattr(p, f) not in (None, False):
-            raise ProfileError(f, f"{words} for {facts.family} models ({', '.join(facts.architectures) or 'this model'}) "
-                                  f"are not sized by glm-kv yet (issue 31); leave it out for a plan")
-
-
 def resolve(p: Profile) -> ServerArgs:
     """Resolve a validated profile once, for any model; raises ProfileError for what SGLang refuses
     at start-up. The rules, the config and the model's facts are looked up here and nowhere else."""
@@ -731,7 +713,6 @@ def resolve(p: Profile) -> ServerArgs:
         # handle_pd_disaggregation (pd_disaggregation_hook.py): a 0.5.23 decode server runs without the radix
         # cache unless --disaggregation-decode-enable-radix-cache, which turns it on over --disable-radix-cache
         p = p.model_copy(update={"disable_radix_cache": not p.disaggregation_decode_enable_radix_cache})
-    refuse_unsized(p, facts)
     refuse_unsized_swa(p, facts.family, facts.architectures)   # issue 32: the SWA paths not sized yet (swa.py)
     validate_combination(p, facts, rules)
     gpu = resolve_gpu(p)
@@ -765,7 +746,10 @@ def resolve(p: Profile) -> ServerArgs:
         validate_draft_window(p, draft_tokens)
         # draft_kv_budget: the draft worker's KV dtype is the target's resolved kv_cache_dtype
         # (the default draft backend, flashinfer, keeps it; only fa4 would not, and it is not modelled)
-        draft_kv = draft_kv_bytes_per_token(draft, draft_tp, 1 if kv_dtype == "fp8_e4m3" else 2)
+        # (draft_kv_budget.resolve_dflash_draft_cell_size: the server's --kv-cache-dtype, DSA's resolved default
+        # included, over the draft's own dtype: a ModelOpt checkpoint's FP8 KV quant is the target's alone)
+        server_kv = kv_dtype if facts.is_dsa else p.kv_cache_dtype
+        draft_kv = draft_kv_bytes_per_token(draft, draft_tp, 1 if server_kv == "fp8_e4m3" else draft.dtype_bytes)
     return ServerArgs(
         profile=p, model=model, gpu=gpu, kv_cache_dtype=kv_dtype, dsa_prefill_backend=prefill,
         dsa_decode_backend=decode, index_kpool=facts.index_kpool, page_size=page,

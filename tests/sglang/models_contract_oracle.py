@@ -44,7 +44,9 @@ PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "page_siz
         # the ReplaySSM spec-verify ring (issue 31): per slot for KDA, fixed per-request scratch for Gated DeltaNet
         "enable_linear_replayssm_spec", "linear_replayssm_cache_len",
         # context parallel (issue 31): the attention CP width, prefill CP and its strategy
-        "attn_cp_size", "enable_prefill_cp", "cp_strategy")
+        "attn_cp_size", "enable_prefill_cp", "cp_strategy",
+        # a DFLASH / DSPARK draft checkpoint (issue 31): its folder and the block size flags
+        "speculative_draft_model_path", "speculative_dflash_block_size", "speculative_dspark_block_size")
 
 
 def _nbytes(t) -> int:
@@ -414,7 +416,7 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
     MTP draft worker's own device pools SGLang packs into it (``oracle.mtp_draft_device_pools``: the draft
     worker's configurator; none without EAGLE / NEXTN)."""
     from oracle import mtp_draft_device_pools
-    from oracle_memory import meta_host_memory
+    from oracle_memory import dflash_sidecar_pool, meta_host_memory
     from sglang.srt.mem_cache.hicache_auto_size import auto_size_hicache
     from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import _select_strategy
     from sglang.srt.mem_cache.kv_cache_configurator import _PoolSizes
@@ -442,9 +444,33 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
             components = {ComponentType.FULL, ComponentType.MAMBA} if hybrid else {ComponentType.FULL}
             strategy = _select_strategy(kv, components)
             cache = SimpleNamespace(evict_host=lambda *a, **k: None, _enable_metrics_flag=False)
-            with auto_size_hicache(params, None, enabled=True), stub_cache_controller():
+            # a DFLASH / DSPARK draft's own device pool, which HiCache backs up as a sidecar
+            # (oracle_memory.dflash_sidecar_pool), in the KV dtype its draft worker resolves
+            # (draft_kv_budget.resolve_dflash_draft_cell_size: the server's flag over the draft's own dtype)
+            sidecar = None
+            if r.spec.is_dflash_family():
+                from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
+                from sglang.srt.runtime_context import get_spec
+
+                _, draft_dtype = configure_kv_cache_dtype(
+                    server_args_kv_cache_dtype=v.kv_cache_dtype,
+                    speculative_draft_kv_cache_dtype=get_spec().speculative_draft_kv_cache_dtype, model=None,
+                    model_dtype=kvc.spec_aux_config.draft_model_config.dtype, is_draft_worker=True, is_dflash=True,
+                    speculative_draft_attention_backend=get_spec().speculative_draft_attention_backend)
+                sidecar = dflash_sidecar_pool(kvc, v, tokens, SimpleNamespace(kv_dtype=draft_dtype))
+            plan = None if sidecar is None else SimpleNamespace(mode="sidecar", device_pools=(sidecar,))
+            with auto_size_hicache(params, plan, enabled=True), stub_cache_controller():
                 result = strategy.build(cache=cache, kvcache=kv, params=params, server_args=sa,
                                         load_cache_event=None)
+            draft_host = None
+            if sidecar is not None:   # maybe_register_hicache_draft, after the target's group (no auto-size scope)
+                from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import build_full_draft_pools
+
+                controller = SimpleNamespace(mem_pool_host=result.host_pool_group, page_size=v.page_size,
+                                             transfer_layer_id_max=int(r.mc.num_hidden_layers))
+                _specs, entries = build_full_draft_pools(
+                    draft_kv_pool=sidecar, tree_cache=SimpleNamespace(cache_controller=controller))
+                draft_host = entries[0].host_pool
     except Exception as e:  # noqa: BLE001
         raise SGLangRefused("host_pools", e)
     group = result.host_pool_group
@@ -476,10 +502,10 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
            "hicache_ratio": None if get_memory().hicache_ratio is None else float(get_memory().hicache_ratio)}
     if mh is not None:
         out["mamba_page_size"] = int(mh.page_size)
-    # the DFLASH-family draft's host sidecar (issue 30): SGLang's group holds none without such a draft
-    # (these launches have none: DFLASH / DSPARK are refused for the other models), so 0 tokens, 0 bytes
-    assert not any("draft" in str(n).lower() for n in names), names
-    out.update(draft_tokens=0, draft_bytes=0)
+    # the DFLASH-family draft's host sidecar (issue 30), registered beside the target's group (0 without one)
+    draft_b = 0 if draft_host is None else int(draft_host.size * draft_host.size_per_token)
+    out.update(draft_tokens=0 if draft_host is None else int(draft_host.size), draft_bytes=draft_b,
+               total_bytes=out["total_bytes"] + draft_b)
     # one DSAIndexerPoolHost page over every indexed layer (no indexer pool: it holds nothing)
     out["indexer_page_bytes"] = (int(idx.indexer_page_stride_size) * (int(idx.layer_num) - packed)
                                  if idx is not None else 0)

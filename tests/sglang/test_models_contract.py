@@ -707,3 +707,65 @@ def test_a_planted_narrow_dsa_prefill_cp_is_caught(sglang_ready, monkeypatch):
                                                 "cp_strategy": "zigzag"},
                        lambda mp: mp.setattr(resolve_module, "resolve_dsa_prefill_cp", lambda p, facts: p))
     assert any(p.startswith("parallel.attn_tp_size:") for p in problems), problems
+
+
+# ---- DFLASH / DSPARK draft checkpoints for every model (issue 31): pinned launches with drafts written here,
+# shaped as SGLang reads them (test_flags_dflash.DRAFT: five Qwen3-style layers), each target's vocabulary
+def _draft(tmp_path, name: str, arch: str, vocab: int, target_layers: int, dflash_config: dict) -> str:
+    import json
+
+    from test_flags_dflash import DRAFT
+
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**DRAFT, "architectures": [arch], "vocab_size": vocab,
+                                               "num_target_layers": target_layers, "dflash_config": dflash_config}))
+    return str(d)
+
+
+def draft_checkpoint_launches(tmp_path) -> list[tuple[str, dict]]:
+    from test_flags_dspark import DSPARK_CFG
+
+    def dflash(name, vocab, layers, **over):
+        path = _draft(tmp_path, name, "DFlashDraftModel", vocab, layers, {"block_size": 5, "mask_token_id": vocab - 300})
+        return {**PLANT, "draft_weights_bytes": 2 * GiB, "speculative_algorithm": "DFLASH",
+                "speculative_draft_model_path": path, **over}
+
+    def dspark(name, vocab, layers, **over):
+        path = _draft(tmp_path, name, "DSparkDraftModel", vocab, layers, {**DSPARK_CFG, "mask_token_id": vocab - 300})
+        return {**PLANT, "draft_weights_bytes": 2 * GiB, "speculative_algorithm": "DSPARK",
+                "speculative_draft_model_path": path, **over}
+
+    return [
+        ("qwen3.5-35b-a3b", dflash("q1", 248320, 40)),
+        ("qwen3.5-35b-a3b", dflash("q2", 248320, 40, enable_hierarchical_cache=True)),   # the draft's host sidecar
+        ("qwen3.5-35b-a3b", dspark("q3", 248320, 40)),
+        # a non-KDA hybrid's request pool refuses the ring with a draft checkpoint (kv_cache_configurator.py)
+        ("qwen3.5-35b-a3b", dflash("q4", 248320, 40, enable_linear_replayssm_spec=True, max_running_requests=32)),
+        ("kimi-k3", dflash("k1", 163840, 93, enable_linear_replayssm_spec=True, max_running_requests=32)),
+        ("deepseek-v3.2", dflash("d1", 129280, 61, enable_hierarchical_cache=True)),
+        ("deepseek-v3.2", dspark("d2", 129280, 61, gpu="B200", pre_model_load_bytes=189_707_837_347)),
+        # the draft worker's KV dtype is the server's flag over the draft's own: bf16 beside the FP8 KV quant
+        ("nemotron-3-super-120b-a12b-fp8", dflash("n1", 131072, 88)),
+        ("nemotron-3-super-120b-a12b-fp8", dflash("n2", 131072, 88, kv_cache_dtype="fp8_e4m3",
+                                                  enable_hierarchical_cache=True)),
+    ]
+
+
+def test_draft_checkpoint_launches_agree_key_for_key(sglang_ready, tmp_path):
+    bad = []
+    for i, (name, launch) in enumerate(draft_checkpoint_launches(tmp_path)):
+        problems, _ = check(name, launch)
+        bad += [f"{i} {name}: {p}" for p in problems]
+    assert bad == [], bad
+
+
+def test_a_planted_draft_kv_dtype_is_caught(sglang_ready, tmp_path, monkeypatch):
+    """Planted: the DFLASH draft's KV in the target's resolved dtype (Nemotron's FP8 KV quant), not the server's."""
+    import glm_kv.inputs.resolve as resolve_module
+
+    name, launch = draft_checkpoint_launches(tmp_path)[7]
+    real = resolve_module.draft_kv_bytes_per_token
+    problems = planted(monkeypatch, name, launch, lambda mp: mp.setattr(
+        resolve_module, "draft_kv_bytes_per_token", lambda draft, tp, item: real(draft, tp, 1)))
+    assert any(p.startswith("token.cell_size_bytes:") for p in problems), problems

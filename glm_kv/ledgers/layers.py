@@ -125,13 +125,18 @@ class GqaKv:
     kind = "gqa_kv"
     pool = TOKEN
 
-    @property
-    def heads_per_rank(self) -> int:
-        return max(1, self.num_kv_heads // self.attn_tp)
+    heads_per_rank = property(lambda self: _kv_heads_per_rank(self))
+    bytes_per_token = property(lambda self: _kv_bytes_per_token(self))
 
-    @property
-    def bytes_per_token(self) -> int:
-        return self.heads_per_rank * (self.head_dim + self.v_head_dim) * self.item_bytes
+
+def _kv_heads_per_rank(spec) -> int:
+    """``get_num_kv_heads(attn_tp)``: the KV heads on one rank, at least one (replicated when TP exceeds them)."""
+    return max(1, spec.num_kv_heads // spec.attn_tp)
+
+
+def _kv_bytes_per_token(spec) -> int:
+    """K and V rows of one token on one rank (``MHATokenToKVPool``, the SWA pool alike)."""
+    return spec.heads_per_rank * (spec.head_dim + spec.v_head_dim) * spec.item_bytes
 
 
 SWA = "swa"
@@ -156,13 +161,8 @@ class SlidingWindowKv:
     kind = "sliding_window_kv"
     pool = SWA
 
-    @property
-    def heads_per_rank(self) -> int:
-        return max(1, self.num_kv_heads // self.attn_tp)
-
-    @property
-    def bytes_per_token(self) -> int:
-        return self.heads_per_rank * (self.head_dim + self.v_head_dim) * self.item_bytes
+    heads_per_rank = property(lambda self: _kv_heads_per_rank(self))
+    bytes_per_token = property(lambda self: _kv_bytes_per_token(self))
 
 
 class _ConvSsmState:

@@ -99,7 +99,7 @@ def _available(args: ServerArgs, mem: MemoryLedger | None) -> tuple[int | None, 
 
 
 def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int, source: str,
-              rest_gib: float) -> CapacityLedger:
+              rest_gib: float, fixed_bytes: int = 0) -> CapacityLedger:
     """The pools from the bytes left: mamba first for a hybrid, tokens only for an attention model."""
     p = args.profile
     if req.state_slot_bytes:
@@ -108,7 +108,7 @@ def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int
                                ratio=req.slots_per_request, cell_size=tok.cell_size_bytes,
                                page_size=tok.page_size, draft_tokens=args.verify_state_draft_tokens,
                                requests_per_worker=args.requests_per_worker, context_len=args.context_length,
-                               fixed_bytes=replayssm_fixed_bytes(args))
+                               fixed_bytes=fixed_bytes)
     if tok.swa_kv_bytes_per_token is not None:   # hybrid SWA (issue 32): the full pool and the SWA pool
         return swa_capacity_ledger(p, available_bytes=avail, available_source=source, cell_size=tok.swa_cell_size,
                                    ratio=tok.swa_full_tokens_ratio, window=tok.sliding_window_size,
@@ -153,9 +153,10 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
         notes.append(PRE_LOAD_ESTIMATE_NOTE)
     if avail is not None and p.available_bytes is None and "estimate" in (mem.weights_source or ""):
         notes.append(WEIGHTS_ESTIMATE_NOTE.format(weights=fmt_bytes(mem.weights_bytes)))
-    cap = None
-    if avail is not None:
-        cap = _capacity(args, tok, req, avail, source, rest_gib)
+    cap, fixed = None, 0
+    if avail is not None:   # the Gated DeltaNet ring's budget (SGLang refuses it without max_running_requests)
+        fixed = replayssm_fixed_bytes(args, layers)
+        cap = _capacity(args, tok, req, avail, source, rest_gib, fixed)
         if cap.capped_message:
             notes.append(cap.capped_message)
     if args.max_running_requests_global != p.max_running_requests:
@@ -173,7 +174,7 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                        cap.max_total_num_tokens if cap else None,
                        cap.max_mamba_cache_size if cap else None,
                        # the Gated DeltaNet ReplaySSM ring: the budget's reservation out, MambaPool's allocation in
-                       mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes - replayssm_fixed_bytes(args, layers)
+                       mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes - fixed
                                            + replayssm_pool_ring_bytes(args, cap.max_running_requests_per_worker, layers)
                                            + replayssm_conv_window_bytes(args, req, cap.max_running_requests_per_worker))
                        if cap else None,

@@ -81,18 +81,26 @@ def gdn_replayssm_ring_bytes(spec, num_layers: int, record_len: int) -> int:
     return per_layer * num_layers
 
 
-def replayssm_fixed_bytes(args: ServerArgs, layers: ModelLayers | None = None) -> int:
-    """Gated DeltaNet's ReplaySSM ring as ``_handle_max_mamba_cache`` reserves it (kv_cache_configurator.py): fixed
-    request scratch, ring per request x (max(1, max_running_requests // attn_dp) + 1), taken from the state budget
-    before the slots are counted (KDA keeps its ring on every slot instead: ``budget_slot_bytes``; Mamba-2 has no
-    ring, the flag is inert there). 0 without ``--enable-linear-replayssm-spec``."""
-    p = args.profile
+def _gdn_ring_per_request(args: ServerArgs, layers: ModelLayers | None) -> int:
+    """One request's Gated DeltaNet / JetBlock ReplaySSM ring over every such layer at the resolved linear TP;
+    0 where the ring is not active (no such layer, or ``ServerArgs.replayssm_active`` false)."""
     m = layers or layers_for(args)
     gdn = [s for s in m.specs(STATE_KINDS) if s.kind in ("gdn_state", "jet_state")]
     if not (args.replayssm_active and gdn):
         return 0
     tp = args.linear_attn_tp_size
     spec = gdn[0] if gdn[0].attn_tp == tp else replace(gdn[0], attn_tp=tp)
+    return gdn_replayssm_ring_bytes(spec, len(gdn), args.profile.linear_replayssm_cache_len)
+
+
+def replayssm_fixed_bytes(args: ServerArgs, layers: ModelLayers | None = None) -> int:
+    """Gated DeltaNet's ReplaySSM ring as ``_handle_max_mamba_cache`` reserves it (kv_cache_configurator.py): fixed
+    request scratch, ring per request x (max(1, max_running_requests // attn_dp) + 1), taken from the state budget
+    before the slots are counted (KDA keeps its ring on every slot instead: ``budget_slot_bytes``; Mamba-2 has no
+    ring, the flag is inert there). 0 without ``--enable-linear-replayssm-spec``."""
+    ring = _gdn_ring_per_request(args, layers)
+    if not ring:
+        return 0
     mrr = args.max_running_requests_global
     if mrr is None:   # SGLang reads the schedule's value, None without --max-running-requests or a speculative reset
         from ..errors import ProfileError
@@ -101,7 +109,7 @@ def replayssm_fixed_bytes(args: ServerArgs, layers: ModelLayers | None = None) -
                                                            "type(s) for //: 'NoneType' and 'int'\" (_handle_max_mamba_cache "
                                                            "sizes the Gated DeltaNet ring per max_running_requests); give "
                                                            "--max-running-requests")
-    return gdn_replayssm_ring_bytes(spec, len(gdn), p.linear_replayssm_cache_len) * (max(1, mrr // args.attn_dp_size) + 1)
+    return ring * (max(1, mrr // args.attn_dp_size) + 1)
 
 
 def replayssm_pool_ring_bytes(args: ServerArgs, requests_per_worker: int | None,
@@ -110,14 +118,9 @@ def replayssm_pool_ring_bytes(args: ServerArgs, requests_per_worker: int | None,
     the budget reserves per request, over ``spec_state_size + 1`` rows: the CAPPED requests per worker), which
     ``MambaPool.get_kv_size_bytes`` counts where HiCache splits ``--hicache-size`` over the device pools; the
     budget reserved the same ring over the uncapped requests (``replayssm_fixed_bytes``)."""
-    m = layers or layers_for(args)
-    gdn = [s for s in m.specs(STATE_KINDS) if s.kind in ("gdn_state", "jet_state")]
-    if not (args.replayssm_active and gdn and requests_per_worker):
+    if not requests_per_worker:
         return 0
-    tp = args.linear_attn_tp_size
-    spec = gdn[0] if gdn[0].attn_tp == tp else replace(gdn[0], attn_tp=tp)
-    ring = gdn_replayssm_ring_bytes(spec, len(gdn), args.profile.linear_replayssm_cache_len)
-    return ring * (requests_per_worker + 1)
+    return _gdn_ring_per_request(args, layers) * (requests_per_worker + 1)
 
 
 def request_ledger(args: ServerArgs, linear_tp: int | None = None, layers: ModelLayers | None = None) -> RequestLedger:

@@ -146,10 +146,10 @@ def test_a_planted_graph_reservation_is_caught(sglang_answers, monkeypatch):
 
     real = plan_module._capacity
 
-    def reserving(args, tok, req, avail, source, rest_gib):
+    def reserving(args, tok, req, avail, source, rest_gib, *rest):
         if args.profile.cuda_graph_backend_decode in ("full", "breakable"):
             avail, rest_gib = avail - GiB, rest_gib - 1
-        return real(args, tok, req, avail, source, rest_gib)
+        return real(args, tok, req, avail, source, rest_gib, *rest)
 
     monkeypatch.setattr(plan_module, "_capacity", reserving)
     for name, value in (("kimi-k3", "full"), ("deepseek-v3.2", "breakable")):

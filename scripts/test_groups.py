@@ -23,7 +23,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +38,7 @@ class Group:
     what: str
     steps: tuple[tuple[str, ...], ...]  # commands run in order; the group stops at its first failing step
     always: tuple[tuple[str, ...], ...] = ()  # run after the steps even when one failed (reports)
+    failure: list[str] = field(default_factory=list)  # the first failing step and its last lines (summary)
 
 
 def groups() -> list[Group]:
@@ -109,25 +110,48 @@ def summarise(output: str) -> tuple[str, dict[str, int]]:
     return ", ".join(parts) or "no count reported", counts
 
 
+# pip's warnings about the machine's own find-links folders say nothing about a failure
+_NOISE = re.compile(r"^WARNING: Location '.*' is ignored|^\s*$")
+
+
+def failure_tail(step: tuple[str, ...], code: int, lines: list[str], keep: int = 12) -> list[str]:
+    """Why a step failed, in a few lines for the summary: CI's log keeps only its head and its tail,
+    so a failure in the middle (a group's set-up step, say) is read here or nowhere. A negative
+    code is the signal that killed the step (-9: the kernel's out-of-memory killer, or a timeout)."""
+    told = [ln.rstrip("\n") for ln in lines if not _NOISE.search(ln)][-keep:]
+    why = f"signal {-code}" if code < 0 else f"exit {code}"
+    try:
+        st = os.statvfs(ROOT)
+        disk = f"; {st.f_bavail * st.f_frsize / 2**30:.1f} GiB free on the disk"
+    except OSError:
+        disk = ""
+    return [f"failed step ({why}{disk}): {shlex.join(step)}", *("    | " + t[:200] for t in told)]
+
+
 def run_group(group: Group, env: dict[str, str]) -> tuple[bool, tuple[str, dict[str, int]], float]:
     start = time.monotonic()
     output: list[str] = []
     ok = True
     failed_at = None
+    group.failure.clear()
     for step in (*group.steps, *group.always):
         if failed_at is not None and step not in group.always:
             continue
         print(f"\n=== [{group.name}] $ {shlex.join(step)}", flush=True)
+        step_lines: list[str] = []
         with subprocess.Popen(step, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, bufsize=1, stdin=subprocess.DEVNULL) as proc:
             assert proc.stdout is not None
             for line in proc.stdout:
                 sys.stdout.write(line)
                 output.append(line)
+                step_lines.append(line)
             code = proc.wait()
         if code != 0:
             ok = False
             output.append(f"(exit {code})\n")
+            if failed_at is None:
+                group.failure.extend(failure_tail(step, code, step_lines))
             failed_at = failed_at or step
     return ok, summarise("".join(output)), time.monotonic() - start
 
@@ -162,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"glm-kv test summary (seed {seed}; reproduce: make test SEED={seed})")
     for g, ok, (counts, _), secs in results:
         print(f"{'PASS' if ok else 'FAIL'}  {g.name:10s} {counts:52s} {secs:8.1f} s")
+        for line in g.failure:
+            print(f"      {line}")
     total = sum(r[3] for r in results)
     failed = [g.name for g, ok, *_ in results if not ok]
     print(f"{'FAILED: ' + ', '.join(failed) if failed else 'all groups passed'} in {total:.0f} s")

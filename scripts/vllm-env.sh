@@ -21,11 +21,17 @@ START=$(date +%s)
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 rm -f "$VENV"/.vllm-env-*
 # every package pinned (constraints.txt: the freeze of a venv that passed tests/vllm)
-PIP="$VENV/bin/python -m pip install --quiet --progress-bar off --disable-pip-version-check -c $CONSTRAINTS"
+# --no-cache-dir: torch 2.14.0 and its CUDA libraries come from PyPI (about 4 GB); a copy in pip's cache
+# beside the 8.2 GB venv can fill a CI machine's disk.
+PIP="$VENV/bin/python -m pip install --quiet --progress-bar off --disable-pip-version-check --no-cache-dir -c $CONSTRAINTS"
+disk() { df -h --output=avail "$VENV" | tail -1 | tr -d ' '; }
+echo "vllm-env: building $VENV ($(disk) free on its disk)"
+# one retry for a download that broke off; the second failure stops the script with pip's message
+pip_install() { $PIP "$@" || { echo "vllm-env: pip install $* failed ($(disk) free); retrying once"; $PIP "$@"; }; }
 # vLLM 0.33.0 pins torch 2.14.0; this machine's pip constraints cap torch at what lies on its disk.
-$PIP torch==2.14.0 torchvision==0.29.0
-$PIP --no-deps vllm==0.33.0
-$PIP -r "$REQ" torch==2.14.0 torchvision==0.29.0
+pip_install torch==2.14.0 torchvision==0.29.0
+pip_install --no-deps vllm==0.33.0
+pip_install -r "$REQ" torch==2.14.0 torchvision==0.29.0
 # Stub driver: vLLM's .so files need libcuda.so.1; every cu* symbol they leave undefined gets a stub.
 SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 BUILD=$(mktemp -d)

@@ -446,3 +446,23 @@ def test_the_vllm_group_builds_its_venv_and_runs_tests_vllm_once():
     assert any(step[-1] == "tests/vllm" for step in vllm.steps[1:])
     assert "--ignore=tests/vllm" in by_name["unit"].steps[0]
     assert all(g is vllm or not any("tests/vllm" == a for step in g.steps for a in step) for g in by_name.values())
+
+
+def test_a_failing_step_s_last_lines_reach_the_summary(capsys):
+    """CI's log keeps the head and the tail: a set-up step's failure in the middle must be told again
+    in the summary (the failing step, its exit or signal, its last lines without pip's find-links noise)."""
+    tg = _test_groups()
+    script = ("import sys\nprint(\"WARNING: Location 'file:///opt/x/' is ignored: it is neither a file nor a directory.\")\n"
+              "print('first'); print('ERROR: No space left on device'); sys.exit(3)")
+    g = tg.Group("z", "", steps=((sys.executable, "-c", script), (sys.executable, "-c", "print('NOT REACHED')")))
+    ok, _, _ = tg.run_group(g, dict(os.environ))
+    assert not ok
+    assert g.failure[0].startswith("failed step (exit 3;") and "GiB free on the disk" in g.failure[0]
+    assert g.failure[1:] == ["    | first", "    | ERROR: No space left on device"]
+    # a step killed by a signal says which
+    k = tg.Group("k", "", steps=((sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"),))
+    tg.run_group(k, dict(os.environ))
+    assert k.failure[0].startswith("failed step (signal 9;")
+    # a group that passes tells nothing
+    p = tg.Group("p", "", steps=((sys.executable, "-c", "print(1)"),))
+    assert tg.run_group(p, dict(os.environ))[0] and p.failure == []

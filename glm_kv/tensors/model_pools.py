@@ -1,59 +1,67 @@
-"""Real tensors for the other hybrid models' pools, shaped like SGLang 0.5.23's (issue 22).
+"""Real tensors for every other model's pools, shaped and named like SGLang 0.5.23's (issues 22, 31).
 
-Why: the plan's ledgers (``glm_kv.ledgers.plan``) sum layer specs; this module allocates the
-buffers SGLang's pool constructors allocate and counts their bytes, so a spec that is wrong shows
-up as a difference. The two sides share no byte formula: shapes are restated here from the
-config (``glm_kv.inputs.hf_config``) and the resolved launch facts (kv dtype, DSA backends,
-attention TP, SSM dtype, page size: ``plan.args`` / ``plan.profile`` / ``plan.token.page_size``), after SGLang's
-constructors:
+Why: ``glm_kv.tensors.measure.measure_profile`` compares every buffer SGLang allocates with the
+plan's ledgers. GLM-5.3-Flash's pools come from ``memory_pool`` (``PoolGeometry`` / ``DevicePools``);
+this module gives every other architecture the same two objects - a geometry (shapes for given
+pool sizes, ``shape_table`` / ``shape_bytes`` / ``with_sizes``, nothing allocated) and the pools
+(``named_buffers`` with SGLang's object paths) - so ``measure_profile`` runs one engine for every
+model: per buffer rows against the ledgers, two reduced sizes and the extrapolation, the full
+profile, the CUDA caching allocator's model.
 
-* ``MLATokenToKVPool`` / ``DSATokenToKVPool``: ``kv_buffer[i]`` (size + page, 1, kv_cache_dim),
-  bf16 or uint8 (fp8); DSA FlashMLA rows are kv_lora + kv_lora/128 x 4 + rope x 2 wide.
-* ``IndexKeyCache``: ``buffer[i]`` ((size + page + 1) // page, page // kpool x (d + d/128 x 4)) uint8.
-* ``MHATokenToKVPool``: ``k_buffer[i]``, ``v_buffer[i]`` (size + page, kv heads per rank, head dim).
-* ``MambaPool``: ``conv[0]`` (layers, slots + 1, *conv) bf16, ``temporal`` (layers, slots + 1, *ssm).
-* ``SWAKVPool`` (hybrid sliding-window models, gpt-oss): an ``MHATokenToKVPool`` for the full-attention layers
-  and one for the sliding-window layers (``swa_k_buffer`` / ``swa_v_buffer``: SWA heads per rank, SWA head dims,
-  the config's own when it names no SWA ones), ``layer_types`` split as ``get_hybrid_layer_ids``.
+Shapes are restated here from the config (``glm_kv.inputs.hf_config``) and the resolved launch
+facts (``plan.args``: kv dtype, DSA backends, attention and linear-attention TP, page size, SSM
+dtype); no plan byte field is read. After SGLang's constructors:
 
-Bytes per token and per slot are the difference between two allocations (2 and 4 pages, 1 and 2
-slots): the padding row/page and slot cancel, as in tests/sglang's oracle.
+* ``MLATokenToKVPool`` / ``DSATokenToKVPool`` (``full_kv_pool.kv_buffer[i]``): (size + page, 1,
+  kv_cache_dim), bf16 or uint8 (fp8); DSA rows per ``calculate_mla_kv_cache_dim``.
+* ``IndexKeyCache`` (``full_kv_pool.index_key_cache.buffer[i]``): ((size + page + 1) // page,
+  page // kpool x (d + d / 128 x 4)) uint8; 0 rows for a layer whose ``indexer_types`` is "shared".
+* ``MHATokenToKVPool`` (``full_kv_pool.k_buffer[i]`` / ``v_buffer[i]``): (size + page, kv heads per
+  rank, head dim). 0.5.23's ``_create_buffers_normal``: when K and V have one shape they are the two
+  halves of ONE allocation per layer, (2, size + page, heads, dim) - the views share a storage;
+  otherwise all K buffers, then all V buffers.
+* ``SWAKVPool`` (gpt-oss): the full pool above for the full-attention layers and a second
+  ``MHATokenToKVPool`` (``swa_kv_pool.k_buffer[i]`` / ``v_buffer[i]``) for the sliding-window layers,
+  with the SWA heads per rank and SWA head dims (the config's own when it names none).
+* ``MambaPool`` (``mamba_pool.conv[0]`` / ``temporal``): (state layers, slots + 1, *conv) bf16 and
+  (state layers, slots + 1, *ssm) in the SSM dtype; KDA's speculative verify scratch
+  (``intermediate_ssm`` / ``intermediate_conv_window[0]``) in its dense layout.
+* ``ReqToTokenPool.req_to_token``: (max_reqs + 1, context_len + extra) int32.
+
+What is not built is refused by name (``NotBuilt``, a ``ProfileError``): never skipped silently.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
+from typing import Iterator, Optional
 
 import torch
 
+from ..errors import ProfileError
 from ..inputs.hf_config import HfConfig, config_where, config_int as _int, nemotron_pattern  # the config rules
-from .memory_pool import mla_kv_cache_dim
+from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP, index_page_count
+from .budget import check_budget, storage_bytes
+from .memory_pool import (CONV_STATE_DTYPE, DevicePools, PoolGeometry, ReqToTokenPool, _alloc, default_device,
+                          kv_store_dtype, mla_kv_cache_dim, pool_geometry, req_to_token_extra_context_len,
+                          torch_dtype)
 
 TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}
+KDA_FAMILIES = ("mla+kda", "mla_dsa+kda")
 
 
-@dataclass
-class ModelPools:
-    """The buffers of one model's pools (per layer lists, as SGLang keeps them)."""
+class NotBuilt(ProfileError):
+    """A part of a launch whose SGLang tensors this module does not build: refused by name."""
 
-    kv_buffer: list        # MLA rows
-    k_buffer: list         # GQA
-    v_buffer: list
-    index_buffer: list     # DSA IndexKeyCache
-    conv: list             # MambaPool conv (one tensor per conv part)
-    temporal: list         # MambaPool temporal (one tensor, or none)
-    swa_k_buffer: list = None   # SWAKVPool's sliding-window pool (hybrid SWA only)
-    swa_v_buffer: list = None
 
-    def nbytes(self, *names: str) -> int:
-        return sum(t.numel() * t.element_size() for n in names for t in (getattr(self, n) or []))
+# --------------------------------------------------------------------------- the config's layers
 
 
 def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
     """(full-attention layer ids, state layer ids), restated from each config class."""
     t = cfg.text
-    if cfg.family in ("mla+kda", "mla_dsa+kda"):
+    if cfg.family in KDA_FAMILIES:
         n = t["num_hidden_layers"]
         kda = t["linear_attn_config"]["kda_layers"]
         one_based = cfg.model_type in ("kimi_k3", "kimi_linear")
@@ -74,29 +82,194 @@ def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
     return [i for i in range(n) if i not in state], state
 
 
-def _indexed(cfg: HfConfig, layers: list[int]) -> list[int]:
+def _swa_layers(cfg: HfConfig) -> list[int]:
+    if cfg.family != "gqa_swa":
+        return []
+    return [i for i, x in enumerate(cfg.text["layer_types"]) if x == "sliding_attention"]
+
+
+def _indexed(cfg: HfConfig, layers: list[int]) -> list[bool]:
+    """Per full layer: True when its index K and tail have 0 rows (``indexer_types`` "shared")."""
     types = cfg.text.get("indexer_types")
-    return [i for i in layers if not (isinstance(types, list) and i < len(types) and types[i] == "shared")]
+    return [isinstance(types, list) and i < len(types) and types[i] == "shared" for i in layers]
 
 
-def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
-    """Allocate the pools for ``tokens`` token slots and ``slots`` state slots (plus padding)."""
-    cfg, args, page = plan.config, plan.args, plan.token.page_size
-    t, tp, state_tp = cfg.text, args.attn_tp_size, args.linear_attn_tp_size
+# --------------------------------------------------------------------------- geometry
+
+
+@dataclass(frozen=True)
+class ModelGeometry:
+    """Every shape of one rank's device buffers for a model other than GLM-5.3-Flash.
+
+    The interface ``measure`` reads is ``PoolGeometry``'s: the sizes (``size``, ``mamba_size``,
+    ``spec_state_size``, ``max_running_requests_per_worker``, ``context_len``), ``with_sizes``,
+    ``shape_table`` (one row per storage, in SGLang's allocation order) and ``shape_bytes``.
+    """
+
+    family: str
+    size: int                                   # full pool token slots (a multiple of page_size)
+    page_size: int
+    full_attention_layer_ids: tuple[int, ...]
+    linear_attention_layer_ids: tuple[int, ...]
+    swa_layer_ids: tuple[int, ...]
+    store_dtype: str
+    mla_dim: int                                # MLA row width (0: MHA k/v)
+    kv_heads: int                               # MHA: K/V heads per rank
+    head_dim: int
+    v_head_dim: int
+    swa_heads: int
+    swa_head_dim: int
+    swa_v_head_dim: int
+    swa_size: int                               # SWA pool token slots
+    index_row_bytes: int                        # DSA IndexKeyCache row (0: no indexer)
+    skip_topk_layers: tuple[bool, ...]
+    conv_state_shapes: tuple[tuple[int, ...], ...]
+    temporal_state_shape: tuple[int, ...]
+    conv_dtype: str
+    temporal_dtype: str
+    max_running_requests_per_worker: int
+    context_len: int
+    extra_context_len: int
+    mamba_size: int
+    speculative_num_draft_tokens: int = 0
+    spec_state_size: int = 0
+    profile_name: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self):
+        if self.size <= 0 or self.size % self.page_size:
+            raise ValueError(f"size {self.size} must be a positive multiple of page_size {self.page_size}")
+        if self.swa_layer_ids and (self.swa_size <= 0 or self.swa_size % self.page_size):
+            raise ValueError(f"swa_size {self.swa_size} must be a positive multiple of page_size {self.page_size}")
+
+    # -- derived, per SGLang's constructors --
+    @property
+    def num_full_layers(self) -> int:
+        return len(self.full_attention_layer_ids)
+
+    @property
+    def num_linear_layers(self) -> int:
+        return len(self.linear_attention_layer_ids)
+
+    @property
+    def num_swa_layers(self) -> int:
+        return len(self.swa_layer_ids)
+
+    @property
+    def req_to_token_rows(self) -> int:
+        return self.max_running_requests_per_worker + 1
+
+    @property
+    def max_context_len(self) -> int:
+        return self.context_len + self.extra_context_len
+
+    @property
+    def index_num_pages(self) -> int:
+        return index_page_count(self.size, self.page_size)
+
+    @property
+    def mha(self) -> bool:
+        return not self.mla_dim
+
+    @staticmethod
+    def fused(k_shape: tuple[int, ...], v_shape: tuple[int, ...]) -> bool:
+        """``_create_buffers_normal``: K and V of one shape are the halves of one allocation."""
+        return k_shape == v_shape
+
+    def kv_shapes(self, swa: bool = False) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(k_shape, v_shape) of one layer of the full (or SWA) MHA pool: (size + page, heads, dim)."""
+        if swa:
+            rows = self.swa_size + self.page_size
+            return (rows, self.swa_heads, self.swa_head_dim), (rows, self.swa_heads, self.swa_v_head_dim)
+        rows = self.size + self.page_size
+        return (rows, self.kv_heads, self.head_dim), (rows, self.kv_heads, self.v_head_dim)
+
+    def with_sizes(self, *, size: Optional[int] = None, mamba_size: Optional[int] = None,
+                   max_running_requests_per_worker: Optional[int] = None, context_len: Optional[int] = None,
+                   spec_state_size: Optional[int] = None, swa_size: Optional[int] = None) -> "ModelGeometry":
+        """The same geometry with other pool sizes (shapes per slot unchanged). The SWA pool follows
+        ``size`` unless given."""
+        new_size = self.size if size is None else size
+        return replace(
+            self, size=new_size, mamba_size=self.mamba_size if mamba_size is None else mamba_size,
+            swa_size=(swa_size if swa_size is not None else new_size if size is not None else self.swa_size)
+            if self.swa_layer_ids else 0,
+            max_running_requests_per_worker=(self.max_running_requests_per_worker
+                                             if max_running_requests_per_worker is None
+                                             else max_running_requests_per_worker),
+            context_len=self.context_len if context_len is None else context_len,
+            spec_state_size=self.spec_state_size if spec_state_size is None else spec_state_size)
+
+    def _kv_table(self, prefix: str, layers: int, swa: bool) -> list[tuple[str, tuple[int, ...], str]]:
+        k, v = self.kv_shapes(swa)
+        if self.fused(k, v):
+            return [(f"{prefix}.k_buffer[{i}]", (2, *k), self.store_dtype) for i in range(layers)]
+        return ([(f"{prefix}.k_buffer[{i}]", k, self.store_dtype) for i in range(layers)]
+                + [(f"{prefix}.v_buffer[{i}]", v, self.store_dtype) for i in range(layers)])
+
+    def shape_table(self) -> list[tuple[str, tuple[int, ...], str]]:
+        """(buffer name, shape, dtype) of every device storage, in allocation order (a fused K/V pair
+        is one storage, named by its K view)."""
+        out: list[tuple[str, tuple[int, ...], str]] = [
+            ("req_to_token_pool.req_to_token", (self.req_to_token_rows, self.max_context_len), "int32")]
+        n = self.num_linear_layers
+        if n:
+            for i, c in enumerate(self.conv_state_shapes):
+                out.append((f"mamba_pool.conv[{i}]", (n, self.mamba_size + 1, *c), self.conv_dtype))
+            out.append(("mamba_pool.temporal", (n, self.mamba_size + 1, *self.temporal_state_shape),
+                        self.temporal_dtype))
+            if self.speculative_num_draft_tokens:
+                d, rows = self.speculative_num_draft_tokens, self.spec_state_size + 1
+                out.append(("mamba_pool.intermediate_ssm", (n, rows, d, *self.temporal_state_shape),
+                            self.temporal_dtype))
+                for i, c in enumerate(self.conv_state_shapes):
+                    out.append((f"mamba_pool.intermediate_conv_window[{i}]", (n, rows, d, *c), self.conv_dtype))
+        if self.mha:
+            out += self._kv_table("full_kv_pool", self.num_full_layers, swa=False)
+        else:
+            out += [(f"full_kv_pool.kv_buffer[{i}]", (self.size + self.page_size, 1, self.mla_dim), self.store_dtype)
+                    for i in range(self.num_full_layers)]
+        if self.index_row_bytes:
+            out += [(f"full_kv_pool.index_key_cache.buffer[{i}]",
+                     (0 if skip else self.index_num_pages, self.index_row_bytes), "uint8")
+                    for i, skip in enumerate(self.skip_topk_layers)]
+        if self.swa_layer_ids:
+            out += self._kv_table("swa_kv_pool", self.num_swa_layers, swa=True)
+        return out
+
+    def shape_bytes(self) -> int:
+        return sum(math.prod(shape) * torch_dtype(dt).itemsize for _, shape, dt in self.shape_table())
+
+
+def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional[int] = None,
+                   mamba_size: int = 1, spec_state_size: Optional[int] = None,
+                   profile_name: Optional[str] = None) -> ModelGeometry:
+    """The shapes SGLang 0.5.23's constructors give every buffer of a model other than GLM-5.3-Flash,
+    from its config and the resolved arguments (never from the plan's byte fields).
+
+    Refuses by name (``NotBuilt``) what it does not build: ReplaySSM rings, HiSparse, a kpool-compressed
+    indexer, and the verify scratch of a non-KDA state model (SGLang's deduplicated conv-window layout).
+    """
+    cfg, args = plan.config, plan.args
+    p = args.profile
+    t, tp, state_tp, page = cfg.text, args.attn_tp_size, args.linear_attn_tp_size, args.page_size
     full, state = _layer_kinds(cfg)
-    fp8 = args.kv_cache_dtype == "fp8_e4m3"
-    kv_dtype = torch.uint8 if fp8 else torch.bfloat16
-    rows = tokens + page
-    pools = ModelPools([], [], [], [], [], [])
+    swa_layers = _swa_layers(cfg)
+    store = kv_store_dtype(args.kv_cache_dtype)
     dsa = cfg.family in ("mla_dsa", "mla_dsa+kda")
+    if args.replayssm_active:
+        raise NotBuilt("enable_linear_replayssm_spec", f"measure does not build the ReplaySSM ring pools "
+                                                       f"for {cfg.family} models")
+    if getattr(p, "enable_hisparse", False):
+        raise NotBuilt("enable_hisparse", "measure does not build HiSparse's pools for this model")
+    mla_dim = heads = hd = vhd = sh = shd = svd = 0
     if cfg.family.startswith("mla"):
         lora, rope = t["kv_lora_rank"], t["qk_rope_head_dim"]
-        # calculate_mla_kv_cache_dim's row (the tensors side's own statement, memory_pool.py): the local
-        # role's backend decides on a disaggregated server
-        dim = (mla_kv_cache_dim(SimpleNamespace(kv_lora_rank=lora, qk_rope_head_dim=rope), args.kv_cache_dtype,
-                                args.dsa_prefill_backend, args.dsa_decode_backend, plan.profile.disaggregation_mode)
-               if dsa else lora + rope)
-        pools.kv_buffer = [torch.empty((rows, 1, dim), dtype=kv_dtype, device=device) for _ in full]
+        # calculate_mla_kv_cache_dim's row: the local role's backend decides on a disaggregated server
+        mla_dim = (mla_kv_cache_dim(SimpleNamespace(kv_lora_rank=lora, qk_rope_head_dim=rope), args.kv_cache_dtype,
+                                    args.dsa_prefill_backend, args.dsa_decode_backend,
+                                    getattr(p, "disaggregation_mode", "null"))
+                   if dsa else lora + rope)
     else:
         heads = max(1, t.get("num_key_value_heads", t["num_attention_heads"]) // tp)
         # ModelConfig._derive_model_shapes: head_dim None -> hidden // heads; v_head_dim None or 0 -> head_dim
@@ -105,76 +278,145 @@ def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
               else t["hidden_size"] // t["num_attention_heads"])
         vd = t.get("v_head_dim")
         vhd = hd if vd is None or (type(vd) is int and vd == 0) else _int(t, "v_head_dim", where)
-        pools.k_buffer = [torch.empty((rows, heads, hd), dtype=kv_dtype, device=device) for _ in full]
-        pools.v_buffer = [torch.empty((rows, heads, vhd), dtype=kv_dtype, device=device) for _ in full]
-        if cfg.family == "gqa_swa":   # SWAKVPool's SWA pool, here as many tokens as the full pool
-            swa_layers = [i for i, x in enumerate(t["layer_types"]) if x == "sliding_attention"]
+        if swa_layers:   # SWAKVPool's SWA pool: swa_* when the config names them
             sh = max(1, t["swa_num_key_value_heads"] // tp) if "swa_num_key_value_heads" in t else heads
             shd = t.get("swa_head_dim") or hd
             svd = t.get("swa_v_head_dim") or (t.get("swa_head_dim") or vhd)
-            pools.swa_k_buffer = [torch.empty((rows, sh, shd), dtype=kv_dtype, device=device) for _ in swa_layers]
-            pools.swa_v_buffer = [torch.empty((rows, sh, svd), dtype=kv_dtype, device=device) for _ in swa_layers]
+    index_row = 0
     if dsa:
-        d, kpool = t["index_head_dim"], t.get("index_kpool", 1)
-        pages = (tokens + page + 1) // page
-        width = page // kpool * (d + d // 128 * 4) if page % kpool == 0 else math.ceil(page / kpool) * (d + d // 128 * 4)
-        pools.index_buffer = [torch.empty((pages, width), dtype=torch.uint8, device=device)
-                              for _ in _indexed(cfg, full)]
+        d, kpool = t["index_head_dim"], args.index_kpool
+        if kpool > 1:
+            raise NotBuilt("index_kpool", f"measure builds a kpool-{kpool} indexer for GLM-5.3-Flash's "
+                                          f"config reading only, not for {cfg.family}")
+        index_row = page * (d + d // FP8_SCALE_GROUP * FP8_SCALE_BYTES)
+    conv: tuple[tuple[int, ...], ...] = ()
+    temporal: tuple[int, ...] = ()
+    ssm = p.mamba_ssm_dtype
     if state:
-        ssm = plan.profile.mamba_ssm_dtype
-        from_config = "mamba_ssm_dtype" not in plan.profile.model_fields_set
-        if from_config and cfg.family in ("gqa+gdn", "gqa+mamba2", "gqa+jet"):
+        if "mamba_ssm_dtype" not in p.model_fields_set and cfg.family in ("gqa+gdn", "gqa+mamba2", "gqa+jet"):
             ssm = t.get("mamba_ssm_dtype") or ssm
             ssm = ssm if ssm in TORCH else "float32"
-        if cfg.family in ("mla+kda", "mla_dsa+kda"):
+        if cfg.family in KDA_FAMILIES:   # KimiLinearStateShape
             lac = t["linear_attn_config"]
-            h, hd, k = lac["num_heads"], lac["head_dim"], lac["short_conv_kernel_size"]
-            conv = (k - 1, 3 * h * hd // state_tp)
-            temporal = (h // state_tp, hd, hd)
-        else:
+            h, d, k = lac["num_heads"], lac["head_dim"], lac["short_conv_kernel_size"]
+            conv, temporal = ((k - 1, 3 * h * d // state_tp),), (h // state_tp, d, d)
+        else:                            # Mamba2StateShape (GDN and JetBlock reuse it)
             if cfg.family == "gqa+gdn":
-                h, hd, groups, st, k = (t["linear_num_value_heads"], t["linear_value_head_dim"],
-                                        t["linear_num_key_heads"], t["linear_key_head_dim"], t["linear_conv_kernel_dim"])
+                h, d, groups, st, k = (t["linear_num_value_heads"], t["linear_value_head_dim"],
+                                       t["linear_num_key_heads"], t["linear_key_head_dim"], t["linear_conv_kernel_dim"])
             elif cfg.family == "gqa+jet":   # JetBlock: heads = groups, v dim = int(k dim x expand_v)
                 jet = t["efficient_attention_config"]["jet"]
                 h = groups = jet["num_heads"]
                 st, k = jet["head_dim"], jet["conv_size"]
-                hd = int(st * jet["expand_v"])
+                d = int(st * jet["expand_v"])
             else:
-                h, hd, st = t["mamba_num_heads"], t["mamba_head_dim"], t["ssm_state_size"]
+                h, d, st = t["mamba_num_heads"], t["mamba_head_dim"], t["ssm_state_size"]
                 groups, k = t.get("n_groups", t.get("mamba_n_groups", 8)), t.get("conv_kernel", t.get("mamba_d_conv", 4))
             if groups % state_tp:
                 groups = state_tp
-            conv = ((h * hd + 2 * groups * st) // state_tp, k - 1)
-            temporal = (h // state_tp, hd, st)
-        n = len(state)
-        pools.conv = [torch.empty((n, slots + 1, *conv), dtype=torch.bfloat16, device=device)]
-        pools.temporal = [torch.empty((n, slots + 1, *temporal), dtype=TORCH[ssm], device=device)]
-    return pools
+            conv, temporal = (((h * d + 2 * groups * st) // state_tp, k - 1),), (h // state_tp, d, st)
+    draft = args.verify_state_draft_tokens if state else 0
+    if draft and cfg.family not in KDA_FAMILIES:
+        raise NotBuilt("speculative_algorithm", f"measure does not build {cfg.family}'s verify scratch "
+                                                f"(MambaPool's deduplicated conv-window layout)")
+    size = int(size) if size is not None else 4 * page
+    return ModelGeometry(
+        family=cfg.family, size=size, page_size=page, full_attention_layer_ids=tuple(full),
+        linear_attention_layer_ids=tuple(state), swa_layer_ids=tuple(swa_layers), store_dtype=store,
+        mla_dim=mla_dim, kv_heads=heads, head_dim=hd, v_head_dim=vhd, swa_heads=sh, swa_head_dim=shd,
+        swa_v_head_dim=svd, swa_size=size if swa_layers else 0, index_row_bytes=index_row,
+        skip_topk_layers=tuple(_indexed(cfg, full)) if dsa else tuple(False for _ in full),
+        conv_state_shapes=conv, temporal_state_shape=temporal, conv_dtype=CONV_STATE_DTYPE,
+        temporal_dtype=ssm if state else "float32",
+        max_running_requests_per_worker=int(max_running_requests_per_worker),
+        context_len=int(args.context_length), extra_context_len=req_to_token_extra_context_len(args),
+        mamba_size=int(mamba_size), speculative_num_draft_tokens=draft,
+        spec_state_size=(int(spec_state_size) if spec_state_size is not None else (1 if draft else 0)),
+        profile_name=profile_name if profile_name is not None else p.label)
+
+
+def geometry_for(plan, *, max_running_requests_per_worker: int, profile_name: Optional[str] = None):
+    """The one entry for ``measure``: GLM-5.3-Flash's ``PoolGeometry`` (its config reading,
+    ``plan.model``), every other model's ``ModelGeometry``; both at the default small sizes."""
+    if plan.model is not None:
+        return pool_geometry(plan.args, max_running_requests_per_worker=max_running_requests_per_worker,
+                             profile_name=profile_name)
+    return model_geometry(plan, max_running_requests_per_worker=max_running_requests_per_worker,
+                          profile_name=profile_name)
+
+
+# --------------------------------------------------------------------------- allocation
+
+
+class ModelDevicePools:
+    """One rank's device pools for a ``ModelGeometry``, named by SGLang's object paths."""
+
+    def __init__(self, geometry: ModelGeometry, device: Optional[str] = None, fill: str = "zeros",
+                 budget: Optional[int] = None):
+        self.geometry = g = geometry
+        self.device = device or default_device()
+        check_budget(g.shape_bytes(), self.device, budget, what=f"the pools of profile {g.profile_name or '?'}")
+        self.req_to_token_pool = ReqToTokenPool(g.max_running_requests_per_worker, g.max_context_len,
+                                                self.device, fill)
+        self._buffers: list[tuple[str, torch.Tensor]] = []
+        for name, shape, dtype in g.shape_table()[1:]:   # req_to_token first, as above
+            t = _alloc(shape, torch_dtype(dtype), self.device, fill)
+            if ".k_buffer[" in name and len(shape) == 4 and shape[0] == 2:   # one storage, two views
+                self._buffers.append((name, t[0]))
+                self._buffers.append((name.replace(".k_buffer[", ".v_buffer["), t[1]))
+            else:
+                self._buffers.append((name, t))
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Every device tensor in allocation order, named by its path in SGLang's object tree (a fused
+        layer's V view right after its K view: both name the one storage)."""
+        yield "req_to_token_pool.req_to_token", self.req_to_token_pool.req_to_token
+        yield from self._buffers
+
+
+def build_device_pools(geometry, device: Optional[str] = None, fill: str = "zeros", budget: Optional[int] = None):
+    """``DevicePools`` for GLM-5.3-Flash's geometry, ``ModelDevicePools`` for every other model's."""
+    if isinstance(geometry, PoolGeometry):
+        return DevicePools(geometry, device=device, fill=fill, budget=budget)
+    return ModelDevicePools(geometry, device=device, fill=fill, budget=budget)
+
+
+# --------------------------------------------------------------------------- per-unit bytes (issue 22's view)
+
+_GROUPS = {"kv": (".kv_buffer[", "full_kv_pool.k_buffer[", "full_kv_pool.v_buffer["),
+           "index": (".index_key_cache.",), "state": ("mamba_pool.conv[", "mamba_pool.temporal"),
+           "swa": ("swa_kv_pool.",)}
+
+
+def _group_bytes(pools) -> dict[str, int]:
+    named = list(pools.named_buffers())
+    return {g: storage_bytes(t for n, t in named if any(x in n for x in keys)) for g, keys in _GROUPS.items()}
 
 
 def measure_model(plan, device: str = "cpu") -> dict:
-    """Per-token KV, per-token indexer and per-slot bytes, measured from two allocations, beside
-    the plan's figures; ``differences`` names every key where they disagree."""
-    page = plan.token.page_size
+    """Per-token KV, per-token indexer, per-slot and (hybrid SWA) SWA per-token bytes, measured from two
+    allocations of the one builder (``build_device_pools``), beside the plan's figures;
+    ``differences`` names every key where they disagree."""
+    from .measure import plan_requests_per_worker
+
+    base = geometry_for(plan, max_running_requests_per_worker=plan_requests_per_worker(plan))
+    page = base.page_size
     small = max(page, 64)
-    a = allocate(plan, 2 * small, 1, device)
-    sizes_a = (a.nbytes("kv_buffer", "k_buffer", "v_buffer"), a.nbytes("index_buffer"), a.nbytes("conv", "temporal"),
-               a.nbytes("swa_k_buffer", "swa_v_buffer"))
-    del a
-    b = allocate(plan, 4 * small, 2, device)
-    sizes_b = (b.nbytes("kv_buffer", "k_buffer", "v_buffer"), b.nbytes("index_buffer"), b.nbytes("conv", "temporal"),
-               b.nbytes("swa_k_buffer", "swa_v_buffer"))
-    del b
+    sizes = []
+    for tokens, slots in ((2 * small, 1), (4 * small, 2)):
+        pools = build_device_pools(base.with_sizes(size=tokens, mamba_size=slots), device, fill="empty")
+        sizes.append(_group_bytes(pools))
+        del pools
+    a, b = sizes
     dt = 2 * small
-    measured = {"kv_bytes_per_token": (sizes_b[0] - sizes_a[0]) // dt,
-                "indexer_bytes_per_token": (sizes_b[1] - sizes_a[1]) // dt,
-                "state_slot_bytes": sizes_b[2] - sizes_a[2]}
+    measured = {"kv_bytes_per_token": (b["kv"] - a["kv"]) // dt,
+                "indexer_bytes_per_token": (b["index"] - a["index"]) // dt,
+                "state_slot_bytes": b["state"] - a["state"]}
     planned = {"kv_bytes_per_token": plan.token.kv_bytes_per_token,
                "indexer_bytes_per_token": plan.token.indexer_bytes_per_token,
                "state_slot_bytes": plan.request.state_slot_bytes}
     if plan.token.swa_kv_bytes_per_token is not None:   # hybrid SWA (issue 32): the SWA pool's bytes per token
-        measured["swa_kv_bytes_per_token"] = (sizes_b[3] - sizes_a[3]) // dt
+        measured["swa_kv_bytes_per_token"] = (b["swa"] - a["swa"]) // dt
         planned["swa_kv_bytes_per_token"] = plan.token.swa_kv_bytes_per_token
     return {"measured": measured, "plan": planned,
             "differences": {k: (planned[k], measured[k]) for k in planned if planned[k] != measured[k]}}

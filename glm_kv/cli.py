@@ -388,8 +388,6 @@ def cmd_measure(args) -> int:
         default_budget_bytes()  # GLM_KV_BUDGET_BYTES: refused here, with its name, when malformed
     profile, _ = _profile_from_args(args)
     plan = compute_plan(profile)
-    if plan.model is None:   # the other models' pools (tensors.model_pools): per-token and per-slot bytes
-        return _measure_model(plan, device, getattr(args, "json", False))
     try:
         report = measure_profile(plan, device=device,
                                  budget=getattr(args, "budget_bytes", None),
@@ -403,28 +401,6 @@ def cmd_measure(args) -> int:
     else:
         render_measure(report)
     return 0 if report.ok else 1
-
-
-def _measure_model(plan, device: str, as_json: bool) -> int:
-    """``glm-kv measure`` for a model other than GLM-5.3-Flash: SGLang-shaped tensors at two small
-    sizes (tensors.model_pools), bytes per token and per state slot measured against the plan."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from .tensors.model_pools import measure_model
-
-    r = measure_model(plan, device)
-    if as_json:
-        print(json.dumps({"profile": plan.profile.label, "device": device, **r}, indent=1))
-    else:
-        t = Table(title=f"glm-kv measure: {one_line(plan.config.name)} on {device} (two allocations, difference)")
-        for c in ("quantity", "plan", "measured", "verdict"):
-            t.add_column(c, justify="left" if c == "quantity" else "right")
-        for k, want in r["plan"].items():
-            got = r["measured"][k]
-            t.add_row(k, f"{want:,}", f"{got:,}", "ok" if want == got else "MISMATCH")
-        Console(width=None if sys.stdout.isatty() else 160).print(t)
-    return 0 if not r["differences"] else 1
 
 
 def render_verify(res, label: str | None = None) -> None:

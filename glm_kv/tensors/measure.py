@@ -34,8 +34,9 @@ from ..errors import ProfileError
 from ..units import fmt_bytes, index_page_count
 from .budget import check_budget, free_memory_bytes, storage_bytes, storage_key
 from .cuda_allocator import AllocatorConfig, CachingAllocatorModel, live_model
-from .memory_pool import DevicePools, default_device, pool_geometry, torch_dtype
+from .memory_pool import default_device, torch_dtype
 from .memory_pool_host import build_host_pool_group, host_pool_size, not_on_host
+from .model_pools import ModelGeometry, NotBuilt, build_device_pools, geometry_for
 
 if TYPE_CHECKING:  # the plan is only read here, never built: no ledger formula is imported
     from ..ledgers.plan import Plan
@@ -59,6 +60,36 @@ def ledger_kv_buffer_bytes(plan: Plan, size: int) -> Fraction:
     """One full layer's kv_buffer: (size + page_size) token rows x (token.kv_bytes_per_token / full layers)."""
     tok = plan.token
     return (size + tok.page_size) * Fraction(tok.kv_bytes_per_token, tok.num_full_layers)
+
+
+def _kv_spec(plan: Plan, kind: str):
+    """The ledger's first layer spec of this kind (its head dims decide SGLang's K/V split)."""
+    return next((s for s in plan.layers.specs() if getattr(s, "kind", None) == kind), None) if plan.layers else None
+
+
+def _kv_split(spec) -> tuple[Fraction, Fraction]:
+    """(K share, V share) of one layer's K+V bytes per the ledger's spec: (1, 0) when K and V have one
+    shape (0.5.23's ``_create_buffers_normal`` makes them the halves of one storage, counted on K)."""
+    if spec is None or spec.head_dim == spec.v_head_dim:
+        return Fraction(1), Fraction(0)
+    whole = spec.head_dim + spec.v_head_dim
+    return Fraction(spec.head_dim, whole), Fraction(spec.v_head_dim, whole)
+
+
+def ledger_mha_buffer_bytes(plan: Plan, size: int, v: bool) -> Fraction:
+    """One full layer's k_buffer (or v_buffer): (size + page_size) rows x token.kv_bytes_per_token / full
+    layers, K's share (all of it when K and V share one storage) or V's."""
+    tok = plan.token
+    share = _kv_split(_kv_spec(plan, "gqa_kv"))[1 if v else 0]
+    return (size + tok.page_size) * Fraction(tok.kv_bytes_per_token, tok.num_full_layers) * share
+
+
+def ledger_swa_buffer_bytes(plan: Plan, swa_size: int, v: bool) -> Fraction:
+    """One sliding-window layer's k_buffer (or v_buffer) in SWAKVPool's SWA pool: (swa_size + page_size)
+    rows x token.swa_kv_bytes_per_token / token.num_swa_layers, split as ``ledger_mha_buffer_bytes``."""
+    tok = plan.token
+    share = _kv_split(_kv_spec(plan, "sliding_window_kv"))[1 if v else 0]
+    return (swa_size + tok.page_size) * Fraction(tok.swa_kv_bytes_per_token, tok.num_swa_layers) * share
 
 
 def ledger_index_buffer_bytes(plan: Plan, size: int) -> Fraction:
@@ -127,6 +158,12 @@ def ledger_bytes_for(name: str, plan: Plan, geometry, host=None) -> Optional[tup
     g = geometry
     if name.startswith("full_kv_pool.kv_buffer["):
         return ledger_kv_buffer_bytes(plan, g.size), "token.kv_bytes_per_token"
+    if name.startswith(("full_kv_pool.k_buffer[", "full_kv_pool.v_buffer[")):
+        return (ledger_mha_buffer_bytes(plan, g.size, ".v_buffer[" in name),
+                "token.kv_bytes_per_token (K/V split by the GQA spec's head dims)")
+    if name.startswith(("swa_kv_pool.k_buffer[", "swa_kv_pool.v_buffer[")):
+        return (ledger_swa_buffer_bytes(plan, g.swa_size, ".v_buffer[" in name),
+                "token.swa_kv_bytes_per_token (K/V split by the SWA spec's head dims)")
     if name.startswith("full_kv_pool.index_key_cache.buffer["):
         i = int(name.rsplit("[", 1)[1].rstrip("]"))
         return ((Fraction(0) if g.skip_topk_layers[i] else ledger_index_buffer_bytes(plan, g.size)),
@@ -201,8 +238,11 @@ class Allocation:
 
 
 def _group_of(name: str) -> str:
-    if name.startswith(("full_kv_pool.kv_buffer", "full_kv_pool.index_key_cache")):
+    if name.startswith(("full_kv_pool.kv_buffer", "full_kv_pool.index_key_cache", "full_kv_pool.k_buffer",
+                        "full_kv_pool.v_buffer")):
         return "token"
+    if name.startswith("swa_kv_pool."):
+        return "swa_token"
     if name.startswith(("mamba_pool.conv", "mamba_pool.temporal")):
         return "mamba"
     if name.startswith("mamba_pool.intermediate"):
@@ -234,7 +274,7 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
     if cuda:
         torch.cuda.synchronize(device)
         before = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
-    pools = DevicePools(geometry, device=device, fill=fill, budget=budget)  # the same budget, not the default
+    pools = build_device_pools(geometry, device=device, fill=fill, budget=budget)  # the same budget, not the default
     if cuda:
         torch.cuda.synchronize(device)
         after = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
@@ -272,6 +312,13 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
             want = plan.token.kv_row_bytes
             checks.append(dict(check="full_kv_pool.kv_buffer: bytes of one token row, one layer vs token.kv_row_bytes",
                                measured=_whole(row), ledger=want, match=row == want))
+        k0 = next((t for n, t in pools.named_buffers() if n == "full_kv_pool.k_buffer[0]"), None)
+        if k0 is not None:   # MHA: layer 0's K and V storages (one when fused) per token row
+            v0 = next(t for n, t in pools.named_buffers() if n == "full_kv_pool.v_buffer[0]")
+            row = Fraction(storage_bytes([k0, v0]), k0.shape[0])
+            want = plan.token.kv_row_bytes
+            checks.append(dict(check="full_kv_pool.k_buffer[0] + v_buffer[0]: bytes of one token row vs "
+                                     "token.kv_row_bytes", measured=_whole(row), ledger=want, match=row == want))
         if host is not None:
             m = sum(r.measured_bytes for r in rows if r.name.startswith("MambaPoolHost"))
             want = ledger_host_mamba_bytes(plan, host.mamba.size)
@@ -291,6 +338,8 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
         sizes = dict(tokens=geometry.size, mamba_slots=geometry.mamba_size,
                      spec_state_size=geometry.spec_state_size,
                      max_running_requests=geometry.max_running_requests_per_worker, context_len=geometry.context_len)
+        if getattr(geometry, "swa_layer_ids", ()):
+            sizes.update(swa_tokens=geometry.swa_size)
         if host is not None:
             sizes.update(host_tokens=host.kv.size, host_mamba_slots=host.mamba.size)
         return Allocation(sizes, device, rows, dev_bytes, host_bytes,
@@ -431,6 +480,29 @@ def _counts(plan: Plan) -> tuple[int, int, int, str]:
             f"workload: {reqs} requests x context_length (the plan has no capacity: available_bytes unknown)")
 
 
+def _swa_count(plan: Plan) -> int:
+    """The SWA pool's tokens of the full profile (hybrid SWA): the capacity's, else the full pool's x ratio
+    rounded down to whole pages, as ``HybridSWAPoolConfigurator``; 0 without an SWA pool."""
+    tok, cap = plan.token, plan.capacity
+    if tok.swa_kv_bytes_per_token is None:
+        return 0
+    if cap is not None and cap.swa_max_total_num_tokens:
+        return cap.swa_max_total_num_tokens
+    tokens = _counts(plan)[0]
+    return max(tok.page_size, int(tokens * tok.swa_full_tokens_ratio) // tok.page_size * tok.page_size)
+
+
+def _base_geometry(plan: Plan, reqs: int):
+    """The one builder's geometry for this plan (GLM-5.3-Flash's PoolGeometry or ModelGeometry)."""
+    return geometry_for(plan, max_running_requests_per_worker=reqs, profile_name=plan.profile.label)
+
+
+def _full_sizes(base, tokens: int, mamba: int, spec_rows: int, swa: int):
+    if isinstance(base, ModelGeometry):
+        return base.with_sizes(size=tokens, mamba_size=mamba, spec_state_size=spec_rows, swa_size=swa or None)
+    return base.with_sizes(size=tokens, mamba_size=mamba, spec_state_size=spec_rows)
+
+
 def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optional[int] = None,
                     full: Optional[bool] = None, host: Optional[bool] = None,
                     sizes: tuple[int, int] = (2, 4), fill: str = "empty") -> MeasureReport:
@@ -446,17 +518,26 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
 
     device = default_device() if device in (None, "auto") else device
     prof = plan.profile
+    other = plan.model is None   # not GLM-5.3-Flash: its pools come from tensors.model_pools
+    host_note = None
+    if other and host:
+        raise NotBuilt("--host", f"measure builds HiCache host pools (MLATokenToKVPoolHost, DSAIndexerPoolHost, "
+                                 f"MambaPoolHost) for GLM-5.3-Flash's layout; not for {plan.config.family} models")
     if host is None:
-        host = prof.enable_hierarchical_cache
+        host = prof.enable_hierarchical_cache and not other
+        if other and prof.enable_hierarchical_cache:
+            host_note = dict(what="HiCache host pools (enable_hierarchical_cache)",
+                             why=f"not built for {plan.config.family} models: the device pools are measured, "
+                                 f"the host ledger (plan.host) is not checked")
     ratio = float(prof.hicache_ratio) if host else None
     tokens_full, mamba_full, reqs, count_source = _counts(plan)
     tok, req, cap = plan.token, plan.request, plan.capacity
     ps = tok.page_size
-    spec = bool(plan.args.verify_state_draft_tokens)
     # shapes from the model config + resolved arguments only; the plan gives counts, never bytes
-    base = pool_geometry(plan.args, max_running_requests_per_worker=reqs, profile_name=prof.label)
-    g_full = base.with_sizes(size=tokens_full, mamba_size=mamba_full,
-                             spec_state_size=reqs if spec else 0)
+    base = _base_geometry(plan, reqs)
+    spec = bool(getattr(base, "speculative_num_draft_tokens", 0))   # 0 for a model without state layers
+    swa_full = _swa_count(plan)
+    g_full = _full_sizes(base, tokens_full, mamba_full, reqs if spec else 0, swa_full)
     cuda_note = (f"CUDA: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available()
                  else "CUDA: not available here; the allocator's bytes are predicted (cuda_allocator), "
                       "the allocator-delta check was skipped")
@@ -486,12 +567,14 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     draft = tok.draft_bytes_per_token
     if mode == "reduced":
         a, b = allocations
-        per_token_ledger = tok.cell_size_bytes - draft
-        units = [
-            ("token", "tokens", per_token_ledger,
-             "cell_size_bytes" + (" - draft_bytes_per_token (draft pool not allocated)" if draft else "")),
-            ("mamba", "mamba_slots", req.state_slot_bytes, "state_slot_bytes"),
-        ]
+        if swa_full:   # hybrid SWA: the cell size blends both pools; each pool is its own unit
+            units = [("token", "tokens", tok.kv_bytes_per_token + tok.indexer_bytes_per_token,
+                      "kv_bytes_per_token + indexer_bytes_per_token (the full pool)"),
+                     ("swa_token", "swa_tokens", tok.swa_kv_bytes_per_token, "swa_kv_bytes_per_token")]
+        else:
+            units = [("token", "tokens", tok.cell_size_bytes - draft,
+                      "cell_size_bytes" + (" - draft_bytes_per_token (draft pool not allocated)" if draft else ""))]
+        units.append(("mamba", "mamba_slots", req.state_slot_bytes, "state_slot_bytes"))
         if spec:
             if cap is not None and cap.spec_scratch_bytes:
                 per_req = _whole(Fraction(cap.spec_scratch_bytes, cap.max_running_requests_per_worker + 1))
@@ -506,7 +589,7 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
                           "host.kv_bytes_per_token + host.indexer_bytes_per_token"))
             units.append(("host_mamba", "host_mamba_slots", plan.host.mamba_slot_bytes,
                           "host.mamba_slot_bytes"))
-        counts = {"token": tokens_full, "mamba": mamba_full, "spec": reqs}
+        counts = {"token": tokens_full, "mamba": mamba_full, "spec": reqs, "swa_token": swa_full}
         for group, unit, want, src in units:
             ba, bb = _sum(a, group), _sum(b, group)
             na, nb = a.sizes[unit], b.sizes[unit]
@@ -516,10 +599,12 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
                                measured_per_unit=slope, exact=rem == 0, ledger_per_unit=want,
                                ledger_source=src, fixed_bytes=intercept,
                                match=rem == 0 and slope == want))
-            if group in counts:
+            if group in counts and (counts[group] or group != "mamba"):   # no state pool: no mamba row
                 n = counts[group]
-                full_rows.append(dict(group=group, count=n, count_source=count_source if group != "spec"
-                                      else "max_running_requests per worker",
+                full_rows.append(dict(group=group, count=n, count_source=count_source if group not in ("spec", "swa_token")
+                                      else "max_running_requests per worker" if group == "spec"
+                                      else "capacity.swa_max_total_num_tokens" if cap is not None
+                                      else "the full pool's tokens x swa_full_tokens_ratio",
                                       bytes=intercept + slope * n,
                                       formula=f"{intercept:,} + {slope:,} x {n:,}",
                                       label="extrapolated: measured per unit x count (not allocated)"))
@@ -533,6 +618,8 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
                 if r["group"] == "token":
                     # the plan's token pool includes the draft layer, which is not allocated here
                     plan_bytes = cap.token_pool_bytes - draft * cap.max_total_num_tokens
+                    if swa_full:   # the plan's token pool is the full and the SWA pools together
+                        plan_bytes -= swa_full * tok.swa_kv_bytes_per_token
                     r["plan_token_pool_bytes"] = plan_bytes
                     r["difference"] = r["bytes"] - plan_bytes
                     r["difference_note"] = ("the padding page (page_size KV rows + one index page per "
@@ -545,10 +632,12 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
                     r["difference"] = r["bytes"] - cap.spec_scratch_bytes
     if mode == "full":
         a = allocations[0]
-        plan_figs = {"token": cap.token_pool_bytes - draft * tokens_full if cap else None,
+        plan_figs = {"token": cap.token_pool_bytes - draft * tokens_full
+                     - swa_full * (tok.swa_kv_bytes_per_token or 0) if cap else None,
                      "mamba": cap.mamba_pool_bytes if cap else None,
-                     "spec": cap.spec_scratch_bytes if cap else None}
-        for group, n in (("token", tokens_full), ("mamba", mamba_full), ("spec", reqs if spec else 0)):
+                     "spec": cap.spec_scratch_bytes if cap else None, "swa_token": None}
+        for group, n in (("token", tokens_full), ("mamba", mamba_full), ("spec", reqs if spec else 0),
+                         ("swa_token", swa_full)):
             if not n:
                 continue
             got = _sum(a, group)
@@ -561,8 +650,12 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     if tok.draft_layers:
         not_allocated.append(dict(
             what=f"MTP draft KV pool ({tok.draft_layers} layer, {tok.draft_bytes_per_token:,} B/token in cell_size)",
-            why="built by SGLang's draft worker; its pool class for a kpool-4 DSA draft is not modelled here"))
+            why="built by SGLang's draft worker; its pool class for a kpool-4 DSA draft is not modelled here"
+            if not other else "built by SGLang's draft worker; its pool is not allocated here"))
     missing = [dict(what=x.what, why=x.why) for x in not_on_host(base)] if host else []
+    if host_note:
+        missing.append(host_note)
+        notes.append(f"not built: {host_note['what']}: {host_note['why']}")
     report = MeasureReport(prof.label, prof.sglang_layout, device, mode,
                            allocations, linear, full_rows, not_allocated, missing, cuda_note, notes)
     report.notes.extend(sorted({f"CUDA allocator {a.allocator}" for a in allocations
@@ -575,7 +668,8 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
 
 _GROUP_WORDS = {"token": "token pools (KV + indexer)", "mamba": "KDA state (MambaPool)",
                 "spec": "verify scratch", "fixed": "req_to_token + compress tail",
-                "host_token": "host token pools", "host_mamba": "host KDA state"}
+                "host_token": "host token pools", "host_mamba": "host KDA state",
+                "swa_token": "SWA token pool (SWAKVPool)"}
 
 
 def why_these_sizes(report: MeasureReport) -> str:
@@ -630,6 +724,6 @@ def full_geometry(plan: Plan):
     """The full profile's pool geometry (the counts the plan sizes the pools for), shapes from the
     config and resolved arguments as ``measure_profile`` builds them."""
     tokens, mamba, reqs, _ = _counts(plan)
-    base = pool_geometry(plan.args, max_running_requests_per_worker=reqs, profile_name=plan.profile.label)
-    return base.with_sizes(size=tokens, mamba_size=mamba,
-                           spec_state_size=reqs if plan.args.verify_state_draft_tokens else 0)
+    base = _base_geometry(plan, reqs)
+    return _full_sizes(base, tokens, mamba, reqs if getattr(base, "speculative_num_draft_tokens", 0) else 0,
+                       _swa_count(plan))

@@ -180,3 +180,21 @@ def test_cli_measure_json_for_another_model(capsys, tmp_path):
     assert d["ok"] and d["mismatches"] == [] and d["mode"] == "reduced"
     names = {r["name"] for r in d["allocations"][-1]["rows"]}
     assert {"full_kv_pool.kv_buffer[0]", "mamba_pool.conv[0]", "mamba_pool.temporal"} <= names
+
+
+# --------------------------------------------------------------------------- on a GPU (scripts/gpu_check.sh step 1)
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
+                                   reason="no CUDA device here: the allocator-delta path is not exercised")
+
+
+@requires_cuda
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_cuda_allocator_deltas_equal_the_model_for_other_models(name):
+    """On CUDA every buffer still equals its ledger, and torch.cuda.memory_allocated / memory_reserved
+    grow by exactly the blocks and segments the cuda_allocator model predicts (fused K/V: one block)."""
+    report = M.measure_profile(plan_of(name), device="cuda", full=False)
+    assert report.ok, report.mismatches
+    for a in report.allocations:
+        assert a.cuda_allocated_delta is not None and a.cuda_allocated_delta == a.cuda_expected_delta
+        assert a.cuda_reserved_delta == a.cuda_expected_reserved

@@ -30,13 +30,12 @@ from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import ProfileError
 from ..units import fmt_bytes, index_page_count
 from .budget import check_budget, free_memory_bytes, storage_bytes, storage_key
 from .cuda_allocator import AllocatorConfig, CachingAllocatorModel, live_model
 from .memory_pool import default_device, torch_dtype
 from .memory_pool_host import build_host_pool_group, host_pool_size, not_on_host
-from .model_pools import ModelGeometry, NotBuilt, build_device_pools, geometry_for
+from .model_pools import ModelGeometry, NotBuilt, build_device_pools, geometry_for, plan_requests_per_worker
 
 if TYPE_CHECKING:  # the plan is only read here, never built: no ledger formula is imported
     from ..ledgers.plan import Plan
@@ -456,15 +455,6 @@ class MeasureReport:
 
 def _sum(alloc: Allocation, group: str) -> int:
     return sum(r.measured_bytes for r in alloc.rows if _group_of(r.name) == group)
-
-
-def plan_requests_per_worker(plan: Plan) -> int:
-    """Requests the pools are sized for on one worker (a count, not a byte figure); refused when unknown."""
-    value = plan.requests_per_worker
-    if value is None:
-        raise ProfileError("max_running_requests", "the pools need a request count: set "
-                                                   "max_running_requests or available_bytes in the profile")
-    return int(value)
 
 
 def _counts(plan: Plan) -> tuple[int, int, int, str]:

@@ -336,6 +336,15 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
         profile_name=profile_name if profile_name is not None else p.label)
 
 
+def plan_requests_per_worker(plan) -> int:
+    """Requests the pools are sized for on one worker (a count, not a byte figure); refused when unknown."""
+    value = plan.requests_per_worker
+    if value is None:
+        raise ProfileError("max_running_requests", "the pools need a request count: set "
+                                                   "max_running_requests or available_bytes in the profile")
+    return int(value)
+
+
 def geometry_for(plan, *, max_running_requests_per_worker: int, profile_name: Optional[str] = None):
     """The one entry for ``measure``: GLM-5.3-Flash's ``PoolGeometry`` (its config reading,
     ``plan.model``), every other model's ``ModelGeometry``; both at the default small sizes."""
@@ -398,8 +407,6 @@ def measure_model(plan, device: str = "cpu") -> dict:
     """Per-token KV, per-token indexer, per-slot and (hybrid SWA) SWA per-token bytes, measured from two
     allocations of the one builder (``build_device_pools``), beside the plan's figures;
     ``differences`` names every key where they disagree."""
-    from .measure import plan_requests_per_worker
-
     base = geometry_for(plan, max_running_requests_per_worker=plan_requests_per_worker(plan))
     page = base.page_size
     small = max(page, 64)

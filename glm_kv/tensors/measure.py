@@ -35,7 +35,8 @@ from .budget import check_budget, free_memory_bytes, storage_bytes, storage_key
 from .cuda_allocator import AllocatorConfig, CachingAllocatorModel, live_model
 from .memory_pool import default_device, torch_dtype
 from .memory_pool_host import build_host_pool_group, host_pool_size, not_on_host
-from .model_pools import ModelGeometry, NotBuilt, build_device_pools, geometry_for, plan_requests_per_worker
+from .model_pools import (ModelGeometry, ModelHostPools, NotBuilt, build_device_pools, check_host_buildable,
+                          geometry_for, host_shape_table, plan_requests_per_worker)
 
 if TYPE_CHECKING:  # the plan is only read here, never built: no ledger formula is imported
     from ..ledgers.plan import Plan
@@ -179,7 +180,7 @@ def ledger_bytes_for(name: str, plan: Plan, geometry, host=None) -> Optional[tup
     if name.startswith("mamba_pool.intermediate_conv_window["):
         return ledger_intermediate_conv_window_bytes(plan, g.spec_state_size), "request.conv_state_bytes"
     if host is not None:
-        if name.startswith("MLATokenToKVPoolHost"):
+        if name.startswith(("MLATokenToKVPoolHost", "MHATokenToKVPoolHost")):
             return ledger_host_kv_bytes(plan, host.kv.size), "host.kv_bytes_per_token"
         if name.startswith("DSAIndexerPoolHost"):
             return ledger_host_indexer_bytes(plan, host.kv.size), "host.indexer_bytes_per_token"
@@ -246,7 +247,7 @@ def _group_of(name: str) -> str:
         return "mamba"
     if name.startswith("mamba_pool.intermediate"):
         return "spec"
-    if name.startswith("MLATokenToKVPoolHost") or name.startswith("DSAIndexerPoolHost"):
+    if name.startswith(("MLATokenToKVPoolHost", "MHATokenToKVPoolHost", "DSAIndexerPoolHost")):
         return "host_token"
     if name.startswith("MambaPoolHost"):
         return "host_mamba"
@@ -279,7 +280,8 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
         after = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
     host = None
     if host_ratio is not None:
-        host = build_host_pool_group(pools, hicache_ratio=host_ratio, fill=fill)
+        host = (ModelHostPools(pools, host_ratio, fill=fill) if isinstance(geometry, ModelGeometry)
+                else build_host_pool_group(pools, hicache_ratio=host_ratio, fill=fill))
     try:
         rows: list[BufferRow] = []
         owner: dict[tuple[str, int], str] = {}
@@ -318,7 +320,7 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
             want = plan.token.kv_row_bytes
             checks.append(dict(check="full_kv_pool.k_buffer[0] + v_buffer[0]: bytes of one token row vs "
                                      "token.kv_row_bytes", measured=_whole(row), ledger=want, match=row == want))
-        if host is not None:
+        if host is not None and host.mamba is not None:
             m = sum(r.measured_bytes for r in rows if r.name.startswith("MambaPoolHost"))
             want = ledger_host_mamba_bytes(plan, host.mamba.size)
             checks.append(dict(check=f"MambaPoolHost: {host.mamba.size} slots x host.mamba_slot_bytes",
@@ -340,7 +342,7 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
         if getattr(geometry, "swa_layer_ids", ()):
             sizes.update(swa_tokens=geometry.swa_size)
         if host is not None:
-            sizes.update(host_tokens=host.kv.size, host_mamba_slots=host.mamba.size)
+            sizes.update(host_tokens=host.kv.size, host_mamba_slots=host.mamba.size if host.mamba is not None else 0)
         return Allocation(sizes, device, rows, dev_bytes, host_bytes,
                           None if not cuda else after[0] - before[0], cuda_expected, checks,
                           None if not cuda else after[1] - before[1], reserved_expected, allocator)
@@ -390,6 +392,9 @@ def _predict_blocks(model: Optional[CachingAllocatorModel], pools) -> Optional[d
 
 def _host_shape_bytes(g, ratio: float) -> int:
     import math
+
+    if isinstance(g, ModelGeometry):
+        return sum(math.prod(shape) * torch_dtype(dt).itemsize for _, shape, dt in host_shape_table(g, ratio))
 
     ps = g.page_size
     host_tokens = host_pool_size(g.size, ps, ratio)
@@ -509,22 +514,16 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     device = default_device() if device in (None, "auto") else device
     prof = plan.profile
     other = plan.model is None   # not GLM-5.3-Flash: its pools come from tensors.model_pools
-    host_note = None
-    if other and host:
-        raise NotBuilt("--host", f"measure builds HiCache host pools (MLATokenToKVPoolHost, DSAIndexerPoolHost, "
-                                 f"MambaPoolHost) for GLM-5.3-Flash's layout; not for {plan.config.family} models")
     if host is None:
-        host = prof.enable_hierarchical_cache and not other
-        if other and prof.enable_hierarchical_cache:
-            host_note = dict(what="HiCache host pools (enable_hierarchical_cache)",
-                             why=f"not built for {plan.config.family} models: the device pools are measured, "
-                                 f"the host ledger (plan.host) is not checked")
+        host = prof.enable_hierarchical_cache
     ratio = float(prof.hicache_ratio) if host else None
     tokens_full, mamba_full, reqs, count_source = _counts(plan)
     tok, req, cap = plan.token, plan.request, plan.capacity
     ps = tok.page_size
     # shapes from the model config + resolved arguments only; the plan gives counts, never bytes
     base = _base_geometry(plan, reqs)
+    if host and other:
+        check_host_buildable(plan, base)
     spec = bool(getattr(base, "speculative_num_draft_tokens", 0))   # 0 for a model without state layers
     swa_full = _swa_count(plan)
     g_full = _full_sizes(base, tokens_full, mamba_full, reqs if spec else 0, swa_full)
@@ -577,8 +576,9 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
             units.append(("host_token", "host_tokens",
                           plan.host.kv_bytes_per_token + plan.host.indexer_bytes_per_token,
                           "host.kv_bytes_per_token + host.indexer_bytes_per_token"))
-            units.append(("host_mamba", "host_mamba_slots", plan.host.mamba_slot_bytes,
-                          "host.mamba_slot_bytes"))
+            if not other or base.num_linear_layers:
+                units.append(("host_mamba", "host_mamba_slots", plan.host.mamba_slot_bytes,
+                              "host.mamba_slot_bytes"))
         counts = {"token": tokens_full, "mamba": mamba_full, "spec": reqs, "swa_token": swa_full}
         for group, unit, want, src in units:
             ba, bb = _sum(a, group), _sum(b, group)
@@ -642,10 +642,9 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
             what=f"MTP draft KV pool ({tok.draft_layers} layer, {tok.draft_bytes_per_token:,} B/token in cell_size)",
             why="built by SGLang's draft worker; its pool class for a kpool-4 DSA draft is not modelled here"
             if not other else "built by SGLang's draft worker; its pool is not allocated here"))
-    missing = [dict(what=x.what, why=x.why) for x in not_on_host(base)] if host else []
-    if host_note:
-        missing.append(host_note)
-        notes.append(f"not built: {host_note['what']}: {host_note['why']}")
+    missing = ([dict(what=x.what, why=x.why) for x in not_on_host(base)] if not other else
+               [dict(what="req_to_token", why="request-to-slot map; rebuilt from the tree, never backed up")]
+               ) if host else []
     report = MeasureReport(prof.label, prof.sglang_layout, device, mode,
                            allocations, linear, full_rows, not_allocated, missing, cuda_note, notes)
     report.notes.extend(sorted({f"CUDA allocator {a.allocator}" for a in allocations

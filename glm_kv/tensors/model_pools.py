@@ -27,6 +27,9 @@ dtype); no plan byte field is read. After SGLang's constructors:
   (state layers, slots + 1, *ssm) in the SSM dtype; KDA's speculative verify scratch
   (``intermediate_ssm`` / ``intermediate_conv_window[0]``) in its dense layout.
 * ``ReqToTokenPool.req_to_token``: (max_reqs + 1, context_len + extra) int32.
+* HiCache (``ModelHostPools``, page_first, sized by ``hicache_ratio``): ``MHATokenToKVPoolHost`` (2, host
+  tokens, layers, heads, dim), ``MLATokenToKVPoolHost`` (host tokens, layers, 1, row), ``DSAIndexerPoolHost``
+  (pages, indexed layers, 1, page bytes), ``MambaPoolHost`` (host slots, layers, 1, *state); none for SWAKVPool.
 
 What is not built is refused by name (``NotBuilt``, a ``ProfileError``): never skipped silently.
 """
@@ -44,6 +47,7 @@ from ..inputs.hf_config import HfConfig, config_where, config_int as _int, nemot
 from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP, index_page_count
 from . import memory_pool
 from .budget import check_budget, storage_bytes
+from .memory_pool_host import host_pool_size
 from .memory_pool import (CONV_STATE_DTYPE, PoolGeometry, ReqToTokenPool, _alloc, default_device,
                           kv_store_dtype, mla_kv_cache_dim, pool_geometry, req_to_token_extra_context_len,
                           torch_dtype)
@@ -389,6 +393,74 @@ def build_device_pools(geometry, device: Optional[str] = None, fill: str = "zero
     if isinstance(geometry, PoolGeometry):   # looked up at call time: tests replace it to prove a refusal
         return memory_pool.DevicePools(geometry, device=device, fill=fill, budget=budget)
     return ModelDevicePools(geometry, device=device, fill=fill, budget=budget)
+
+
+# --------------------------------------------------------------------------- HiCache host pools
+
+
+def host_sizes(g: ModelGeometry, ratio: float) -> tuple[int, int]:
+    """(host KV tokens, host state slots): ``HostKVCache.__init__`` without ``--hicache-size``,
+    (int(capacity x ratio) // page + 1) x page, and MambaPoolHost's page of one slot."""
+    return host_pool_size(g.size, g.page_size, ratio), (host_pool_size(g.mamba_size, 1, ratio)
+                                                        if g.num_linear_layers else 0)
+
+
+def host_shape_table(g: ModelGeometry, ratio: float) -> list[tuple[str, tuple[int, ...], str]]:
+    """(name, shape, dtype) of every host buffer of the HostPoolGroup SGLang 0.5.23 builds, page_first
+    (``pool_host/mha.py``: (2, size, layers, heads, dim); ``mla.py``: (size, layers, 1, row);
+    ``dsa.py``: (pages, indexed layers, 1, page bytes); ``mamba.py``: (slots, layers, 1, *state))."""
+    tokens, slots = host_sizes(g, ratio)
+    out: list[tuple[str, tuple[int, ...], str]] = []
+    if g.mha:
+        out.append(("MHATokenToKVPoolHost[kv].kv_buffer",
+                    (2, tokens, g.num_full_layers, g.kv_heads, g.head_dim), g.store_dtype))
+    else:
+        out.append(("MLATokenToKVPoolHost[kv].kv_buffer", (tokens, g.num_full_layers, 1, g.mla_dim), g.store_dtype))
+    live = sum(1 for s in g.skip_topk_layers if not s)
+    if g.index_row_bytes and live:
+        out.append(("DSAIndexerPoolHost[indexer].index_k_with_scale_buffer",
+                    (index_page_count(tokens, g.page_size), live, 1, g.index_row_bytes), "uint8"))
+    if slots:
+        n = g.num_linear_layers
+        out += [(f"MambaPoolHost[mamba].conv_buffer[{i}]", (slots, n, 1, *c), g.conv_dtype)
+                for i, c in enumerate(g.conv_state_shapes)]
+        out.append(("MambaPoolHost[mamba].temporal_buffer", (slots, n, 1, *g.temporal_state_shape), g.temporal_dtype))
+    return out
+
+
+def check_host_buildable(plan, g: ModelGeometry) -> None:
+    """Refuse by name the host pools this module does not build."""
+    p = plan.args.profile
+    if g.swa_layer_ids:
+        raise NotBuilt("--host", f"measure builds no HiCache host pools for SWAKVPool ({plan.config.family})")
+    if g.mha and g.head_dim != g.v_head_dim:
+        raise NotBuilt("--host", "measure does not build AsymmetricMHATokenToKVPoolHost (K and V of two head dims)")
+    if getattr(p, "hicache_size", None):
+        raise NotBuilt("hicache_size", f"measure sizes {plan.config.family} host pools by hicache_ratio only")
+    if getattr(p, "hicache_mem_layout", None) not in (None, "page_first"):
+        raise NotBuilt("hicache_mem_layout", "measure builds the page_first host layout only")
+
+
+@dataclass
+class _HostPart:
+    size: int
+
+
+class ModelHostPools:
+    """The host buffers of a ``ModelDevicePools`` (CPU memory, pinned when CUDA is present), named as
+    ``HostPoolGroup.named_buffers`` names GLM-5.3-Flash's: ``<pool class>[<entry>].<buffer>``."""
+
+    def __init__(self, pools: ModelDevicePools, ratio: float, fill: str = "zeros", pin_memory: Optional[bool] = None):
+        g = pools.geometry
+        pin = torch.cuda.is_available() if pin_memory is None else pin_memory
+        tokens, slots = host_sizes(g, ratio)
+        self.kv, self.mamba = _HostPart(tokens), (_HostPart(slots) if slots else None)
+        alloc = {"zeros": torch.zeros, "empty": torch.empty}[fill]
+        self._buffers = [(name, alloc(shape, dtype=torch_dtype(dt), device="cpu", pin_memory=pin))
+                         for name, shape, dt in host_shape_table(g, ratio)]
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        yield from self._buffers
 
 
 # --------------------------------------------------------------------------- per-unit bytes (issue 22's view)

@@ -89,6 +89,62 @@ def _sglang_side(name: str, launch: dict, tokens: int, slots: int) -> dict:
     return seen["buffers"]
 
 
+def _sglang_host_side(name: str, launch: dict, tokens: int, slots: int) -> dict:
+    """SGLang's HiCache HostPoolGroup over device pools of ``tokens`` / ``slots`` (its hybrid pool assembler's
+    strategy, on meta as the contract oracle builds it), every host buffer named by entry and attribute."""
+    import models_contract_oracle as O
+    from sglang.srt.mem_cache.hybrid_cache import hybrid_pool_assembler as H
+    from sglang.srt.runtime_context import get_context
+
+    seen: dict = {}
+    original_host, original_select = O._host, H._select_strategy
+
+    def select(kv, components):
+        strategy = original_select(kv, components)
+        build = strategy.build
+
+        def spy_build(*a, **k):
+            result = build(*a, **k)
+            pairs = []
+            for e in result.host_pool_group.entries:
+                pool, head = e.host_pool, f"{type(e.host_pool).__name__}[{e.name.value}]"
+                for attr in ("kv_buffer", "index_k_with_scale_buffer", "temporal_buffer"):
+                    t = getattr(pool, attr, None)
+                    if t is not None and hasattr(t, "shape"):
+                        pairs.append((f"{head}.{attr}", t))
+                pairs += [(f"{head}.conv_buffer[{i}]", t) for i, t in enumerate(getattr(pool, "conv_buffer", None) or [])]
+            seen["host"] = _named(pairs)
+            return result
+
+        strategy.build = spy_build
+        return strategy
+
+    def spy_host(configurator, sa, v, hybrid, dsa, _tokens, _max_reqs, r):
+        if hybrid:
+            get_context().override("glm-kv host buffers: small pools", max_mamba_cache_size=slots)
+        return original_host(configurator, sa, v, hybrid, dsa, tokens, REQS, r)
+
+    O._host, H._select_strategy = spy_host, select
+    try:
+        ans = O.sglang_contract(name, launch)
+    finally:
+        O._host, H._select_strategy = original_host, original_select
+    assert "errors" not in ans, ans
+    return seen["host"]
+
+
+def _ours_host(name: str, launch: dict, tokens: int, slots: int) -> dict:
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.ledgers.plan import load_plan
+    from glm_kv.tensors.model_pools import ModelDevicePools, ModelHostPools, model_geometry
+
+    plan = load_plan(make_profile({"model": name, **launch}))
+    g = model_geometry(plan, max_running_requests_per_worker=REQS, size=tokens, mamba_size=slots)
+    host = ModelHostPools(ModelDevicePools(g, device="cpu", fill="empty"), float(plan.profile.hicache_ratio),
+                          fill="empty", pin_memory=False)
+    return _named(host.named_buffers())
+
+
 def _ours(name: str, launch: dict, tokens: int, slots: int) -> dict:
     from glm_kv.inputs.profile import make_profile
     from glm_kv.ledgers.plan import load_plan
@@ -128,3 +184,22 @@ def test_a_planted_builder_error_is_caught(monkeypatch):
                                                                                    kv_heads=real(*a, **k).kv_heads + 1))
     bad = _problems("qwen3.5-35b-a3b", {**LAUNCH, "tp_size": 4})
     assert bad and all(k.startswith("full_kv_pool.") for k, _, _ in bad), bad
+
+
+HOST_CASES = [("qwen3.5-35b-a3b", {"tp_size": 4}), ("nemotron-3-super-120b-a12b-fp8", {"tp_size": 4}),
+              ("kimi-k3", {"tp_size": 8, "weights_bytes": 60 * GiB}), ("deepseek-v3.2", {"tp_size": 8}),
+              ("qwen3.5-35b-a3b", {"tp_size": 4, "hicache_ratio": 3.5})]
+
+
+@pytest.mark.parametrize("name, launch", HOST_CASES, ids=lambda v: v if isinstance(v, str) else
+                         ",".join(f"{k}={x}" for k, x in v.items() if k != "weights_bytes"))
+def test_every_host_buffer_is_sglangs(name, launch):
+    """``glm-kv measure --host`` for the other models: the HiCache host buffers are SGLang's, page_first."""
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.inputs.resolve import resolve
+
+    full = {**LAUNCH, "enable_hierarchical_cache": True, **launch}
+    page = resolve(make_profile({"model": name, **full})).page_size
+    ours, theirs = _ours_host(name, full, TOKENS * page, SLOTS), _sglang_host_side(name, full, TOKENS * page, SLOTS)
+    assert ours and [(k, ours.get(k), theirs.get(k)) for k in sorted(set(ours) | set(theirs))
+                     if ours.get(k) != theirs.get(k)] == []

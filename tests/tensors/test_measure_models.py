@@ -149,18 +149,40 @@ def test_full_profile_is_allocated_for_another_model_when_the_budget_allows():
     assert all(r["label"].startswith("allocated") for r in report.full_profile)
 
 
-def test_host_is_refused_by_name_for_another_model(capsys, tmp_path):
-    y = tmp_path / "q.yaml"
-    y.write_text("model: qwen3.5-35b-a3b\ngpu: H200\ntp_size: 4\nmax_running_requests: 8\ncontext_length: 2048\n")
+@pytest.mark.parametrize("name, host_kv", [("qwen3.5-35b-a3b", "MHATokenToKVPoolHost[kv].kv_buffer"),
+                                           ("deepseek-v3.2", "MLATokenToKVPoolHost[kv].kv_buffer"),
+                                           ("kimi-k3", "MLATokenToKVPoolHost[kv].kv_buffer")])
+def test_host_pools_of_another_model_equal_the_host_ledger(name, host_kv):
+    """``--host`` (or a HiCache profile): the HostPoolGroup's page_first buffers against plan.host, and the
+    host units' slopes against host.kv_bytes_per_token + host.indexer_bytes_per_token / host.mamba_slot_bytes."""
+    plan = plan_of(name, enable_hierarchical_cache=True)
+    report = M.measure_profile(plan, device="cpu")
+    assert report.ok, report.mismatches
+    rows = {r.name: r for r in report.allocations[-1].rows if r.where == "host"}
+    assert rows[host_kv].match is True and rows[host_kv].ledger_source == "host.kv_bytes_per_token"
+    assert any(n.startswith("DSAIndexerPoolHost") for n in rows) == (name == "deepseek-v3.2")
+    assert any(n.startswith("MambaPoolHost") for n in rows) == (plan.request.state_slot_bytes > 0)
+    units = {c["group"]: c for c in report.linear}
+    assert units["host_token"]["match"] and units["host_token"]["measured_per_unit"] == (
+        plan.host.kv_bytes_per_token + plan.host.indexer_bytes_per_token)
+    assert ("host_mamba" in units) == (plan.request.state_slot_bytes > 0)
+
+
+def test_a_wrong_host_ledger_of_another_model_is_named():
+    plan = plan_of("qwen3.5-35b-a3b", enable_hierarchical_cache=True)
+    bad = dataclasses.replace(plan, host=dataclasses.replace(plan.host, kv_bytes_per_token=plan.host.kv_bytes_per_token // 2))
+    report = M.measure_profile(bad, device="cpu")
+    assert any(m.startswith("MISMATCH MHATokenToKVPoolHost[kv].kv_buffer ") for m in report.mismatches), \
+        report.mismatches
+
+
+def test_host_is_refused_by_name_where_not_built(capsys, tmp_path):
+    """gpt-oss's SWAKVPool gets no host pools here: ``--host`` exits 2 with one line naming the flag."""
+    y = tmp_path / "g.yaml"
+    y.write_text("model: gpt-oss-120b\ngpu: H200\ntp_size: 2\nmax_running_requests: 8\ncontext_length: 2048\n")
     assert cli_main(["measure", "--profile", str(y), "--device", "cpu", "--host"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--host" in err and "gqa+gdn" in err
-
-
-def test_a_hicache_profile_says_its_host_pools_are_not_built():
-    report = M.measure_profile(plan_of("qwen3.5-35b-a3b", enable_hierarchical_cache=True), device="cpu")
-    assert report.ok and any("HiCache host pools" in x["what"] for x in report.not_on_host)
-    assert any(n.startswith("not built: HiCache host pools") for n in report.notes)
+    assert len(err.splitlines()) == 1 and "--host" in err and "SWAKVPool" in err
 
 
 def test_the_verify_scratch_of_a_non_kda_state_model_is_refused_by_name():

@@ -542,6 +542,12 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
         else:
             notes.append(f"full profile not allocated: asked {fmt_bytes(need, 'GiB')}, "
                          f"free {fmt_bytes(free, 'GiB')}; measured two reduced sizes instead")
+    if host and getattr(prof, "hicache_size", None):
+        if full:   # SGLang sizes the full host pools from --hicache-size: not built here
+            raise NotBuilt("hicache_size", "measure --full sizes the host pools by hicache_ratio only; "
+                                           "drop --host or --full, or give hicache_ratio")
+        notes.append("hicache_size: the reduced host pools are sized by hicache_ratio (bytes per host token and "
+                     "slot are what is checked); the plan's host sizes from hicache_size are not allocated")
     if full:
         mode = "full"
         # the budget does not cap a full-profile run on a GPU, the free memory does

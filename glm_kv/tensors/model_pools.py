@@ -321,9 +321,10 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
                 groups = state_tp
             conv, temporal = (((h * d + 2 * groups * st) // state_tp, k - 1),), (h // state_tp, d, st)
     draft = args.verify_state_draft_tokens if state else 0
-    if draft and cfg.family not in KDA_FAMILIES:
-        raise NotBuilt("speculative_algorithm", f"measure does not build {cfg.family}'s verify scratch "
-                                                f"(MambaPool's deduplicated conv-window layout)")
+    if draft and cfg.family not in KDA_FAMILIES:   # conv_window_dedup_enabled: CUDA, a linear chain, not KDA
+        raise NotBuilt("speculative_algorithm", f"measure does not build {cfg.family}'s verify scratch: on CUDA "
+                                                f"SGLang 0.5.23 allocates a deduplicated conv window (D + K - 2 "
+                                                f"columns), which the plan's dense spec_scratch_bytes does not state")
     size = int(size) if size is not None else 4 * page
     return ModelGeometry(
         family=cfg.family, size=size, page_size=page, full_attention_layer_ids=tuple(full),
@@ -435,8 +436,6 @@ def check_host_buildable(plan, g: ModelGeometry) -> None:
         raise NotBuilt("--host", f"measure builds no HiCache host pools for SWAKVPool ({plan.config.family})")
     if g.mha and g.head_dim != g.v_head_dim:
         raise NotBuilt("--host", "measure does not build AsymmetricMHATokenToKVPoolHost (K and V of two head dims)")
-    if getattr(p, "hicache_size", None):
-        raise NotBuilt("hicache_size", f"measure sizes {plan.config.family} host pools by hicache_ratio only")
     if getattr(p, "hicache_mem_layout", None) not in (None, "page_first"):
         raise NotBuilt("hicache_mem_layout", "measure builds the page_first host layout only")
 

@@ -33,6 +33,7 @@ MODELS = {   # name -> (tp, the buffers its layer kinds put in the pools)
     "kimi-k3": (8, ("full_kv_pool.kv_buffer[", "mamba_pool.conv[0]", "mamba_pool.temporal")),
     "deepseek-v3.2": (8, ("full_kv_pool.kv_buffer[", "full_kv_pool.index_key_cache.buffer[")),
     "gpt-oss-120b": (2, ("full_kv_pool.k_buffer[", "swa_kv_pool.k_buffer[")),
+    "jet-nemotron-2b": (1, ("full_kv_pool.k_buffer[", "mamba_pool.conv[0]", "mamba_pool.temporal")),
 }
 
 
@@ -174,6 +175,17 @@ def test_a_wrong_host_ledger_of_another_model_is_named():
     report = M.measure_profile(bad, device="cpu")
     assert any(m.startswith("MISMATCH MHATokenToKVPoolHost[kv].kv_buffer ") for m in report.mismatches), \
         report.mismatches
+
+
+def test_hicache_size_is_said_at_reduced_sizes_and_refused_for_the_full_profile():
+    """The host pools follow hicache_ratio here: with hicache_size the reduced run says so in a note, and a
+    full-profile run (whose host sizes SGLang takes from hicache_size) is refused by name."""
+    plan = plan_of("qwen3.5-35b-a3b", enable_hierarchical_cache=True, hicache_size=1)
+    report = M.measure_profile(plan, device="cpu")
+    assert report.ok and any(n.startswith("hicache_size:") for n in report.notes)
+    with pytest.raises(ProfileError) as e:
+        M.measure_profile(plan, device="cpu", full=True)
+    assert e.value.field == "hicache_size"
 
 
 def test_host_is_refused_by_name_where_not_built(capsys, tmp_path):

@@ -130,6 +130,24 @@ def ledger_intermediate_conv_window_bytes(plan: Plan, spec_state_size: int) -> F
     return Fraction((spec_state_size + 1) * plan.args.verify_state_draft_tokens * req.num_linear_layers * req.conv_state_bytes)
 
 
+def _dedup_window(plan: Plan) -> Optional[Fraction]:
+    """The share of the dense verify conv windows SGLang 0.5.23 allocates on CUDA for this plan: (D + K - 2) /
+    (D x (K - 1)) when ``conv_window_dedup_enabled`` (a non-KDA state spec, a linear draft chain), else None
+    (dense). D from the resolved draft tokens, K from the ledger's state spec."""
+    state = next((s for s in plan.layers.specs() if hasattr(s, "conv_kernel")), None) if plan.layers else None
+    topk = getattr(plan.profile, "speculative_eagle_topk", None)
+    draft = plan.args.verify_state_draft_tokens
+    if state is None or getattr(state, "kind", "") == "kda_state" or not draft or (topk is not None and topk > 1):
+        return None
+    return Fraction(draft + state.conv_kernel - 2, draft * (state.conv_kernel - 1))
+
+
+def ledger_dedup_conv_window_bytes(plan: Plan, spec_state_size: int) -> Fraction:
+    """The deduplicated verify conv window: the dense figure (``ledger_intermediate_conv_window_bytes``) x
+    (D + K - 2) / (D x (K - 1)): one shared (D + K - 2)-column window per (layer, slot)."""
+    return ledger_intermediate_conv_window_bytes(plan, spec_state_size) * _dedup_window(plan)
+
+
 def ledger_host_kv_bytes(plan: Plan, host_tokens: int) -> Fraction:
     """MLATokenToKVPoolHost: host tokens x host.kv_bytes_per_token."""
     return Fraction(host_tokens * plan.host.kv_bytes_per_token)
@@ -178,6 +196,9 @@ def ledger_bytes_for(name: str, plan: Plan, geometry, host=None) -> Optional[tup
     if name == "mamba_pool.intermediate_ssm":
         return ledger_intermediate_ssm_bytes(plan, g.spec_state_size), "request.temporal_state_bytes"
     if name.startswith("mamba_pool.intermediate_conv_window["):
+        if _dedup_window(plan) is not None:
+            return (ledger_dedup_conv_window_bytes(plan, g.spec_state_size),
+                    "request.conv_state_bytes x (D + K - 2) / (D x (K - 1)) (CUDA's deduplicated window)")
         return ledger_intermediate_conv_window_bytes(plan, g.spec_state_size), "request.conv_state_bytes"
     if host is not None:
         if name.startswith(("MLATokenToKVPoolHost", "MHATokenToKVPoolHost")):
@@ -570,7 +591,11 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
             units = [("token", "tokens", tok.cell_size_bytes - draft,
                       "cell_size_bytes" + (" - draft_bytes_per_token (draft pool not allocated)" if draft else ""))]
         units.append(("mamba", "mamba_slots", req.state_slot_bytes, "state_slot_bytes"))
-        if spec:
+        if spec and _dedup_window(plan) is not None:   # allocated < SGLang's dense reservation: per buffer
+            per_req = _whole(ledger_intermediate_ssm_bytes(plan, 0) + ledger_dedup_conv_window_bytes(plan, 0))
+            units.append(("spec", "spec_state_size", per_req, "draft_tokens x request.temporal_state_bytes + the "
+                                                              "deduplicated conv window, per request (x layers)"))
+        elif spec:
             if cap is not None and cap.spec_scratch_bytes:
                 per_req = _whole(Fraction(cap.spec_scratch_bytes, cap.max_running_requests_per_worker + 1))
                 units.append(("spec", "spec_state_size", per_req,
@@ -626,6 +651,9 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
                 if r["group"] == "spec":
                     r["plan_spec_scratch_bytes"] = cap.spec_scratch_bytes
                     r["difference"] = r["bytes"] - cap.spec_scratch_bytes
+                    if _dedup_window(plan) is not None:
+                        r["difference_note"] = ("SGLang reserves the dense conv windows (_handle_max_mamba_cache) "
+                                                "and allocates the deduplicated ones on CUDA")
     if mode == "full":
         a = allocations[0]
         plan_figs = {"token": cap.token_pool_bytes - draft * tokens_full

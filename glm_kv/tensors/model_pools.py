@@ -138,6 +138,8 @@ class ModelGeometry:
     mamba_size: int
     speculative_num_draft_tokens: int = 0
     spec_state_size: int = 0
+    conv_window_dedup: bool = False             # the verify scratch's conv windows share one buffer (CUDA)
+    conv_kernel: int = 0                        # the state layers' conv kernel K (windows are K - 1 wide)
     profile_name: str = ""
     notes: tuple[str, ...] = field(default=())
 
@@ -175,6 +177,22 @@ class ModelGeometry:
     @property
     def mha(self) -> bool:
         return not self.mla_dim
+
+    def conv_window_axis(self) -> int:
+        """``MambaPool._detect_conv_window_axis``: the conv shape's axis of length K - 1, the trailing one
+        when both match (GDN / Mamba-2: (dim, K - 1) -> -1)."""
+        axes, win = set(), self.conv_kernel - 1
+        for c in self.conv_state_shapes:
+            axes.add(len(c) - 1 if c[-1] == win else 0 if c[0] == win else None)
+        if len(axes) != 1 or None in axes:
+            raise NotBuilt("speculative_algorithm", f"conv shapes {self.conv_state_shapes} have no common window axis")
+        return axes.pop()
+
+    def conv_window_phys_shape(self, conv: tuple[int, ...]) -> tuple[int, ...]:
+        """``_allocate_deduplicated_conv_window``: the window axis holds D + K - 2 columns, shared by the D steps."""
+        axis, out = self.conv_window_axis(), list(conv)
+        out[axis] = self.speculative_num_draft_tokens + conv[axis] - 1
+        return tuple(out)
 
     @staticmethod
     def fused(k_shape: tuple[int, ...], v_shape: tuple[int, ...]) -> bool:
@@ -227,8 +245,9 @@ class ModelGeometry:
                 d, rows = self.speculative_num_draft_tokens, self.spec_state_size + 1
                 out.append(("mamba_pool.intermediate_ssm", (n, rows, d, *self.temporal_state_shape),
                             self.temporal_dtype))
-                for i, c in enumerate(self.conv_state_shapes):
-                    out.append((f"mamba_pool.intermediate_conv_window[{i}]", (n, rows, d, *c), self.conv_dtype))
+                for i, c in enumerate(self.conv_state_shapes):   # dedup: the physical buffer a view reads
+                    shape = (n, rows, *self.conv_window_phys_shape(c)) if self.conv_window_dedup else (n, rows, d, *c)
+                    out.append((f"mamba_pool.intermediate_conv_window[{i}]", shape, self.conv_dtype))
         if self.mha:
             out += self._kv_table("full_kv_pool", self.num_full_layers, swa=False)
         else:
@@ -296,6 +315,7 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
         index_row = page * (d + d // FP8_SCALE_GROUP * FP8_SCALE_BYTES)
     conv: tuple[tuple[int, ...], ...] = ()
     temporal: tuple[int, ...] = ()
+    k = 0
     ssm = p.mamba_ssm_dtype
     if state:
         if "mamba_ssm_dtype" not in p.model_fields_set and cfg.family in ("gqa+gdn", "gqa+mamba2", "gqa+jet"):
@@ -321,10 +341,10 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
                 groups = state_tp
             conv, temporal = (((h * d + 2 * groups * st) // state_tp, k - 1),), (h // state_tp, d, st)
     draft = args.verify_state_draft_tokens if state else 0
-    if draft and cfg.family not in KDA_FAMILIES:   # conv_window_dedup_enabled: CUDA, a linear chain, not KDA
-        raise NotBuilt("speculative_algorithm", f"measure does not build {cfg.family}'s verify scratch: on CUDA "
-                                                f"SGLang 0.5.23 allocates a deduplicated conv window (D + K - 2 "
-                                                f"columns), which the plan's dense spec_scratch_bytes does not state")
+    # conv_window_dedup_enabled on CUDA: a linear draft chain (topk <= 1) of a non-KDA state model shares one
+    # (D + K - 2)-column conv window buffer per (layer, slot); KDA and EAGLE tree verify keep dense windows
+    topk = getattr(p, "speculative_eagle_topk", None)
+    dedup = bool(draft) and cfg.family not in KDA_FAMILIES and (topk is None or topk <= 1)
     size = int(size) if size is not None else 4 * page
     return ModelGeometry(
         family=cfg.family, size=size, page_size=page, full_attention_layer_ids=tuple(full),
@@ -336,7 +356,7 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
         temporal_dtype=ssm if state else "float32",
         max_running_requests_per_worker=int(max_running_requests_per_worker),
         context_len=int(args.context_length), extra_context_len=req_to_token_extra_context_len(args),
-        mamba_size=int(mamba_size), speculative_num_draft_tokens=draft,
+        mamba_size=int(mamba_size), speculative_num_draft_tokens=draft, conv_window_dedup=dedup, conv_kernel=k,
         spec_state_size=(int(spec_state_size) if spec_state_size is not None else (1 if draft else 0)),
         profile_name=profile_name if profile_name is not None else p.label)
 
@@ -379,6 +399,8 @@ class ModelDevicePools:
             if ".k_buffer[" in name and len(shape) == 4 and shape[0] == 2:   # one storage, two views
                 self._buffers.append((name, t[0]))
                 self._buffers.append((name.replace(".k_buffer[", ".v_buffer["), t[1]))
+            elif name.startswith("mamba_pool.intermediate_conv_window[") and g.conv_window_dedup:
+                self._buffers.append((name, _window_view(g, t)))
             else:
                 self._buffers.append((name, t))
 
@@ -387,6 +409,17 @@ class ModelDevicePools:
         layer's V view right after its K view: both name the one storage)."""
         yield "req_to_token_pool.req_to_token", self.req_to_token_pool.req_to_token
         yield from self._buffers
+
+
+def _window_view(g: ModelGeometry, phys: torch.Tensor) -> torch.Tensor:
+    """The overlapping ``as_strided`` view (layers, slots + 1, D, *conv) over the shared window buffer:
+    step t's window starts t columns along the window axis."""
+    axis = g.conv_window_axis()
+    inner = phys.stride()[2:]
+    conv = list(phys.shape[2:])
+    conv[axis] = conv[axis] - g.speculative_num_draft_tokens + 1
+    return phys.as_strided((phys.shape[0], phys.shape[1], g.speculative_num_draft_tokens, *conv),
+                           (phys.stride(0), phys.stride(1), inner[axis], *inner))
 
 
 def build_device_pools(geometry, device: Optional[str] = None, fill: str = "zeros", budget: Optional[int] = None):

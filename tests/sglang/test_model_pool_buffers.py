@@ -25,7 +25,14 @@ CASES = [("qwen3.5-35b-a3b", {"tp_size": 4}),
          ("deepseek-v3.2", {"tp_size": 8, "gpu": "B200", "pre_model_load_bytes": 189_707_837_347,
                             "kv_cache_dtype": "fp8_e4m3"}),
          ("gpt-oss-120b", {"tp_size": 2}),
-         ("jet-nemotron-2b", {"tp_size": 1, "weights_bytes": 5 * GiB})]
+         ("jet-nemotron-2b", {"tp_size": 1, "weights_bytes": 5 * GiB}),
+         # speculative verify scratch (MTP / NEXTN): a linear chain dedups the conv windows, a tree keeps them dense
+         ("qwen3.5-35b-a3b", {"tp_size": 4, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+                              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
+                              "draft_weights_bytes": GiB}),
+         ("qwen3.5-35b-a3b", {"tp_size": 4, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+                              "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8,
+                              "draft_weights_bytes": GiB})]
 
 
 def _named(pairs) -> dict:
@@ -68,6 +75,10 @@ def _sglang_side(name: str, launch: dict, tokens: int, slots: int) -> dict:
             cache = req.mamba_pool.mamba_cache
             pairs += [(f"mamba_pool.conv[{i}]", c) for i, c in enumerate(cache.conv)]
             pairs.append(("mamba_pool.temporal", cache.temporal))
+            if getattr(cache, "intermediate_ssm", None) is not None:   # the speculative verify scratch
+                pairs.append(("mamba_pool.intermediate_ssm", cache.intermediate_ssm))
+                pairs += [(f"mamba_pool.intermediate_conv_window[{i}]", c)
+                          for i, c in enumerate(cache.intermediate_conv_window)]
         for prefix, pool in (("full_kv_pool", getattr(kv, "full_kv_pool", kv)),
                              ("swa_kv_pool", getattr(kv, "swa_kv_pool", None))):
             if pool is None:
@@ -151,7 +162,8 @@ def _ours(name: str, launch: dict, tokens: int, slots: int) -> dict:
     from glm_kv.tensors.model_pools import ModelDevicePools, model_geometry
 
     plan = load_plan(make_profile({"model": name, **launch}))
-    g = model_geometry(plan, max_running_requests_per_worker=REQS, size=tokens, mamba_size=slots)
+    g = model_geometry(plan, max_running_requests_per_worker=REQS, size=tokens, mamba_size=slots,
+                       spec_state_size=REQS)   # HybridReqToTokenPool: the verify scratch has max_num_reqs + 1 rows
     pools = ModelDevicePools(g, device="cpu", fill="empty")
     return _named(pools.named_buffers())
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 
@@ -197,12 +198,35 @@ def test_host_is_refused_by_name_where_not_built(capsys, tmp_path):
     assert len(err.splitlines()) == 1 and "--host" in err and "SWAKVPool" in err
 
 
-def test_the_verify_scratch_of_a_non_kda_state_model_is_refused_by_name():
-    plan = plan_of("qwen3.5-35b-a3b", speculative_algorithm="EAGLE", speculative_num_steps=3,
-                   speculative_eagle_topk=1, speculative_num_draft_tokens=4, draft_weights_bytes=1 << 30)
-    with pytest.raises(ProfileError) as e:
-        M.measure_profile(plan, device="cpu")
-    assert e.value.field == "speculative_algorithm" and "gqa+gdn" in e.value.rule
+def _spec_plan(topk: int, draft: int):
+    return plan_of("qwen3.5-35b-a3b", speculative_algorithm="NEXTN", speculative_num_steps=3,
+                   speculative_eagle_topk=topk, speculative_num_draft_tokens=draft, draft_weights_bytes=1 << 30)
+
+
+@pytest.mark.parametrize("topk, draft, dedup", [(1, 4, True), (4, 8, False)])
+def test_the_verify_scratch_of_a_gated_deltanet_model(topk, draft, dedup):
+    """MTP verify scratch of a non-KDA state model: ``conv_window_dedup_enabled`` (CUDA, a linear chain) shares
+    one (D + K - 2)-column conv window per (layer, slot), 6 of the dense 12 columns here (D 4, K 4); a tree
+    (topk 4) keeps them dense. SGLang reserves the dense figure either way (_handle_max_mamba_cache), so the
+    full profile's verify scratch is below capacity.spec_scratch_bytes with the dedup and equal to it without."""
+    plan = _spec_plan(topk, draft)
+    report = M.measure_profile(plan, device="cpu")
+    assert report.ok, report.mismatches
+    rows = {r.name: r for r in report.allocations[-1].rows}
+    win = rows["mamba_pool.intermediate_conv_window[0]"]
+    assert ("deduplicated" in win.ledger_source) == dedup
+    assert win.measured_bytes == math.prod(win.shape[:2]) * win.shape[3] * 2 * (
+        draft + 3 - 1 if dedup else draft * 3)
+    row = next(r for r in report.full_profile if r["group"] == "spec")
+    assert (row["difference"] < 0) == dedup and (row["difference"] == 0) == (not dedup)
+
+
+def test_a_dense_window_ledger_is_caught_where_sglang_dedups(monkeypatch):
+    """Planted: the ledger side forgets the deduplicated window -> the conv window buffer is named."""
+    monkeypatch.setattr(M, "_dedup_window", lambda plan: None)
+    report = M.measure_profile(_spec_plan(1, 4), device="cpu")
+    assert any(m.startswith("MISMATCH mamba_pool.intermediate_conv_window[0] ") for m in report.mismatches), \
+        report.mismatches
 
 
 def test_cli_measure_json_for_another_model(capsys, tmp_path):

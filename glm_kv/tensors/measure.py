@@ -31,7 +31,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Optional
 
 from ..units import fmt_bytes, index_page_count
-from .budget import check_budget, free_memory_bytes, storage_bytes, storage_key
+from .budget import AllocationRefused, check_budget, free_memory_bytes, storage_bytes, storage_key
 from .cuda_allocator import AllocatorConfig, CachingAllocatorModel, live_model
 from .memory_pool import default_device, torch_dtype
 from .memory_pool_host import build_host_pool_group, host_pool_size, not_on_host
@@ -301,8 +301,17 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
         after = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
     host = None
     if host_ratio is not None:
-        host = (ModelHostPools(pools, host_ratio, fill=fill) if isinstance(geometry, ModelGeometry)
-                else build_host_pool_group(pools, hicache_ratio=host_ratio, fill=fill))
+        try:
+            host = (ModelHostPools(pools, host_ratio, fill=fill) if isinstance(geometry, ModelGeometry)
+                    else build_host_pool_group(pools, hicache_ratio=host_ratio, fill=fill))
+        except (RuntimeError, MemoryError) as e:   # pinned host memory can fail below MemAvailable (CUDA OOM)
+            del pools
+            gc.collect()
+            if cuda:
+                torch.cuda.empty_cache()
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise AllocationRefused(f"could not allocate the HiCache host pools on cpu ({fmt_bytes(host_asked, 'GiB')}"
+                                    f"{', pinned' if cuda else ''}): {type(e).__name__}: {first}") from None
     try:
         rows: list[BufferRow] = []
         owner: dict[tuple[str, int], str] = {}
@@ -519,6 +528,9 @@ def _full_sizes(base, tokens: int, mamba: int, spec_rows: int, swa: int):
     return base.with_sizes(size=tokens, mamba_size=mamba, spec_state_size=spec_rows)
 
 
+HOST_PINNED_SHARE = 0.5   # the share of free host memory a full-profile run pins for HiCache host pools
+
+
 def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optional[int] = None,
                     full: Optional[bool] = None, host: Optional[bool] = None,
                     sizes: tuple[int, int] = (2, 4), fill: str = "empty") -> MeasureReport:
@@ -557,7 +569,13 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     if full is None and device.startswith("cuda"):
         need, free = g_full.shape_bytes(), free_memory_bytes(device)
         full = need <= 0.95 * free  # leave room for the caching allocator's segment rounding
-        if full:
+        host_need = _host_shape_bytes(g_full, ratio) if host else 0
+        if full and host_need > HOST_PINNED_SHARE * free_memory_bytes("cpu"):
+            full = False   # pinned host memory: cudaHostAlloc failed at 80 of 125 GiB free on a lent H200
+            notes.append(f"full profile not allocated: its HiCache host pools ({fmt_bytes(host_need, 'GiB')}, "
+                         f"pinned) exceed {HOST_PINNED_SHARE:.0%} of the free host memory; measured two "
+                         f"reduced sizes instead")
+        elif full:
             notes.append(f"full profile allocated: {fmt_bytes(need, 'GiB')} fits the {fmt_bytes(free, 'GiB')} "
                          f"free on {device} (pass full=False / --device cpu for the reduced sizes)")
         else:

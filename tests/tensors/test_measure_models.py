@@ -178,6 +178,20 @@ def test_a_wrong_host_ledger_of_another_model_is_named():
         report.mismatches
 
 
+def test_a_host_allocation_that_fails_is_one_line_refusal(monkeypatch):
+    """Found on a lent H200: pinning DeepSeek-V3.2's 80 GB of full host pools raised a CUDA OOM traceback although
+    MemAvailable was 125 GB. A failing host allocation is now ``AllocationRefused`` (exit 3), one line."""
+    from glm_kv.tensors.budget import AllocationRefused
+
+    def fail(*a, **k):
+        raise RuntimeError("CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation' ...")
+
+    monkeypatch.setattr(M, "ModelHostPools", fail)
+    with pytest.raises(AllocationRefused) as e:
+        M.measure_profile(plan_of("deepseek-v3.2", enable_hierarchical_cache=True), device="cpu")
+    assert "\n" not in str(e.value) and "HiCache host pools" in str(e.value) and "out of memory" in str(e.value)
+
+
 def test_hicache_size_is_said_at_reduced_sizes_and_refused_for_the_full_profile():
     """The host pools follow hicache_ratio here: with hicache_size the reduced run says so in a note, and a
     full-profile run (whose host sizes SGLang takes from hicache_size) is refused by name."""

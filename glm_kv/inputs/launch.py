@@ -94,6 +94,9 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--nnodes": ("nnodes", "int"),
     "--disaggregation-decode-extra-slots": ("disaggregation_decode_extra_slots", "int"),
     "--disaggregation-decode-enable-radix-cache": ("disaggregation_decode_enable_radix_cache", "flag"),
+    "--enable-hisparse": ("enable_hisparse", "flag"),
+    "--hisparse-config": ("hisparse_config", "str"),
+    "--hierarchical-sparse-attention-extra-config": ("hisparse_config", "str"),
 }
 # ServerArgs field -> what it moves in glm-kv (the flag table's "modelled" rows; issue 20).
 MODELLED: dict[str, str] = {
@@ -201,6 +204,13 @@ MODELLED: dict[str, str] = {
         "request/host: a decode server keeps the radix cache (its mamba strategy and state slots as a co-located "
         "server's; HiCache allowed there), winning over --disable-radix-cache; inert off a decode server "
         "(tests/sglang/test_startup_refusals.py DECODE_RADIX)"),
+    "enable_hisparse": ("token/capacity: HiSparse (inputs/hisparse.py): the DSA indexer on every full layer and the "
+                        "MTP draft's rows x host_to_device_ratio in cell_size (index_buf_size = tokens x ratio), "
+                        "the DSA backends' HiSparse defaults; capacity.hisparse_logical_tokens; SGLang's refusals "
+                        "(radix cache on, topk > 1, other dtypes / backends, non-DSA models) in its words "
+                        "(tests/sglang/test_flags_hisparse.py)"),
+    "hisparse_config": ("token: with --enable-hisparse, its host_to_device_ratio (default 2) and SGLang's checks of "
+                        "the JSON (_parse_sparse_config); never read without it"),
 }
 # SGLang 0.5.23's argparse choices for the flags above that have them (the wheel's server_args).
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -426,13 +436,41 @@ NEEDS_COMPANION: dict[str, tuple[Any, Any, str]] = {
 }
 
 
+def _float_or_one(text: str | None) -> float:
+    try:
+        return float(text if text is not None else 1.0)
+    except ValueError:
+        return 1.0
+
+
+# Flags the table proves inert that SGLang 0.5.23 refuses beside --enable-hisparse (issue 30): flag -> (when,
+# SGLang's message, its file). The proof ran without HiSparse; with it the launch does not start.
+REFUSED_WITH_HISPARSE: dict[str, tuple[Any, str, str]] = {
+    "--enable-mixed-chunk": (lambda g: True, "--enable-hisparse does not support --enable-mixed-chunk yet.",
+                             "arg_groups/hisparse_hook.py"),
+    "--speculative-adaptive": (lambda g: (_first(g, "--speculative-algorithm") or "NONE").upper() != "NONE",
+                               "HiSparse speculative decoding uses statically sized swap state; "
+                               "--speculative-adaptive is not supported.", "arg_groups/hisparse_hook.py"),
+    "--disaggregation-decode-host-receive-threshold": (
+        lambda g: _float_or_one(_first(g, "--disaggregation-decode-host-receive-threshold")) < 1,
+        "Decode host receive does not yet support HiSparse or role switching",
+        "arg_groups/pd_disaggregation_hook.py"),
+}
+
+
 def _refuse_inert_combinations(given: dict[str, tuple[str, list[str]]]) -> None:
     """SGLang's refusals of a flag the table proves inert, where the refusal hangs on another flag: the
-    inert proof runs the flag with its companion, so the command must carry it too (NEEDS_COMPANION)."""
+    inert proof runs the flag with its companion, so the command must carry it too (NEEDS_COMPANION); and
+    the inert flags SGLang refuses beside --enable-hisparse (REFUSED_WITH_HISPARSE)."""
     for canonical, (needs, has, says) in NEEDS_COMPANION.items():
         if canonical in given and needs(given) and not has(given):
             raise ProfileError(given[canonical][0], f"SGLang 0.5.23 refuses it: \"{says}\" "
                                                     "(arg_groups/validation_hook.py check_server_args)")
+    if "--enable-hisparse" in given:
+        for canonical, (when, says, where) in REFUSED_WITH_HISPARSE.items():
+            if canonical in given and when(given):
+                raise ProfileError(given[canonical][0], f"SGLang 0.5.23 refuses it with --enable-hisparse: "
+                                                        f"\"{says}\" ({where})")
 
 
 def flag_table_summary(path: Path | None = None) -> dict[str, int]:

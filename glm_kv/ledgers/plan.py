@@ -216,7 +216,10 @@ def _json(obj, renames: dict[str, str]) -> dict:
 
 # keys of a hybrid-SWA model's SWA pool (issue 32): present for those models only, so that every other model's
 # plan JSON stays byte-identical (tests/ledgers/test_plan_unchanged.py)
-SWA_TOKEN_KEYS = ("swa_kv_bytes_per_token", "num_swa_layers", "swa_full_tokens_ratio", "sliding_window_size")
+SWA_TOKEN_KEYS = ("swa_kv_bytes_per_token", "num_swa_layers", "swa_full_tokens_ratio", "sliding_window_size",
+                  "hisparse_host_to_device_ratio")   # issue 30: HiSparse's, only with --enable-hisparse
+# profile fields echoed only when given a value other than their default (issue 30): every earlier plan reads the same
+ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None}
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -225,7 +228,8 @@ def plan_to_dict(plan: Plan) -> dict:
     tok, req, tail, par, m = plan.token, plan.request, plan.tail, plan.parallel, plan.layers
     cfg = plan.config
     d = {
-        "profile": {"name": plan.profile.label, **plan.profile.model_dump(exclude={"name"})},
+        "profile": {"name": plan.profile.label, **{k: v for k, v in plan.profile.model_dump(exclude={"name"}).items()
+                                                   if k not in ECHO_WHEN_SET or v != ECHO_WHEN_SET[k]}},
         "model": {
             "name": cfg.name if plan.model is None else plan.model.name,
             "source": cfg.source if plan.model is None else plan.model.source,
@@ -262,6 +266,8 @@ def plan_to_dict(plan: Plan) -> dict:
         swa = {k: v for k in ("full_max_total_num_tokens", "swa_max_total_num_tokens") if (v := cap.pop(k)) is not None}
         # the SWA pools' keys after every earlier key of the section (appended, issue 32)
         d["capacity"] = {**cap, **memory_keys(plan), **answer_keys(plan), **swa}
+        if plan.args.hisparse_ratio:   # appended (issue 30): the logical slots HiSparse schedules (size_full)
+            d["capacity"]["hisparse_logical_tokens"] = plan.capacity.max_total_num_tokens * plan.args.hisparse_ratio
     d["layers"] = m.by_kind()     # appended (issue 31): per layer kind, its layers and bytes
     return d
 

@@ -34,6 +34,9 @@ SGLANG_SAYS = {
     "topk": "The minimal HiSparse spec integration supports linear speculation only; use --speculative-eagle-topk 1.",
     "tilelang_fp8": "CUDA TileLang FP8 KV does not support HiSparse.",
     "decode_radix": "--disaggregation-decode-enable-radix-cache is incompatible with --enable-hisparse",
+    # mem_cache/allocator/hisparse.py HiSparseTokenToKVPoolAllocator.__init__: the allocator registers its
+    # logical-to-device mapping on the KV pool, which a state hybrid's HybridLinearKVPool does not have
+    "hybrid": "'HybridLinearKVPool' object has no attribute 'register_mapping'",
 }
 
 
@@ -100,10 +103,16 @@ def hisparse_backends(p, kv_dtype: str) -> tuple[str, str] | None:
     return prefill, decode
 
 
-def validate_hisparse(p, is_dsa: bool, kv_dtype: str, prefill: str, decode: str) -> None:
+def validate_hisparse(p, is_dsa: bool, kv_dtype: str, prefill: str, decode: str, has_state_layers: bool = False) -> None:
     """``validate_hisparse`` (arg_groups/hisparse_hook.py) for a resolved launch, in its order: a DSA model,
     the radix cache off, linear speculation only, a bf16 / FP8 E4M3 KV cache, backends from HiSparse's list.
-    The decode radix refusal (pd_disaggregation_hook.py) comes first, as that hook runs earlier."""
+    The decode radix refusal (pd_disaggregation_hook.py) comes first, as that hook runs earlier.
+
+    Past the validators, a DSA model with state layers (GLM-5.3-Flash: DSA + KDA) does not start either: its
+    KV pool is ``HybridLinearKVPool`` (``_build_hybrid_linear_kv_pool``, not HiSparse's DSA pool) while the
+    allocator is still ``HiSparseTokenToKVPoolAllocator``, whose constructor calls the pool's
+    ``register_mapping``; the pool has none, and the server fails building its pools
+    (tests/sglang/test_flags_hisparse.py builds SGLang's allocator over SGLang's pool on meta)."""
     if not p.enable_hisparse:
         return
     if p.disaggregation_mode == "decode" and p.disaggregation_decode_enable_radix_cache:
@@ -126,3 +135,9 @@ def validate_hisparse(p, is_dsa: bool, kv_dtype: str, prefill: str, decode: str)
                                  f"--kv-cache-dtype={kv_dtype}, but got --dsa-{label}-backend={backend}. Please use one "
                                  f"of {allowed}, or omit the option to let SGLang pick a backend for this platform.",
                           "arg_groups/hisparse_hook.py")
+    if has_state_layers:
+        hisparse_ratio(p)   # its JSON is parsed while the pools are sized, before the allocator fails
+        raise ProfileError("enable_hisparse", f"SGLang 0.5.23 cannot start this model with it (DSA with state layers: "
+                                              f"its KV pool is HybridLinearKVPool): building the token allocator it fails "
+                                              f"with \"AttributeError: {SGLANG_SAYS['hybrid']}\" "
+                                              f"(mem_cache/allocator/hisparse.py HiSparseTokenToKVPoolAllocator)")

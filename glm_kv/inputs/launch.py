@@ -204,11 +204,13 @@ MODELLED: dict[str, str] = {
         "request/host: a decode server keeps the radix cache (its mamba strategy and state slots as a co-located "
         "server's; HiCache allowed there), winning over --disable-radix-cache; inert off a decode server "
         "(tests/sglang/test_startup_refusals.py DECODE_RADIX)"),
-    "enable_hisparse": ("token/capacity: HiSparse (inputs/hisparse.py): the DSA indexer on every full layer and the "
-                        "MTP draft's rows x host_to_device_ratio in cell_size (index_buf_size = tokens x ratio), "
-                        "the DSA backends' HiSparse defaults; capacity.hisparse_logical_tokens; SGLang's refusals "
-                        "(radix cache on, topk > 1, other dtypes / backends, non-DSA models) in its words "
-                        "(tests/sglang/test_flags_hisparse.py)"),
+    "enable_hisparse": ("token/capacity on DSA models (DeepSeek-V3.2, GLM-5.1; inputs/hisparse.py): the indexer on "
+                        "every full layer and the MTP draft's rows x host_to_device_ratio in cell_size (index_buf_size "
+                        "= tokens x ratio), the DSA backends' HiSparse defaults, capacity.hisparse_logical_tokens; "
+                        "GLM-5.3-Flash refused as SGLang 0.5.23 fails it (DSA + KDA: \"'HybridLinearKVPool' object has "
+                        "no attribute 'register_mapping'\", mem_cache/allocator/hisparse.py, after its validators and "
+                        "sizing pass); SGLang's validator refusals (radix cache on, topk > 1, dtypes / backends off its "
+                        "list, non-DSA models) in its words (tests/sglang/test_flags_hisparse.py)"),
     "hisparse_config": ("token: with --enable-hisparse, its host_to_device_ratio (default 2) and SGLang's checks of "
                         "the JSON (_parse_sparse_config); never read without it"),
 }

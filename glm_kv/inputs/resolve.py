@@ -729,7 +729,7 @@ def resolve(p: Profile) -> ServerArgs:
         validate_strategy(p, strategy, seen_page, rules, facts.family, gpu.sm)
     validate_linear_attn_backend(p, gpu.sm)   # after the mamba strategy's checks, as SGLang's hooks run
     validate_startup(p, strategy, facts, config)   # issue 30: SGLang's start-up refusals of flag combinations (startup.py)
-    validate_hisparse(p, facts.is_dsa, kv_dtype, prefill, decode)   # issue 30: validation_hook's hisparse slot, later
+    validate_hisparse(p, facts.is_dsa, kv_dtype, prefill, decode, facts.has_state_layers)   # issue 30: validation_hook's hisparse slot, later
     attn_dp = p.dp_size if p.enable_dp_attention else 1
     attn_tp, linear_tp = resolve_tp(p, facts, config, attn_dp)
     validate_caps(p, page, attn_dp)

@@ -1,18 +1,21 @@
-"""Issue 30: ``--enable-hisparse`` (and ``--hisparse-config``) planned as SGLang 0.5.23 sizes and refuses them.
+"""Issue 30: ``--enable-hisparse`` (and ``--hisparse-config``) planned or refused as SGLang 0.5.23 does.
 
-SGLang's side is compare_memory.compare (oracle_memory: ServerArgs resolved with the flags, SGLang's own
-free-memory readings, ``KVCacheConfigurator`` sizing the pools): every compare_memory.KEYS key both ways,
-and a launch SGLang refuses must be refused by glm-kv (and the other way round). HiSparse moves the token
-pool through the cell size (``_compute_dsa_indexer_cell_size``: the index K for tokens x ratio on every
-full layer; the EAGLE draft's KV and indexer over the same logical space) and, on B200 with FP8 KV, through
-the DSA backends' HiSparse defaults (flashmla_kv: the scaled 528 B row where trtllm's raw row is 512 B).
+* DeepSeek-V3.2 and GLM-5.1 (DSA without state layers) start with it. SGLang's side is the models contract
+  oracle (models_contract_oracle: ServerArgs resolved with the flags, its configurator sizing the pools, the
+  pools built on meta and measured): every plan key both ways. HiSparse moves the token pool through the cell
+  (``_compute_dsa_indexer_cell_size``: the index K for tokens x ratio, ``HiSparseDSATokenToKVPool``'s
+  ``index_buf_size``; the EAGLE draft's KV and indexer over the same logical space) and, with FP8 KV on B200,
+  through the DSA backends' HiSparse defaults (flashmla_kv's scaled 528 B row where trtllm's raw row is 512 B).
+  ``capacity.hisparse_logical_tokens`` is ``size_full`` of SGLang's ``HiSparseTokenToKVPoolAllocator`` over
+  the tokens SGLang sized, with the ratio SGLang parses from ``--hisparse-config``.
+* GLM-5.3-Flash (DSA + KDA) passes SGLang's validators and its sizing, then fails building its pools: SGLang's
+  own ``_build_token_to_kv_pool_allocator`` over its own ``HybridLinearKVPool`` (both run here on meta) raises
+  the AttributeError glm-kv quotes.
+* Launches SGLang's validators refuse (radix cache on, topk 2, a backend or dtype off HiSparse's list, decode
+  radix, a bad ``--hisparse-config``): glm-kv refuses each, quoting the message SGLang raised.
 
-``capacity.hisparse_logical_tokens`` is checked against SGLang's ``HiSparseTokenToKVPoolAllocator`` built
-on the meta device over the token count SGLang sized (its ``size_full``), with the ratio SGLang parses from
-``--hisparse-config`` (``parse_hisparse_config``).
-
-Planted errors: the indexer without the ratio, the MTP draft without it, and the backends' HiSparse arm
-left out each fail the comparison.
+Planted errors: the indexer without the ratio, the MTP draft without it, the backends' HiSparse arm left out,
+and the GLM-5.3-Flash refusal left out each fail these comparisons.
 """
 from __future__ import annotations
 
@@ -21,168 +24,184 @@ import contextlib
 import pytest
 
 GiB = 1 << 30
-L = {"sglang_layout": "0.5.23"}
 H = {"enable_hisparse": True, "disable_radix_cache": True}
-EAGLE = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
-         "speculative_num_draft_tokens": 4}
-PASSED = ("enable_hisparse", "hisparse_config")
+# handed to ServerArgs beside the contract oracle's PASS: the HiSparse flags and the ones its checks read
+PASSED = ("enable_hisparse", "hisparse_config", "dsa_prefill_backend", "dsa_decode_backend", "disaggregation_mode",
+          "disaggregation_decode_enable_radix_cache")
+PRE_H200, PRE_B200 = 147_412_123_456, 189_707_837_347
+EAGLE4 = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+          "speculative_num_draft_tokens": 4, "draft_weights_bytes": 3 * GiB}
 
-CASES = [
-    ("h200-tp1", {"gpu": "H200", "tp_size": 1, **H, "weights_bytes": 70 * GiB, "max_running_requests": None}),
-    ("h200-tp1-avail", {"gpu": "H200", "tp_size": 1, **H, "available_bytes": 100 * GiB, "max_running_requests": 64}),
-    ("h200-tp1-fp8", {"gpu": "H200", "tp_size": 1, **H, "kv_cache_dtype": "fp8_e4m3", "weights_bytes": 70 * GiB}),
-    ("b200-tp4-fp8-default", {"gpu": "B200", "tp_size": 4, **H, "weights_bytes": 40 * GiB,
-                              "max_running_requests": 64}),
-    ("b200-tp4-dpattn-eagle", {"gpu": "B200", "tp_size": 4, "dp_size": 4, "enable_dp_attention": True, **H,
-                               "speculative_algorithm": "EAGLE", "max_running_requests": 64,
-                               "weights_bytes": 40 * GiB}),
-    ("h200-tp8-eagle4", {"gpu": "H200", "tp_size": 8, **H, **EAGLE, "weights_bytes": 40 * 10**9}),
-    ("h200-tp2-ratio3", {"gpu": "H200", "tp_size": 2, **H, "hisparse_config": '{"host_to_device_ratio": 3}',
-                         "weights_bytes": 36 * GiB}),
-    ("h200-tp2-ratio1-eagle", {"gpu": "H200", "tp_size": 2, **H, "speculative_algorithm": "EAGLE",
-                               "hisparse_config": '{"host_to_device_ratio": 1, "top_k": 1024}',
-                               "weights_bytes": 36 * GiB, "max_running_requests": 32}),
-    ("h200-tp2-decode", {"gpu": "H200", "tp_size": 2, "enable_hisparse": True, "disaggregation_mode": "decode",
-                         "weights_bytes": 36 * GiB, "max_running_requests": None}),
-    ("h200-tp1-mtt", {"gpu": "H200", "tp_size": 1, **H, "available_bytes": 60 * GiB, "max_total_tokens": 500000}),
+DSA_MODELS = ("deepseek-v3.2", "glm-5.1")
+LAUNCHES = [
+    ("h200-tp8", {"gpu": "H200", "tp_size": 8, **H, "pre_model_load_bytes": PRE_H200, "weights_bytes": 40 * GiB}),
+    ("b200-tp8-fp8-eagle", {"gpu": "B200", "tp_size": 8, **H, **EAGLE4, "pre_model_load_bytes": PRE_B200,
+                            "weights_bytes": 60 * GiB, "max_running_requests": 32}),
+    ("h200-tp8-fp8-ratio4", {"gpu": "H200", "tp_size": 8, **H, "kv_cache_dtype": "fp8_e4m3",
+                             "hisparse_config": '{"host_to_device_ratio": 4}', "pre_model_load_bytes": PRE_H200,
+                             "weights_bytes": 40 * GiB}),
+    ("b200-tp4-dpattn-nextn-ratio1", {"gpu": "B200", "tp_size": 4, "dp_size": 4, "enable_dp_attention": True, **H,
+                                      "speculative_algorithm": "NEXTN", "draft_weights_bytes": 2 * GiB,
+                                      "hisparse_config": '{"host_to_device_ratio": 1, "top_k": 1024}',
+                                      "pre_model_load_bytes": PRE_B200, "weights_bytes": 90 * GiB,
+                                      "max_running_requests": 64}),
+    ("h200-tp8-mtt", {"gpu": "H200", "tp_size": 8, **H, "max_total_tokens": 300000, "pre_model_load_bytes": PRE_H200,
+                      "weights_bytes": 40 * GiB}),
+    ("h200-tp8-decode", {"gpu": "H200", "tp_size": 8, "enable_hisparse": True, "disaggregation_mode": "decode",
+                         "pre_model_load_bytes": PRE_H200, "weights_bytes": 40 * GiB}),
 ]
-# launches SGLang refuses with HiSparse: glm-kv must refuse each too
+# launches SGLang's validators (or its config parse) refuse with HiSparse, on every model
 REFUSED = [
-    ("radix-on", {"gpu": "H200", "tp_size": 1, "enable_hisparse": True, "weights_bytes": 70 * GiB}),
-    ("topk2", {"gpu": "H200", "tp_size": 1, **H, "speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
-               "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 4, "weights_bytes": 70 * GiB}),
-    ("bf16-flashmla-kv", {"gpu": "H200", "tp_size": 1, **H, "dsa_decode_backend": "flashmla_kv",
-                          "weights_bytes": 70 * GiB}),
-    ("fp8-trtllm", {"gpu": "B200", "tp_size": 4, **H, "dsa_prefill_backend": "trtllm", "weights_bytes": 40 * GiB}),
-    ("fp8-tilelang", {"gpu": "H200", "tp_size": 1, **H, "kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "tilelang",
-                      "dsa_decode_backend": "tilelang", "weights_bytes": 70 * GiB}),
-    ("decode-radix", {"gpu": "H200", "tp_size": 2, "enable_hisparse": True, "disaggregation_mode": "decode",
-                      "disaggregation_decode_enable_radix_cache": True, "weights_bytes": 36 * GiB}),
-    ("buffer-below-topk", {"gpu": "H200", "tp_size": 1, **H, "weights_bytes": 70 * GiB,
+    ("radix-on", {"gpu": "H200", "tp_size": 8, "enable_hisparse": True}),
+    ("topk2", {"gpu": "H200", "tp_size": 8, **H, "speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
+               "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 4}),
+    ("bf16-flashmla-kv", {"gpu": "H200", "tp_size": 8, **H, "dsa_decode_backend": "flashmla_kv"}),
+    ("fp8-trtllm", {"gpu": "B200", "tp_size": 8, **H, "dsa_prefill_backend": "trtllm"}),
+    ("fp8-tilelang", {"gpu": "H200", "tp_size": 8, **H, "kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "tilelang",
+                      "dsa_decode_backend": "tilelang"}),
+    ("decode-radix", {"gpu": "H200", "tp_size": 8, "enable_hisparse": True, "disaggregation_mode": "decode",
+                      "disaggregation_decode_enable_radix_cache": True}),
+    ("buffer-below-topk", {"gpu": "H200", "tp_size": 8, **H,
                            "hisparse_config": '{"top_k": 2048, "device_buffer_size": 1024}'}),
-    ("bad-json", {"gpu": "H200", "tp_size": 1, **H, "weights_bytes": 70 * GiB, "hisparse_config": "{ratio"}),
+    ("bad-json", {"gpu": "H200", "tp_size": 8, **H, "hisparse_config": "{ratio"}),
 ]
+READINGS = {"pre_model_load_bytes": PRE_H200, "weights_bytes": 40 * GiB}
+HISPARSE_KEYS = ("token.hisparse_host_to_device_ratio", "capacity.hisparse_logical_tokens")
 
 
 @contextlib.contextmanager
-def passing_hisparse():
-    """oracle_memory's ServerArgs kwargs with the HiSparse fields (it passes a fixed list of profile fields)."""
-    import oracle_memory
+def sglang_with_hisparse():
+    """The contract oracle with the HiSparse flags handed to ServerArgs, and SGLang's token allocator built over
+    every KV pool it builds (the oracle stops at the pool; a launch also builds the allocator over it)."""
+    import models_contract_oracle
+    from models_contract_oracle import meta_device_module
 
-    real = oracle_memory.kwargs_for
-    oracle_memory.kwargs_for = lambda profile, raw: {**real(profile, raw),
-                                                    **{k: profile[k] for k in PASSED if profile.get(k)}}
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+
+    real_pass, real_build = models_contract_oracle.PASS, KVCacheConfigurator._build_token_to_kv_pool
+    built: list = []
+
+    def build(self, *, sizes, is_dsa_model, is_dsv4_model, req_to_token_pool):
+        kv = real_build(self, sizes=sizes, is_dsa_model=is_dsa_model, is_dsv4_model=is_dsv4_model,
+                        req_to_token_pool=req_to_token_pool)
+        with meta_device_module():
+            alloc = self._build_token_to_kv_pool_allocator(sizes=sizes, token_to_kv_pool=kv, is_dsv4_model=False,
+                                                           req_to_token_pool=req_to_token_pool,
+                                                           token_to_kv_pool_allocator=None)
+        built.append((sizes.max_total_num_tokens, alloc))
+        return kv
+
+    models_contract_oracle.PASS = real_pass + PASSED
+    KVCacheConfigurator._build_token_to_kv_pool = build
     try:
-        yield oracle_memory
+        yield built
     finally:
-        oracle_memory.kwargs_for = real
+        models_contract_oracle.PASS = real_pass
+        KVCacheConfigurator._build_token_to_kv_pool = real_build
 
 
-def _compare(raw: dict) -> dict:
-    from compare_memory import compare
+def _problems(name: str, launch: dict) -> tuple[list[str], dict, list]:
+    from test_models_contract import check
 
-    with passing_hisparse():
-        return compare("hisparse", {**L, **raw})
-
-
-@pytest.mark.parametrize("pid,raw", CASES, ids=[c[0] for c in CASES])
-def test_hisparse_is_sized_as_sglang_sizes_it(sglang_ready, pid, raw):
-    res = _compare(raw)
-    assert "capacity.max_total_num_tokens" in res["compared"], (pid, res)
-    assert res["mismatches"] == [], (pid, res["mismatches"])
+    with sglang_with_hisparse() as built:
+        problems, sg = check(name, launch)
+    return [p for p in problems if not p.startswith(HISPARSE_KEYS)], sg, built
 
 
-@pytest.mark.parametrize("pid,raw", REFUSED, ids=[c[0] for c in REFUSED])
-def test_hisparse_refusals_are_sglangs(sglang_ready, pid, raw):
-    """Both refuse, and glm-kv's line quotes SGLang's message (the one SGLang's own run raised)."""
-    from compare_memory import engine
-    from oracle_memory import sglang_memory
-    from profiles import hardware
-
-    res = _compare(raw)
-    assert res == {"compared": ["errors"], "mismatches": []}, (pid, res)
-    full, measured = hardware({**L, **raw})
-    _, mine = engine(full, measured)
-    with passing_hisparse():
-        sg = sglang_memory(dict(full), dict(full), pre_model_load_bytes=full.get("pre_model_load_bytes"),
-                           weights_bytes=full["weights_bytes"])
-    said = " ".join(sg["errors"]["message"].split()).strip()
-    assert said and said in mine["rule"], (pid, said, mine)
+@pytest.mark.parametrize("name", DSA_MODELS)
+@pytest.mark.parametrize("pid,launch", LAUNCHES, ids=[c[0] for c in LAUNCHES])
+def test_dsa_models_with_hisparse_agree_key_for_key(sglang_ready, name, pid, launch):
+    problems, sg, built = _problems(name, launch)
+    assert "errors" not in sg and problems == [], (name, pid, problems)
+    assert built and all(type(a).__name__ == "HiSparseTokenToKVPoolAllocator" for _, a in built), built
 
 
-def test_hisparse_moves_the_pool(sglang_ready):
-    """The cases compare something HiSparse changes: SGLang's token pool differs without the flag."""
-    from oracle_memory import sglang_memory
-    from profiles import hardware
-
-    raw, _ = hardware({**L, **CASES[0][1]})
-    with passing_hisparse():
-        on = sglang_memory(dict(raw), dict(raw), pre_model_load_bytes=raw["pre_model_load_bytes"],
-                           weights_bytes=raw["weights_bytes"])
-        off_raw = {k: v for k, v in raw.items() if k != "enable_hisparse"}
-        off = sglang_memory(dict(off_raw), dict(off_raw), pre_model_load_bytes=raw["pre_model_load_bytes"],
-                            weights_bytes=raw["weights_bytes"])
-    assert on["capacity"]["max_total_num_tokens"] < off["capacity"]["max_total_num_tokens"], (on, off)
-
-
-@pytest.mark.parametrize("pid,raw", [CASES[0], CASES[6], CASES[7]], ids=[CASES[i][0] for i in (0, 6, 7)])
-def test_logical_tokens_are_sglangs_allocator(sglang_ready, pid, raw):
-    """capacity.hisparse_logical_tokens = HiSparseTokenToKVPoolAllocator(size=SGLang's tokens).size_full, the
-    ratio from SGLang's own parse of --hisparse-config."""
+@pytest.mark.parametrize("name", DSA_MODELS)
+@pytest.mark.parametrize("pid,launch", [LAUNCHES[0], LAUNCHES[2], LAUNCHES[3]],
+                         ids=[LAUNCHES[i][0] for i in (0, 2, 3)])
+def test_logical_tokens_are_sglangs_allocator(sglang_ready, name, pid, launch):
+    """capacity.hisparse_logical_tokens: SGLang's allocator's size_full at the token count SGLang sized, the
+    ratio from SGLang's own parse of --hisparse-config (the allocators the pool build made agree with it)."""
     import torch
 
-    from compare_memory import engine
-    from oracle_memory import sglang_memory
-    from profiles import hardware
+    from test_models_contract import glm_kv_side
 
     from sglang.srt.mem_cache.allocator.hisparse import HiSparseTokenToKVPoolAllocator
     from sglang.srt.mem_cache.sparsity import factory
 
-    full, measured = hardware({**L, **raw})
-    plan, d = engine(full, measured)
-    assert plan is not None, d
-    with passing_hisparse():
-        sg = sglang_memory(dict(full), dict(full), pre_model_load_bytes=full.get("pre_model_load_bytes"),
-                           weights_bytes=full["weights_bytes"] + measured.get("draft_weights_bytes", 0))
-    tokens = sg["capacity"]["max_total_num_tokens"]
-    mem = type("M", (), {"hisparse_config": full.get("hisparse_config")})()
+    plan, err = glm_kv_side(name, launch)
+    assert err is None, err
+    _, sg, built = _problems(name, launch)
     real = factory.get_memory
-    factory.get_memory = lambda: mem
+    factory.get_memory = lambda: type("M", (), {"hisparse_config": launch.get("hisparse_config")})()
     try:
         ratio = factory.parse_hisparse_config().host_to_device_ratio
     finally:
         factory.get_memory = real
+    assert all(a.size_full == tokens * ratio for tokens, a in built), [(t, a.size_full) for t, a in built]
     kv = type("KV", (), {"register_mapping": lambda self, m: None})()
-    alloc = HiSparseTokenToKVPoolAllocator(tokens, page_size=256, dtype=torch.bfloat16, device="meta", kvcache=kv,
-                                           need_sort=False, host_to_device_ratio=ratio)
-    assert d["token"]["hisparse_host_to_device_ratio"] == ratio
-    assert d["capacity"]["hisparse_logical_tokens"] == alloc.size_full, (d["capacity"], alloc.size_full)
+    alloc = HiSparseTokenToKVPoolAllocator(sg["capacity"]["max_total_num_tokens"], page_size=64,
+                                           dtype=torch.bfloat16, device="meta", kvcache=kv, need_sort=False,
+                                           host_to_device_ratio=ratio)
+    assert plan["token"]["hisparse_host_to_device_ratio"] == ratio
+    assert plan["capacity"]["hisparse_logical_tokens"] == alloc.size_full, (plan["capacity"], alloc.size_full)
 
 
-def test_planted_indexer_without_ratio_is_caught(sglang_ready, monkeypatch):
-    import glm_kv.ledgers.token as token
-
-    real = token.token_ledger
-
-    def planted(args, layers=None):
-        t = real(args, layers)
-        if not args.hisparse_ratio:
-            return t
-        import dataclasses
-
-        idx = t.indexer_bytes_per_token // args.hisparse_ratio
-        return dataclasses.replace(t, indexer_bytes_per_token=idx,
-                                   cell_size_bytes=t.cell_size_bytes - t.indexer_bytes_per_token + idx)
-
-    monkeypatch.setattr(token, "token_ledger", planted)
-    import glm_kv.ledgers.plan as plan
-
-    monkeypatch.setattr(plan, "token_ledger", planted, raising=False)
-    failing = {pid for pid, raw in CASES if _compare(raw)["mismatches"]}
-    assert failing >= {"h200-tp1", "h200-tp1-fp8", "h200-tp2-ratio3"}, failing
+def test_hisparse_moves_the_pool(sglang_ready):
+    """The launches compare something HiSparse changes: SGLang sizes fewer tokens, its index K per token doubles."""
+    launch = LAUNCHES[0][1]
+    _, on, _ = _problems("deepseek-v3.2", launch)
+    _, off, _ = _problems("deepseek-v3.2", {**launch, "enable_hisparse": False})
+    assert on["capacity"]["max_total_num_tokens"] < off["capacity"]["max_total_num_tokens"], (on, off)
+    assert on["token"]["indexer_bytes_per_token"] == 2 * off["token"]["indexer_bytes_per_token"]
 
 
-def test_planted_draft_without_ratio_is_caught(sglang_ready, monkeypatch):
+GLM_LAUNCHES = [LAUNCHES[0][1], LAUNCHES[1][1], LAUNCHES[2][1], LAUNCHES[5][1]]
+
+
+@pytest.mark.parametrize("k", range(len(GLM_LAUNCHES)))
+def test_glm_53_flash_is_refused_as_sglang_fails(sglang_ready, k):
+    """SGLang resolves and sizes GLM-5.3-Flash with HiSparse, then its allocator fails over its hybrid pool."""
+    from test_models_contract import glm_kv_side
+
+    launch = GLM_LAUNCHES[k]
+    _, sg, _ = _problems("glm-5.3-flash", launch)
+    assert sg.get("errors", {}).get("type") == "AttributeError", sg.get("errors")
+    _, err = glm_kv_side("glm-5.3-flash", launch)
+    assert err is not None and sg["errors"]["message"] in err.rule, (sg["errors"], err)
+
+
+@pytest.mark.parametrize("name", DSA_MODELS + ("glm-5.3-flash",))
+@pytest.mark.parametrize("pid,launch", REFUSED, ids=[c[0] for c in REFUSED])
+def test_hisparse_refusals_are_sglangs(sglang_ready, name, pid, launch):
+    """Both refuse, glm-kv quoting the message SGLang raised."""
+    from test_models_contract import glm_kv_side
+
+    launch = {**launch, **READINGS}
+    _, sg, _ = _problems(name, launch)
+    _, err = glm_kv_side(name, launch)
+    assert "errors" in sg and err is not None, (name, pid, sg.get("errors"), err)
+    said = " ".join(sg["errors"]["message"].split()).strip()
+    assert said and said in err.rule, (name, pid, said, err.rule)
+
+
+def test_non_dsa_model_is_refused_in_sglangs_words(sglang_ready):
+    from test_models_contract import glm_kv_side
+
+    launch = {**LAUNCHES[0][1]}
+    _, sg, _ = _problems("kimi-k3", launch)
+    _, err = glm_kv_side("kimi-k3", launch)
+    said = " ".join(sg["errors"]["message"].split()).strip()
+    assert err is not None and said in err.rule, (sg["errors"], err)
+
+
+def _failing(monkeypatch, plant) -> set:
+    plant(monkeypatch)
+    return {(name, pid) for name in DSA_MODELS for pid, launch in LAUNCHES if _problems(name, launch)[0]}
+
+
+def _token_plant(field: str):
+    """token_ledger with ``field``'s HiSparse ratio taken back out (the cell with it)."""
     import dataclasses
 
     import glm_kv.ledgers.plan as plan
@@ -192,21 +211,39 @@ def test_planted_draft_without_ratio_is_caught(sglang_ready, monkeypatch):
 
     def planted(args, layers=None):
         t = real(args, layers)
-        if not (args.hisparse_ratio and t.draft_bytes_per_token):
+        if not (args.hisparse_ratio and getattr(t, field)):
             return t
-        draft = t.draft_bytes_per_token // args.hisparse_ratio
-        return dataclasses.replace(t, draft_bytes_per_token=draft,
-                                   cell_size_bytes=t.cell_size_bytes - t.draft_bytes_per_token + draft)
+        v = getattr(t, field) // args.hisparse_ratio
+        return dataclasses.replace(t, **{field: v}, cell_size_bytes=t.cell_size_bytes - getattr(t, field) + v)
 
-    monkeypatch.setattr(token, "token_ledger", planted)
-    monkeypatch.setattr(plan, "token_ledger", planted, raising=False)
-    failing = {pid for pid, raw in CASES if _compare(raw)["mismatches"]}
-    assert failing == {"b200-tp4-dpattn-eagle", "h200-tp8-eagle4"}, failing   # ratio 1: nothing to lose
+    return lambda mp: (mp.setattr(token, "token_ledger", planted), mp.setattr(plan, "token_ledger", planted))
+
+
+def test_planted_indexer_without_ratio_is_caught(sglang_ready, monkeypatch):
+    failing = _failing(monkeypatch, _token_plant("indexer_bytes_per_token"))
+    ratio_above_1 = {(n, pid) for n in DSA_MODELS for pid, _ in LAUNCHES if "ratio1" not in pid}
+    assert failing == ratio_above_1, failing
+
+
+def test_planted_draft_without_ratio_is_caught(sglang_ready, monkeypatch):
+    failing = _failing(monkeypatch, _token_plant("draft_bytes_per_token"))
+    assert failing == {(n, "b200-tp8-fp8-eagle") for n in DSA_MODELS}, failing   # NEXTN's case has ratio 1
 
 
 def test_planted_backend_arm_left_out_is_caught(sglang_ready, monkeypatch):
     import glm_kv.inputs.resolve as resolve
 
-    monkeypatch.setattr(resolve, "hisparse_backends", lambda p, kv: None)
-    bad = _compare(dict(CASES[3][1]))["mismatches"]
-    assert bad, "B200 FP8 with HiSparse: trtllm's raw row must not size as SGLang's flashmla_kv"
+    failing = _failing(monkeypatch, lambda mp: mp.setattr(resolve, "hisparse_backends", lambda p, kv: None))
+    # B200 FP8: trtllm's raw rows where SGLang's HiSparse arm picks flashmla_kv (and refuses trtllm)
+    assert {(n, pid) for n in DSA_MODELS for pid in ("b200-tp8-fp8-eagle", "b200-tp4-dpattn-nextn-ratio1")} <= failing
+
+
+def test_planted_glm_refusal_left_out_is_caught(sglang_ready, monkeypatch):
+    import glm_kv.inputs.resolve as resolve
+    from test_models_contract import glm_kv_side
+
+    real = resolve.validate_hisparse
+    monkeypatch.setattr(resolve, "validate_hisparse", lambda p, dsa, kv, pre, dec, state=False: real(p, dsa, kv, pre, dec))
+    _, err = glm_kv_side("glm-5.3-flash", GLM_LAUNCHES[0])
+    _, sg, _ = _problems("glm-5.3-flash", GLM_LAUNCHES[0])
+    assert err is None and "errors" in sg   # glm-kv would plan a launch SGLang cannot start

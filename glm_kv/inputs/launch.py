@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ProfileError, shown
+from .load_publish import check_load_publish
 from .swa import refuse_swa_flags
 from .profile import (CP_STRATEGY_CHOICES, CUDA_GRAPH_BACKEND_CHOICES, DISAGGREGATION_MODE_CHOICES, DSA_DECODE_CHOICES, DSA_PREFILL_CHOICES,
                       LINEAR_ATTN_BACKEND_CHOICES, MAMBA_STRATEGY_CHOICES, MOE_A2A_BACKEND_CHOICES)
@@ -435,6 +436,12 @@ NEEDS_COMPANION: dict[str, tuple[Any, Any, str]] = {
     "--kv-canary-sweep-interval": (lambda g: _int_or_zero(_first(g, "--kv-canary-sweep-interval")) > 0,
                                    lambda g: _first(g, "--kv-canary") not in (None, "none"),
                                    "--kv-canary-sweep-interval requires --kv-canary in {log, raise}"),
+    # issue 30: check_load_publish_args; its other checks of the pair (the publisher, the port range) are
+    # inputs/load_publish.py's
+    "--load-publish-endpoint": (lambda g: (_first(g, "--load-publish-endpoint") or "").strip().lower() not in ("", "off"),
+                                lambda g: bool(_first(g, "--kv-events-config")),
+                                "--load-publish-endpoint requires --kv-events-config: routers discover the load range "
+                                "through /server_info's kv_events block, absent without a publisher."),
 }
 
 
@@ -743,6 +750,10 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
                                            f"parallelism are not supported.\" (arg_groups/parallel_hook.py)")
         fields["dp_size"], fields["enable_dp_attention"] = attn_dp[1], True
     _refuse_inert_combinations(given)
+    # SGLang's port-range checks of the load publisher over its DP ranks (replicas x attention-DP groups: dp_size
+    # here either way, after the --attn-dp-size rewrite above)
+    check_load_publish(_first(given, "--load-publish-endpoint"), _first(given, "--kv-events-config"),
+                       fields.get("dp_size", 1))
     refuse_swa_flags(fields.get("model"), inert)   # issue 32: inert on GLM-5.3-Flash, not on a hybrid-SWA model
     if pending is not None:
         raise pending

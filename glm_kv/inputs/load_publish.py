@@ -173,11 +173,26 @@ def _pydantic_int(v: Any) -> bool:
     return False
 
 
+def check_kv_events_config(kv_events: str | None) -> None:
+    """A ``--kv-events-config`` SGLang's ``KVEventsConfig`` refuses: every scheduler reads it at start-up
+    (managers/scheduler.py ``uses_dynamo_format`` -> ``KVEventsConfig.from_cli``), so the server does not start."""
+    if not kv_events:
+        return
+    try:
+        kv_events_config(kv_events)
+    except ValueError as e:
+        raise ProfileError("--kv-events-config", f"SGLang 0.5.23 fails at start-up with it: its scheduler reads it with "
+                                                 f"KVEventsConfig.from_cli (managers/scheduler.py uses_dynamo_format), "
+                                                 f"whose model refuses it: {e}") from None
+
+
 def check_load_publish(load_publish: str | None, kv_events: str | None, dp_ranks: int) -> None:
     """``check_load_publish_args`` for a launch with ``dp_ranks`` DP ranks (replicas x attention-DP groups):
-    nothing when the load range is off; else SGLang's refusal as one line naming the flag."""
+    nothing when the load range is off; else SGLang's refusal as one line naming the flag. Without it, a
+    ``--kv-events-config`` SGLang's scheduler cannot read (``check_kv_events_config``)."""
     mode = (load_publish or "").strip()
     if not mode or mode.lower() == "off":
+        check_kv_events_config(kv_events)
         return
     if not kv_events:
         raise ProfileError(FLAG, f"SGLang 0.5.23 refuses it: \"--load-publish-endpoint requires --kv-events-config: "

@@ -156,3 +156,28 @@ def test_planted_u16_ceiling_is_caught(sglang_ready, monkeypatch):
 
     monkeypatch.setattr(lp, "PORT_MAX", 65536)
     assert _grid_mismatches() != []
+
+
+@pytest.mark.parametrize("raw", [c for c in CONFIGS if c])
+def test_kv_events_config_alone_is_refused_where_sglangs_scheduler_fails(sglang_ready, raw):
+    """Without --load-publish-endpoint the config is still read by every scheduler at start-up
+    (``uses_dynamo_format``): glm-kv refuses exactly the values that raise there."""
+    import shlex
+
+    from sglang.srt.disaggregation.kv_events import uses_dynamo_format
+
+    from glm_kv.errors import ProfileError
+    from glm_kv.inputs.launch import parse_launch_command
+
+    try:
+        uses_dynamo_format(raw)
+        fails = False
+    except Exception:   # noqa: BLE001 - the scheduler's start-up failure
+        fails = True
+    cmd = f"python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --kv-events-config {shlex.quote(raw)}"
+    try:
+        parse_launch_command(cmd, layout="0.5.23")
+        refused = False
+    except ProfileError as e:
+        refused = e.field == "--kv-events-config"
+    assert refused == fails, (raw, fails)

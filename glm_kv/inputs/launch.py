@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ProfileError, shown
+from .ib_devices import check_ib_devices, validated_at_startup
 from .load_publish import check_load_publish
 from .swa import refuse_swa_flags
 from .profile import (CP_STRATEGY_CHOICES, CUDA_GRAPH_BACKEND_CHOICES, DISAGGREGATION_MODE_CHOICES, DSA_DECODE_CHOICES, DSA_PREFILL_CHOICES,
@@ -212,6 +213,12 @@ MODELLED: dict[str, str] = {
                         "no attribute 'register_mapping'\", mem_cache/allocator/hisparse.py, after its validators and "
                         "sizing pass); SGLang's validator refusals (radix cache on, topk > 1, dtypes / backends off its "
                         "list, non-DSA models) in its words (tests/sglang/test_flags_hisparse.py)"),
+    "disaggregation_ib_device": (
+        "nothing in the pools (the flag table's proof: inert on every profile SGLang starts it on); where SGLang "
+        "checks it at start-up (Mooncake transfer on a prefill / decode server, validate_ib_devices) the checks "
+        "that hold on any machine are SGLang's refusals in its words and the rest (the devices in "
+        "/sys/class/infiniband of the machine it starts on) a plan note: glm-kv plans for that machine "
+        "(inputs/ib_devices.py, tests/sglang/test_flags_ib_device.py)"),
     "hisparse_config": ("token: with --enable-hisparse, its host_to_device_ratio (default 2) and SGLang's checks of "
                         "the JSON (_parse_sparse_config); never read without it"),
 }
@@ -365,7 +372,8 @@ CHECKED: dict[str, tuple[str, Any]] = {
     "--mamba-max-states-per-path": ("mamba_max_states_per_path", _check_states_per_path),
 }
 # Flags read into other fields than their own (the CUDA-graph list and JSON: what they move in the fraction)
-DERIVED = ("--cuda-graph-bs-decode", "--cuda-graph-config", "--attn-dp-size", "--attention-data-parallel-size")
+DERIVED = ("--cuda-graph-bs-decode", "--cuda-graph-config", "--attn-dp-size", "--attention-data-parallel-size",
+           "--disaggregation-ib-device")
 # 0.5.23's spelling of attention DP (arg_groups/parallel_hook.py _handle_deprecated_dp_attention turns
 # ``--dp-size N --enable-dp-attention`` into ``attn_dp_size = N, dp_size = 1``): read as that pair.
 ATTN_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
@@ -652,6 +660,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
     graph_bs_max: Optional[int] = None
     graph_json: dict[str, Any] = {}
     attn_dp: Optional[tuple[str, int]] = None
+    ib_device: Optional[tuple[str, str]] = None
     given: dict[str, tuple[str, list[str]]] = {}   # canonical flag -> (as typed, values): cross-flag refusals
     for w in words[:start]:  # the launcher: env assignments, python, -m, ...
         name, eq, raw = w.partition("=")
@@ -720,6 +729,9 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
         if canonical == "--cuda-graph-config":   # JSON wins over the per-phase flags (parse_cuda_graph_config)
             graph_json = cuda_graph_config_fields(flag, values[0])
             continue
+        if canonical == "--disaggregation-ib-device":   # decided once the mode and backends are read
+            ib_device = (flag, values[0])
+            continue
         if canonical in ATTN_DP_FLAGS:
             attn_dp = (flag, _int(flag, values[0]))
             if attn_dp[1] < 1:   # arg_groups/parallel_hook.py, SGLang's words
@@ -750,6 +762,13 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
                                            f"parallelism are not supported.\" (arg_groups/parallel_hook.py)")
         fields["dp_size"], fields["enable_dp_attention"] = attn_dp[1], True
     _refuse_inert_combinations(given)
+    if ib_device is not None:
+        if validated_at_startup(fields.get("disaggregation_mode"), _first(given, "--disaggregation-transfer-backend"),
+                                _first(given, "--encoder-transfer-backend")):
+            check_ib_devices(ib_device[1])   # what holds on any machine; the plan notes the rest
+            fields["disaggregation_ib_device"] = ib_device[1]
+        else:   # SGLang does not check it at start-up here: inert (the flag table's proof)
+            inert.append(shlex.join(list(ib_device)))
     # SGLang's port-range checks of the load publisher over its DP ranks (replicas x attention-DP groups: dp_size
     # here either way, after the --attn-dp-size rewrite above)
     check_load_publish(_first(given, "--load-publish-endpoint"), _first(given, "--kv-events-config"),

@@ -250,6 +250,9 @@ FIELDS: dict[str, Field] = {
     # host copy (HiSparseDSATokenToKVPool, inputs/hisparse.py); --hisparse-config: its JSON (host_to_device_ratio)
     "enable_hisparse": Bool(),
     "hisparse_config": Text(None, optional=True, min_length=1, max_length=4096),
+    # --disaggregation-ib-device (issue 30), where SGLang checks it at start-up (Mooncake PD transfer): on the machine
+    # it runs on, which glm-kv cannot see; no pool moves, the plan says so (inputs/ib_devices.py)
+    "disaggregation_ib_device": Text(None, optional=True, min_length=1, max_length=4096),
 }
 
 

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from ..errors import ProfileError
 from ..inputs.gpus import Gpu
 from ..inputs.hf_config import HfConfig
+from ..inputs.ib_devices import check_ib_devices as ib_devices_note
 from ..inputs.model import ModelConfig
 from ..inputs.profile import Profile, load_profile, make_profile
 from ..inputs.resolve import ServerArgs, resolve
@@ -146,6 +147,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     tok = token_ledger(args, layers)
     req = request_ledger(args, par.linear_attn_tp_size, layers)
     notes: list[str] = []
+    if p.disaggregation_ib_device is not None:   # issue 30: SGLang checks the devices on the machine it starts on
+        notes.append(ib_devices_note(p.disaggregation_ib_device))
     mem = _memory(args, layers, memory_overrides)
     avail, source, rest_gib = _available(args, mem)
     if mem is not None and mem.rest_gib is not None and p.available_bytes is None \
@@ -219,7 +222,7 @@ def _json(obj, renames: dict[str, str]) -> dict:
 SWA_TOKEN_KEYS = ("swa_kv_bytes_per_token", "num_swa_layers", "swa_full_tokens_ratio", "sliding_window_size",
                   "hisparse_host_to_device_ratio")   # issue 30: HiSparse's, only with --enable-hisparse
 # profile fields echoed only when given a value other than their default (issue 30): every earlier plan reads the same
-ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None}
+ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None, "disaggregation_ib_device": None}
 
 
 def plan_to_dict(plan: Plan) -> dict:

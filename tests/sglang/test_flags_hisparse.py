@@ -49,6 +49,14 @@ LAUNCHES = [
                       "weights_bytes": 40 * GiB}),
     ("h200-tp8-decode", {"gpu": "H200", "tp_size": 8, "enable_hisparse": True, "disaggregation_mode": "decode",
                          "pre_model_load_bytes": PRE_H200, "weights_bytes": 40 * GiB}),
+    ("h200-tp8-decode-eagle", {"gpu": "H200", "tp_size": 8, "enable_hisparse": True, "disaggregation_mode": "decode",
+                               **EAGLE4, "pre_model_load_bytes": PRE_H200, "weights_bytes": 40 * GiB}),
+    ("h200-tp8-prefill-cp", {"gpu": "H200", "tp_size": 8, **H, "enable_prefill_cp": True, "cp_strategy": "interleave",
+                             "attn_cp_size": 8, "disaggregation_mode": "prefill", "pre_model_load_bytes": PRE_H200,
+                             "weights_bytes": 40 * GiB}),
+    ("h200-tp8-dpattn-ratio3", {"gpu": "H200", "tp_size": 8, "dp_size": 8, "enable_dp_attention": True, **H,
+                                "hisparse_config": '{"host_to_device_ratio": 3}', "pre_model_load_bytes": PRE_H200,
+                                "weights_bytes": 40 * GiB}),
 ]
 # launches SGLang's validators (or its config parse) refuse with HiSparse, on every model
 REFUSED = [
@@ -227,7 +235,8 @@ def test_planted_indexer_without_ratio_is_caught(sglang_ready, monkeypatch):
 
 def test_planted_draft_without_ratio_is_caught(sglang_ready, monkeypatch):
     failing = _failing(monkeypatch, _token_plant("draft_bytes_per_token"))
-    assert failing == {(n, "b200-tp8-fp8-eagle") for n in DSA_MODELS}, failing   # NEXTN's case has ratio 1
+    eagle = {(n, pid) for n in DSA_MODELS for pid, _ in LAUNCHES if "eagle" in pid}
+    assert failing == eagle, failing   # NEXTN's case has ratio 1
 
 
 def test_planted_backend_arm_left_out_is_caught(sglang_ready, monkeypatch):

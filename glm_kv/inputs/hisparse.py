@@ -77,6 +77,8 @@ def hisparse_ratio(p) -> int:
         raise _refuse("hisparse_config", f"swap_in_block_size ({block}) must be in the range [1, 1024]",
                       "mem_cache/sparsity/factory.py")
     ratio = cfg.get("host_to_device_ratio", HISPARSE_DEFAULT_RATIO)
+    if isinstance(ratio, bool):   # JSON true is Python's 1 in SGLang's size x ratio
+        ratio = int(ratio)
     if not _is_int(ratio) or ratio < 1:
         # the allocator sizes torch tensors with size x ratio (allocator/hisparse.py): a fraction or a
         # ratio below 1 fails there; glm-kv names it before

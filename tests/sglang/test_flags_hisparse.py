@@ -256,3 +256,55 @@ def test_planted_glm_refusal_left_out_is_caught(sglang_ready, monkeypatch):
     _, err = glm_kv_side("glm-5.3-flash", GLM_LAUNCHES[0])
     _, sg, _ = _problems("glm-5.3-flash", GLM_LAUNCHES[0])
     assert err is None and "errors" in sg   # glm-kv would plan a launch SGLang cannot start
+
+
+CONFIGS = ['{}', '{"host_to_device_ratio": 3}', '{"host_to_device_ratio": 1}', '{"top_k": 1024}',
+           '{"top_k": 1024, "device_buffer_size": 1024}', '{"top_k": 4096, "device_buffer_size": 2048}',
+           '{"swap_in_block_size": 1024}', '{"swap_in_block_size": 1025}', '{"swap_in_block_size": 0}',
+           '{"swap_in_block_size": 9.0}', '{"swap_in_block_size": false}', '{"algorithm": "quest", "x": 1}',
+           '{"host_to_device_ratio": 1.5}', '{"host_to_device_ratio": 0}', '{"host_to_device_ratio": "2"}',
+           '{"host_to_device_ratio": true}', 'nope', '']
+
+
+@pytest.mark.parametrize("raw", CONFIGS)
+def test_hisparse_config_is_read_as_sglang_reads_it(sglang_ready, raw):
+    """glm-kv's ratio and refusals against SGLang's own ``parse_hisparse_config``; a ratio SGLang's parser lets
+    through but its allocator cannot size with (a fraction, 0, a string) fails SGLang's allocator too."""
+    import torch
+
+    from sglang.srt.mem_cache.allocator.hisparse import HiSparseTokenToKVPoolAllocator
+    from sglang.srt.mem_cache.sparsity import factory
+
+    from glm_kv.errors import ProfileError
+    from glm_kv.inputs.hisparse import hisparse_ratio
+    from glm_kv.inputs.profile import make_profile
+
+    real = factory.get_memory
+    factory.get_memory = lambda: type("M", (), {"hisparse_config": raw or None})()
+    try:
+        theirs = factory.parse_hisparse_config().host_to_device_ratio
+        said = None
+    except Exception as e:  # noqa: BLE001 - SGLang's refusal
+        theirs, said = None, str(e)
+    finally:
+        factory.get_memory = real
+    p = make_profile({"model": "deepseek-ai/DeepSeek-V3.2", "enable_hisparse": True, "disable_radix_cache": True,
+                      **({"hisparse_config": raw} if raw else {})}, default_name="x")
+    try:
+        mine, refused = hisparse_ratio(p), None
+    except ProfileError as e:
+        mine, refused = None, e.rule
+    if said is not None:
+        assert refused is not None and said in refused, (raw, said, refused)
+        return
+    if refused is None:
+        assert mine == theirs, (raw, mine, theirs)
+        return
+    kv = type("KV", (), {"register_mapping": lambda self, m: None})()   # SGLang's parse took it: its allocator fails
+    try:   # a ratio below 1 builds, with fewer logical slots than device ones (0: none to schedule)
+        alloc = HiSparseTokenToKVPoolAllocator(4096, page_size=64, dtype=torch.bfloat16, device="meta", kvcache=kv,
+                                               need_sort=False, host_to_device_ratio=theirs)
+        usable = alloc.size_full >= alloc._size_hisparse > 0
+    except (TypeError, RuntimeError, ValueError):
+        usable = False
+    assert not usable, (raw, theirs, refused)

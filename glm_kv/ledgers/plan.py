@@ -15,7 +15,7 @@ from . import capacity as capacity_module
 from . import token as token_module
 from .capacity import (CapacityLedger, attention_capacity_ledger, capacity_ledger, swa_capacity_ledger,
                        swa_request_cap)
-from .host import HostLedger, host_ledger, replayssm_conv_window_bytes
+from .host import HostLedger, hisparse_host_pool, host_ledger, replayssm_conv_window_bytes
 from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
                      no_memory_rule)
 from .model_layers import ModelLayers, layers_for
@@ -43,6 +43,7 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
     memory: MemoryLedger | None = None
     layers: ModelLayers | None = None
+    hisparse_host: tuple[int, int] | None = None   # appended (issue 30): HiSparse's host KV copy (tokens, bytes)
 
     @property
     def config(self) -> HfConfig:
@@ -203,8 +204,10 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                      f"allocated outside that budget, from the memory mem_fraction_static leaves{extra}")
     if p.page_size is not None and p.page_size != tok.page_size:
         notes.append(f"page_size {p.page_size} is overridden: this model runs with {tok.page_size}")
+    hisparse = (hisparse_host_pool(p, cap.max_total_num_tokens, args.hisparse_ratio, tok)
+                if args.hisparse_ratio and cap is not None else None)
     return Plan(p, args.model, args.gpu, args, par, tok, req, tail, cap, host, args.draft_tokens, tuple(notes), mem,
-                layers)
+                layers, hisparse)
 
 
 def compute_plan(p: Profile) -> Plan:
@@ -271,6 +274,8 @@ def plan_to_dict(plan: Plan) -> dict:
         d["capacity"] = {**cap, **memory_keys(plan), **answer_keys(plan), **swa}
         if plan.args.hisparse_ratio:   # appended (issue 30): the logical slots HiSparse schedules (size_full)
             d["capacity"]["hisparse_logical_tokens"] = plan.capacity.max_total_num_tokens * plan.args.hisparse_ratio
+    if plan.hisparse_host is not None:   # appended (issue 30): its host KV copy per rank (HiSparseCoordinator)
+        d["host"]["hisparse_kv_tokens"], d["host"]["hisparse_kv_bytes"] = plan.hisparse_host
     d["layers"] = m.by_kind()     # appended (issue 31): per layer kind, its layers and bytes
     return d
 

@@ -14,7 +14,11 @@
 * Launches SGLang's validators refuse (radix cache on, topk 2, a backend or dtype off HiSparse's list, decode
   radix, a bad ``--hisparse-config``): glm-kv refuses each, quoting the message SGLang raised.
 
-Planted errors: the indexer without the ratio, the MTP draft without it, the backends' HiSparse arm left out,
+``host.hisparse_kv_tokens`` / ``_bytes``: the ``MLATokenToKVPoolHost`` ``HiSparseCoordinator`` builds over each
+HiSparse pool SGLang built (its arguments, on meta), and its host-memory check's refusal in SGLang's words.
+
+Planted errors (besides a host copy without its padding page, caught by 6 of the host-copy cases): the indexer
+without the ratio, the MTP draft without it, the backends' HiSparse arm left out,
 and the GLM-5.3-Flash refusal left out each fail these comparisons.
 """
 from __future__ import annotations
@@ -77,8 +81,31 @@ READINGS = {"pre_model_load_bytes": PRE_H200, "weights_bytes": 40 * GiB}
 HISPARSE_KEYS = ("token.hisparse_host_to_device_ratio", "capacity.hisparse_logical_tokens")
 
 
+HOST = {"ram": None, "ranks": 1}   # what the host pools' memory check reads (W8: the profile's RAM, its ranks)
+
+
+def _coordinator_host_pool(kv, alloc):
+    """The host copy ``HiSparseCoordinator.__init__`` builds over a HiSparse DSA pool (its arguments), on meta (W8),
+    or the error its host-memory check raises."""
+    from oracle_memory import meta_host_memory
+
+    from sglang.srt.mem_cache.pool_host.mla import MLATokenToKVPoolHost
+
+    try:
+        with meta_host_memory(HOST["ram"], HOST["ranks"]):
+            pool = MLATokenToKVPoolHost(
+                buffer_info=kv.get_device_pool_infos()[0].buffer_info,
+                device_capacity_tokens=kv.size if kv.host_capacity_tokens is None else kv.host_capacity_tokens,
+                start_layer=kv.start_layer, end_layer=kv.end_layer, target_layer_num=kv.layer_num,
+                host_to_device_ratio=alloc.size_full // alloc._size_hisparse, host_size=0, page_size=kv.page_size,
+                layout="layer_first", override_kv_cache_dim=kv.kv_cache_dim)
+        return pool.size, pool.size * pool.size_per_token
+    except ValueError as e:
+        return str(e)
+
+
 @contextlib.contextmanager
-def sglang_with_hisparse():
+def sglang_with_hisparse(host_pools: list | None = None):
     """The contract oracle with the HiSparse flags handed to ServerArgs, and SGLang's token allocator built over
     every KV pool it builds (the oracle stops at the pool; a launch also builds the allocator over it)."""
     import models_contract_oracle
@@ -97,13 +124,18 @@ def sglang_with_hisparse():
                                                            req_to_token_pool=req_to_token_pool,
                                                            token_to_kv_pool_allocator=None)
         built.append((sizes.max_total_num_tokens, alloc))
+        if type(kv).__name__ == "HiSparseDSATokenToKVPool":
+            host.append((sizes.max_total_num_tokens, _coordinator_host_pool(kv, alloc)))
         return kv
 
+    host: list = []
     models_contract_oracle.PASS = real_pass + PASSED
     KVCacheConfigurator._build_token_to_kv_pool = build
     try:
         yield built
     finally:
+        if host_pools is not None:
+            host_pools.extend(host)
         models_contract_oracle.PASS = real_pass
         KVCacheConfigurator._build_token_to_kv_pool = real_build
 
@@ -308,3 +340,44 @@ def test_hisparse_config_is_read_as_sglang_reads_it(sglang_ready, raw):
     except (TypeError, RuntimeError, ValueError):
         usable = False
     assert not usable, (raw, theirs, refused)
+
+
+@pytest.mark.parametrize("name", DSA_MODELS)
+@pytest.mark.parametrize("pid,launch", [LAUNCHES[0], LAUNCHES[1], LAUNCHES[2]], ids=[LAUNCHES[i][0] for i in range(3)])
+def test_host_copy_is_sglangs_coordinator_pool(sglang_ready, name, pid, launch):
+    """host.hisparse_kv_tokens / _bytes: glm-kv's host copy at each device size SGLang built (the oracle's pools) is
+    the MLATokenToKVPoolHost HiSparseCoordinator builds there; the plan's keys are it at SGLang's sized tokens."""
+    from test_models_contract import check, glm_kv_side
+
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.inputs.resolve import resolve
+    from glm_kv.ledgers.host import hisparse_host_pool
+    from glm_kv.ledgers.plan import plan_from_args
+
+    pools: list = []
+    with sglang_with_hisparse(pools):
+        problems, sg = check(name, launch)
+    assert pools and not [x for x in pools if isinstance(x[1], str)], pools
+    plan = plan_from_args(resolve(make_profile({"model": name, **launch})))
+    for tokens, theirs in pools:
+        assert hisparse_host_pool(plan.profile, tokens, plan.args.hisparse_ratio, plan.token) == theirs, (tokens, theirs)
+    d, _ = glm_kv_side(name, launch)
+    assert (d["host"]["hisparse_kv_tokens"], d["host"]["hisparse_kv_bytes"]) == hisparse_host_pool(
+        plan.profile, sg["capacity"]["max_total_num_tokens"], plan.args.hisparse_ratio, plan.token)
+
+
+def test_host_copy_refused_where_sglangs_host_memory_check_refuses(sglang_ready, monkeypatch):
+    """host_memory_bytes just above SGLang's 10 GiB reserve: its check in the coordinator's host pool refuses, and
+    glm-kv refuses in the same words (the numbers are each side's pool at its size)."""
+    from test_models_contract import check, glm_kv_side
+
+    launch = {**LAUNCHES[0][1], "host_memory_bytes": (10 << 30) + 8 * 4096}
+    monkeypatch.setitem(HOST, "ram", launch["host_memory_bytes"])
+    monkeypatch.setitem(HOST, "ranks", 8)
+    pools: list = []
+    with sglang_with_hisparse(pools):
+        check("deepseek-v3.2", launch)
+    said = [x[1] for x in pools if isinstance(x[1], str)]
+    _, err = glm_kv_side("deepseek-v3.2", launch)
+    assert said and err is not None and err.field == "host_memory_bytes", (pools, err)
+    assert said[0].split(" Requesting")[0] in err.rule and "Please reduce the size" in err.rule, (said, err.rule)

@@ -206,6 +206,11 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
         notes.append(f"page_size {p.page_size} is overridden: this model runs with {tok.page_size}")
     hisparse = (hisparse_host_pool(p, cap.max_total_num_tokens, args.hisparse_ratio, tok)
                 if args.hisparse_ratio and cap is not None else None)
+    if args.hisparse_ratio:   # issue 30: what HiSparse allocates outside the sized pools
+        notes.append("HiSparse: the device pool holds max_total_num_tokens of hisparse_logical_tokens, the rest in its "
+                     "host KV copy (host.hisparse_kv_bytes); not counted: the coordinator's per-request device buffers "
+                     "(HiSparseCoordinator: swap-in tables per layer and request slot, the request-to-host map over the "
+                     "context), allocated after the pools from the memory mem_fraction_static leaves")
     return Plan(p, args.model, args.gpu, args, par, tok, req, tail, cap, host, args.draft_tokens, tuple(notes), mem,
                 layers, hisparse)
 

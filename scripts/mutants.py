@@ -47,6 +47,8 @@ ALL_MODULES += ["inputs.vllm_launch", "inputs.vllm_profile", "inputs.vllm_boot_l
                 "ledgers.compare", "inputs.catalog"]
 # issue 32: the hybrid sliding-window models' refusals (gpt-oss)
 ALL_MODULES += ["inputs.swa"]
+# issue 30: --enable-hisparse's ratio, backends and refusals
+ALL_MODULES += ["inputs.hisparse", "inputs.load_publish", "inputs.ib_devices"]
 KILLED = {1, 3, 37}          # a test failed (3: pytest internal error), or the type checker
 SURVIVED = {0}
 NO_TESTS = {5, 33}

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ProfileError, shown
+from .ib_devices import check_ib_devices, validated_at_startup
+from .load_publish import check_load_publish
 from .swa import refuse_swa_flags
 from .profile import (CP_STRATEGY_CHOICES, CUDA_GRAPH_BACKEND_CHOICES, DISAGGREGATION_MODE_CHOICES, DSA_DECODE_CHOICES, DSA_PREFILL_CHOICES,
                       LINEAR_ATTN_BACKEND_CHOICES, MAMBA_STRATEGY_CHOICES, MOE_A2A_BACKEND_CHOICES)
@@ -94,6 +96,9 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--nnodes": ("nnodes", "int"),
     "--disaggregation-decode-extra-slots": ("disaggregation_decode_extra_slots", "int"),
     "--disaggregation-decode-enable-radix-cache": ("disaggregation_decode_enable_radix_cache", "flag"),
+    "--enable-hisparse": ("enable_hisparse", "flag"),
+    "--hisparse-config": ("hisparse_config", "str"),
+    "--hierarchical-sparse-attention-extra-config": ("hisparse_config", "str"),
 }
 # ServerArgs field -> what it moves in glm-kv (the flag table's "modelled" rows; issue 20).
 MODELLED: dict[str, str] = {
@@ -201,6 +206,21 @@ MODELLED: dict[str, str] = {
         "request/host: a decode server keeps the radix cache (its mamba strategy and state slots as a co-located "
         "server's; HiCache allowed there), winning over --disable-radix-cache; inert off a decode server "
         "(tests/sglang/test_startup_refusals.py DECODE_RADIX)"),
+    "enable_hisparse": ("token/capacity on DSA models (DeepSeek-V3.2, GLM-5.1; inputs/hisparse.py): the indexer on "
+                        "every full layer and the MTP draft's rows x host_to_device_ratio in cell_size (index_buf_size "
+                        "= tokens x ratio), the DSA backends' HiSparse defaults, capacity.hisparse_logical_tokens; "
+                        "GLM-5.3-Flash refused as SGLang 0.5.23 fails it (DSA + KDA: \"'HybridLinearKVPool' object has "
+                        "no attribute 'register_mapping'\", mem_cache/allocator/hisparse.py, after its validators and "
+                        "sizing pass); SGLang's validator refusals (radix cache on, topk > 1, dtypes / backends off its "
+                        "list, non-DSA models) in its words (tests/sglang/test_flags_hisparse.py)"),
+    "disaggregation_ib_device": (
+        "nothing in the pools (the flag table's proof: inert on every profile SGLang starts it on); where SGLang "
+        "checks it at start-up (Mooncake transfer on a prefill / decode server, validate_ib_devices) the checks "
+        "that hold on any machine are SGLang's refusals in its words and the rest (the devices in "
+        "/sys/class/infiniband of the machine it starts on) a plan note: glm-kv plans for that machine "
+        "(inputs/ib_devices.py, tests/sglang/test_flags_ib_device.py)"),
+    "hisparse_config": ("token: with --enable-hisparse, its host_to_device_ratio (default 2) and SGLang's checks of "
+                        "the JSON (_parse_sparse_config); never read without it"),
 }
 # SGLang 0.5.23's argparse choices for the flags above that have them (the wheel's server_args).
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -352,7 +372,8 @@ CHECKED: dict[str, tuple[str, Any]] = {
     "--mamba-max-states-per-path": ("mamba_max_states_per_path", _check_states_per_path),
 }
 # Flags read into other fields than their own (the CUDA-graph list and JSON: what they move in the fraction)
-DERIVED = ("--cuda-graph-bs-decode", "--cuda-graph-config", "--attn-dp-size", "--attention-data-parallel-size")
+DERIVED = ("--cuda-graph-bs-decode", "--cuda-graph-config", "--attn-dp-size", "--attention-data-parallel-size",
+           "--disaggregation-ib-device")
 # 0.5.23's spelling of attention DP (arg_groups/parallel_hook.py _handle_deprecated_dp_attention turns
 # ``--dp-size N --enable-dp-attention`` into ``attn_dp_size = N, dp_size = 1``): read as that pair.
 ATTN_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
@@ -423,16 +444,50 @@ NEEDS_COMPANION: dict[str, tuple[Any, Any, str]] = {
     "--kv-canary-sweep-interval": (lambda g: _int_or_zero(_first(g, "--kv-canary-sweep-interval")) > 0,
                                    lambda g: _first(g, "--kv-canary") not in (None, "none"),
                                    "--kv-canary-sweep-interval requires --kv-canary in {log, raise}"),
+    # issue 30: check_load_publish_args; its other checks of the pair (the publisher, the port range) are
+    # inputs/load_publish.py's
+    "--load-publish-endpoint": (lambda g: (_first(g, "--load-publish-endpoint") or "").strip().lower() not in ("", "off"),
+                                lambda g: bool(_first(g, "--kv-events-config")),
+                                "--load-publish-endpoint requires --kv-events-config: routers discover the load range "
+                                "through /server_info's kv_events block, absent without a publisher."),
+}
+
+
+def _float_or_one(text: str | None) -> float:
+    try:
+        return float(text if text is not None else 1.0)
+    except ValueError:
+        return 1.0
+
+
+# Flags the table proves inert that SGLang 0.5.23 refuses beside --enable-hisparse (issue 30): flag -> (when,
+# SGLang's message, its file). The proof ran without HiSparse; with it the launch does not start.
+REFUSED_WITH_HISPARSE: dict[str, tuple[Any, str, str]] = {
+    "--enable-mixed-chunk": (lambda g: True, "--enable-hisparse does not support --enable-mixed-chunk yet.",
+                             "arg_groups/hisparse_hook.py"),
+    "--speculative-adaptive": (lambda g: (_first(g, "--speculative-algorithm") or "NONE").upper() != "NONE",
+                               "HiSparse speculative decoding uses statically sized swap state; "
+                               "--speculative-adaptive is not supported.", "arg_groups/hisparse_hook.py"),
+    "--disaggregation-decode-host-receive-threshold": (
+        lambda g: _float_or_one(_first(g, "--disaggregation-decode-host-receive-threshold")) < 1,
+        "Decode host receive does not yet support HiSparse or role switching",
+        "arg_groups/pd_disaggregation_hook.py"),
 }
 
 
 def _refuse_inert_combinations(given: dict[str, tuple[str, list[str]]]) -> None:
     """SGLang's refusals of a flag the table proves inert, where the refusal hangs on another flag: the
-    inert proof runs the flag with its companion, so the command must carry it too (NEEDS_COMPANION)."""
+    inert proof runs the flag with its companion, so the command must carry it too (NEEDS_COMPANION); and
+    the inert flags SGLang refuses beside --enable-hisparse (REFUSED_WITH_HISPARSE)."""
     for canonical, (needs, has, says) in NEEDS_COMPANION.items():
         if canonical in given and needs(given) and not has(given):
             raise ProfileError(given[canonical][0], f"SGLang 0.5.23 refuses it: \"{says}\" "
                                                     "(arg_groups/validation_hook.py check_server_args)")
+    if "--enable-hisparse" in given:
+        for canonical, (when, says, where) in REFUSED_WITH_HISPARSE.items():
+            if canonical in given and when(given):
+                raise ProfileError(given[canonical][0], f"SGLang 0.5.23 refuses it with --enable-hisparse: "
+                                                        f"\"{says}\" ({where})")
 
 
 def flag_table_summary(path: Path | None = None) -> dict[str, int]:
@@ -605,6 +660,7 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
     graph_bs_max: Optional[int] = None
     graph_json: dict[str, Any] = {}
     attn_dp: Optional[tuple[str, int]] = None
+    ib_device: Optional[tuple[str, str]] = None
     given: dict[str, tuple[str, list[str]]] = {}   # canonical flag -> (as typed, values): cross-flag refusals
     for w in words[:start]:  # the launcher: env assignments, python, -m, ...
         name, eq, raw = w.partition("=")
@@ -673,6 +729,9 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
         if canonical == "--cuda-graph-config":   # JSON wins over the per-phase flags (parse_cuda_graph_config)
             graph_json = cuda_graph_config_fields(flag, values[0])
             continue
+        if canonical == "--disaggregation-ib-device":   # decided once the mode and backends are read
+            ib_device = (flag, values[0])
+            continue
         if canonical in ATTN_DP_FLAGS:
             attn_dp = (flag, _int(flag, values[0]))
             if attn_dp[1] < 1:   # arg_groups/parallel_hook.py, SGLang's words
@@ -703,6 +762,17 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
                                            f"parallelism are not supported.\" (arg_groups/parallel_hook.py)")
         fields["dp_size"], fields["enable_dp_attention"] = attn_dp[1], True
     _refuse_inert_combinations(given)
+    if ib_device is not None:
+        if validated_at_startup(fields.get("disaggregation_mode"), _first(given, "--disaggregation-transfer-backend"),
+                                _first(given, "--encoder-transfer-backend")):
+            check_ib_devices(ib_device[1])   # what holds on any machine; the plan notes the rest
+            fields["disaggregation_ib_device"] = ib_device[1]
+        else:   # SGLang does not check it at start-up here: inert (the flag table's proof)
+            inert.append(shlex.join(list(ib_device)))
+    # SGLang's port-range checks of the load publisher over its DP ranks (replicas x attention-DP groups: dp_size
+    # here either way, after the --attn-dp-size rewrite above)
+    check_load_publish(_first(given, "--load-publish-endpoint"), _first(given, "--kv-events-config"),
+                       fields.get("dp_size", 1))
     refuse_swa_flags(fields.get("model"), inert)   # issue 32: inert on GLM-5.3-Flash, not on a hybrid-SWA model
     if pending is not None:
         raise pending

@@ -246,6 +246,13 @@ FIELDS: dict[str, Field] = {
     # --disaggregation-decode-enable-radix-cache: a decode server keeps the radix cache (handle_pd_disaggregation
     # resolves disable_radix_cache to its negation on a decode server, over --disable-radix-cache); inert elsewhere
     "disaggregation_decode_enable_radix_cache": Bool(),
+    # --enable-hisparse (issue 30): hierarchical sparse attention, a device KV pool of tokens / ratio backed by a
+    # host copy (HiSparseDSATokenToKVPool, inputs/hisparse.py); --hisparse-config: its JSON (host_to_device_ratio)
+    "enable_hisparse": Bool(),
+    "hisparse_config": Text(None, optional=True, min_length=1, max_length=4096),
+    # --disaggregation-ib-device (issue 30), where SGLang checks it at start-up (Mooncake PD transfer): on the machine
+    # it runs on, which glm-kv cannot see; no pool moves, the plan says so (inputs/ib_devices.py)
+    "disaggregation_ib_device": Text(None, optional=True, min_length=1, max_length=4096),
 }
 
 

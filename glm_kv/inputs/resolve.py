@@ -15,6 +15,7 @@ from ..units import requests_per_worker
 from .draft import (DFLASH_DEFAULT_BLOCK_SIZE, DSPARK_DEFAULT_GAMMA, DraftConfig, DSparkFields,
                     check_dspark_draft, draft_kv_bytes_per_token, dspark_draft_path, dspark_fields, load_draft)
 from .gpus import Gpu, resolve_gpu
+from .hisparse import hisparse_backends, hisparse_ratio, validate_hisparse
 from .hf_config import (HfConfig, extra_buffer_strategy, glm_hf_config, load_hf_config, names_other_model,
                         refuse_model_override)
 from .model import ModelConfig, load_model
@@ -83,6 +84,8 @@ class ServerArgs:
     # the --attn-cp-size SGLang's default-fraction heuristic reads (memory_hook runs before the DSA model override
     # widens prefill CP to the TP group: resolve_dsa_prefill_cp); the profile above holds the resolved width
     fraction_attn_cp_size: int = 1
+    # --enable-hisparse (issue 30): the host-to-device ratio of the logical slots (0: off; inputs/hisparse.py)
+    hisparse_ratio: int = 0
 
     @property
     def verify_state_draft_tokens(self) -> int:
@@ -153,6 +156,7 @@ def resolve_dsa_backends(p: Profile, gpu: Gpu, kv_dtype: str) -> tuple[str, str]
         default = ("flashmla_sparse", "trtllm" if gpu.sm >= 100 else "fa3")
     prefill = p.dsa_prefill_backend or default[0]
     decode = p.dsa_decode_backend or default[1]
+    prefill, decode = hisparse_backends(p, kv_dtype) or (prefill, decode)   # HiSparse's arm wins (issue 30)
     if "triton" in (prefill, decode):
         raise ProfileError("dsa_prefill_backend" if prefill == "triton" else "dsa_decode_backend",
                            "the triton DSA backend is only supported on ROCm/HIP")
@@ -725,6 +729,7 @@ def resolve(p: Profile) -> ServerArgs:
         validate_strategy(p, strategy, seen_page, rules, facts.family, gpu.sm)
     validate_linear_attn_backend(p, gpu.sm)   # after the mamba strategy's checks, as SGLang's hooks run
     validate_startup(p, strategy, facts, config)   # issue 30: SGLang's start-up refusals of flag combinations (startup.py)
+    validate_hisparse(p, facts.is_dsa, kv_dtype, prefill, decode, facts.has_state_layers)   # issue 30: validation_hook's hisparse slot, later
     attn_dp = p.dp_size if p.enable_dp_attention else 1
     attn_tp, linear_tp = resolve_tp(p, facts, config, attn_dp)
     validate_caps(p, page, attn_dp)
@@ -763,5 +768,5 @@ def resolve(p: Profile) -> ServerArgs:
         attn_tp_size=attn_tp, linear_attn_tp_size=linear_tp,
         packed_draft_layers=(facts.num_nextn_predict_layers or 1) if p.speculative_algorithm in ("EAGLE", "NEXTN")
         else 0,
-        fraction_attn_cp_size=given_cp,
+        fraction_attn_cp_size=given_cp, hisparse_ratio=hisparse_ratio(p),
     )

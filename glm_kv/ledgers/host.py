@@ -154,6 +154,23 @@ def check_host_memory(p, requests: list[tuple[str, int]], auto_budget: int | Non
             left -= req
 
 
+def hisparse_host_pool(p, tokens: int, ratio: int, token: TokenLedger) -> tuple[int, int]:
+    """HiSparse's host copy (issue 30): the ``MLATokenToKVPoolHost`` ``HiSparseCoordinator`` builds over the device
+    pool (``host_size=0``, ``host_to_device_ratio``): tokens x ratio plus one page of KV rows over the full layers,
+    in host RAM per rank. Its host-memory check (``_allocate_host_buffer``) against (free RAM - 10 GiB) // ranks
+    per host refuses the start where ``host_memory_bytes`` is too small, in SGLang's words."""
+    size = host_size(tokens, token.page_size, ratio, 0, 0)
+    nbytes = size * token.kv_row_bytes * token.num_full_layers
+    if p.host_memory_bytes is not None:
+        avail = (p.host_memory_bytes - HICACHE_HOST_MEMORY_RESERVE_BYTES) // ranks_per_host(p)
+        if nbytes > avail:
+            raise ProfileError("host_memory_bytes", f"HiSparse's host KV copy does not fit: SGLang 0.5.23 refuses to "
+                                                    f"start (\"{HOST_MEMORY_SAYS.format(req=nbytes / 1e9, avail=avail / 1e9)}\"; "
+                                                    f"host_memory_bytes {p.host_memory_bytes:,}, {ranks_per_host(p)} "
+                                                    f"ranks per host)")
+    return size, nbytes
+
+
 def replayssm_conv_window_bytes(args, request, requests_per_worker: int | None) -> int:
     """The verify conv windows MambaPool still allocates under --enable-linear-replayssm-spec with a draft
     (mem_cache/memory_pool.py ``intermediate_conv_window``: layers x (max_num_reqs + 1) x draft tokens x one

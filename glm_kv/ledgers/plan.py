@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from ..errors import ProfileError
 from ..inputs.gpus import Gpu
 from ..inputs.hf_config import HfConfig
+from ..inputs.ib_devices import check_ib_devices as ib_devices_note
 from ..inputs.model import ModelConfig
 from ..inputs.profile import Profile, load_profile, make_profile
 from ..inputs.resolve import ServerArgs, resolve
@@ -14,7 +15,7 @@ from . import capacity as capacity_module
 from . import token as token_module
 from .capacity import (CapacityLedger, attention_capacity_ledger, capacity_ledger, swa_capacity_ledger,
                        swa_request_cap)
-from .host import HostLedger, host_ledger, replayssm_conv_window_bytes
+from .host import HostLedger, hisparse_host_pool, host_ledger, replayssm_conv_window_bytes
 from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
                      no_memory_rule)
 from .model_layers import ModelLayers, layers_for
@@ -42,6 +43,7 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
     memory: MemoryLedger | None = None
     layers: ModelLayers | None = None
+    hisparse_host: tuple[int, int] | None = None   # appended (issue 30): HiSparse's host KV copy (tokens, bytes)
 
     @property
     def config(self) -> HfConfig:
@@ -146,6 +148,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     tok = token_ledger(args, layers)
     req = request_ledger(args, par.linear_attn_tp_size, layers)
     notes: list[str] = []
+    if p.disaggregation_ib_device is not None:   # issue 30: SGLang checks the devices on the machine it starts on
+        notes.append(ib_devices_note(p.disaggregation_ib_device))
     mem = _memory(args, layers, memory_overrides)
     avail, source, rest_gib = _available(args, mem)
     if mem is not None and mem.rest_gib is not None and p.available_bytes is None \
@@ -200,8 +204,15 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                      f"allocated outside that budget, from the memory mem_fraction_static leaves{extra}")
     if p.page_size is not None and p.page_size != tok.page_size:
         notes.append(f"page_size {p.page_size} is overridden: this model runs with {tok.page_size}")
+    hisparse = (hisparse_host_pool(p, cap.max_total_num_tokens, args.hisparse_ratio, tok)
+                if args.hisparse_ratio and cap is not None else None)
+    if args.hisparse_ratio:   # issue 30: what HiSparse allocates outside the sized pools
+        notes.append("HiSparse: the device pool holds max_total_num_tokens of hisparse_logical_tokens, the rest in its "
+                     "host KV copy (host.hisparse_kv_bytes); not counted: the coordinator's per-request device buffers "
+                     "(HiSparseCoordinator: swap-in tables per layer and request slot, the request-to-host map over the "
+                     "context), allocated after the pools from the memory mem_fraction_static leaves")
     return Plan(p, args.model, args.gpu, args, par, tok, req, tail, cap, host, args.draft_tokens, tuple(notes), mem,
-                layers)
+                layers, hisparse)
 
 
 def compute_plan(p: Profile) -> Plan:
@@ -216,7 +227,10 @@ def _json(obj, renames: dict[str, str]) -> dict:
 
 # keys of a hybrid-SWA model's SWA pool (issue 32): present for those models only, so that every other model's
 # plan JSON stays byte-identical (tests/ledgers/test_plan_unchanged.py)
-SWA_TOKEN_KEYS = ("swa_kv_bytes_per_token", "num_swa_layers", "swa_full_tokens_ratio", "sliding_window_size")
+SWA_TOKEN_KEYS = ("swa_kv_bytes_per_token", "num_swa_layers", "swa_full_tokens_ratio", "sliding_window_size",
+                  "hisparse_host_to_device_ratio")   # issue 30: HiSparse's, only with --enable-hisparse
+# profile fields echoed only when given a value other than their default (issue 30): every earlier plan reads the same
+ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None, "disaggregation_ib_device": None}
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -225,7 +239,8 @@ def plan_to_dict(plan: Plan) -> dict:
     tok, req, tail, par, m = plan.token, plan.request, plan.tail, plan.parallel, plan.layers
     cfg = plan.config
     d = {
-        "profile": {"name": plan.profile.label, **plan.profile.model_dump(exclude={"name"})},
+        "profile": {"name": plan.profile.label, **{k: v for k, v in plan.profile.model_dump(exclude={"name"}).items()
+                                                   if k not in ECHO_WHEN_SET or v != ECHO_WHEN_SET[k]}},
         "model": {
             "name": cfg.name if plan.model is None else plan.model.name,
             "source": cfg.source if plan.model is None else plan.model.source,
@@ -262,6 +277,10 @@ def plan_to_dict(plan: Plan) -> dict:
         swa = {k: v for k in ("full_max_total_num_tokens", "swa_max_total_num_tokens") if (v := cap.pop(k)) is not None}
         # the SWA pools' keys after every earlier key of the section (appended, issue 32)
         d["capacity"] = {**cap, **memory_keys(plan), **answer_keys(plan), **swa}
+        if plan.args.hisparse_ratio:   # appended (issue 30): the logical slots HiSparse schedules (size_full)
+            d["capacity"]["hisparse_logical_tokens"] = plan.capacity.max_total_num_tokens * plan.args.hisparse_ratio
+    if plan.hisparse_host is not None:   # appended (issue 30): its host KV copy per rank (HiSparseCoordinator)
+        d["host"]["hisparse_kv_tokens"], d["host"]["hisparse_kv_bytes"] = plan.hisparse_host
     d["layers"] = m.by_kind()     # appended (issue 31): per layer kind, its layers and bytes
     return d
 

@@ -54,6 +54,10 @@ class TokenLedger:
     num_swa_layers: int | None = None
     swa_full_tokens_ratio: float | None = None
     sliding_window_size: int | None = None
+    # appended (issue 30): --enable-hisparse's host-to-device ratio (None without HiSparse): the indexer and the
+    # MTP draft rows above are per device token and already carry it (pool_configurator: index_buf_size and the
+    # draft's logical space are device tokens x ratio)
+    hisparse_host_to_device_ratio: int | None = None
 
     @property
     def swa_cell_size(self) -> float:
@@ -127,6 +131,12 @@ def token_ledger(args: ServerArgs, layers: ModelLayers | None = None) -> TokenLe
     # layer: 7,084 / 11; public 4 x B200 boot logs: 3.80 GiB for 6,327,680 tokens), 0.5.23 at the pooled
     # ceil(132 / kpool) = 33 B (545 B/token).
     draft = args.draft_layers * (row_bytes + per_layer)
+    ratio = getattr(args, "hisparse_ratio", 0)
+    if ratio and idx is not None:
+        # HiSparse (_compute_dsa_indexer_cell_size): the index K on every full layer (no shared-top-k elision),
+        # for ratio x the device tokens; the EAGLE draft's KV and indexer are addressed by the same logical IDs
+        indexer = per_layer * len(m.full_attention_layers) * ratio
+        draft *= ratio
     swa_specs = m.specs(SWA_KINDS)
     # SGLang's default ratio: --swa-full-tokens-ratio is not modelled (inputs/swa.py)
     swa = dict(swa_kv_bytes_per_token=sum(s.bytes_per_token for s in swa_specs), num_swa_layers=len(swa_specs),
@@ -151,4 +161,5 @@ def token_ledger(args: ServerArgs, layers: ModelLayers | None = None) -> TokenLe
         draft_layers=args.draft_layers, draft_bytes_per_token=draft,
         cell_size_bytes=cell, target_cell_size_bytes=kv + indexer,
         dflash_draft_bytes_per_token=args.draft_kv_bytes_per_token, **swa,
+        hisparse_host_to_device_ratio=ratio or None,
     )

@@ -54,7 +54,7 @@ def test_refused_flag_is_named_and_not_modelled(row):
 @pytest.mark.parametrize("row", [r for r in ROWS if r["status"] == "inert"], ids=lambda r: r["field"])
 def test_inert_flag_is_accepted_and_listed(row):
     argv = row["proof"]["argv"]
-    fields, inert = parse_launch_command(" ".join([LAUNCH, *argv]), layout="0.5.23")
+    fields, inert = parse_launch_command(" ".join([LAUNCH, shlex.join(argv)]), layout="0.5.23")   # a JSON value stays one
     # a companion the proof carries (``--enable-priority-scheduling`` beside ``--retraction-policy priority``)
     # is listed as its own accepted flag
     assert [w for i in inert for w in shlex.split(i)] == argv and inert[0].startswith(argv[0]) and fields == {"model": "glm-5.3-flash", "weights_estimate": True}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 
 import pytest
 
@@ -172,7 +173,10 @@ def test_issue_30_commands_are_inert_through_sglang(base, argv):
 # (field, its flag alone, the companion SGLang asks for): launch.NEEDS_COMPANION, each row's proof
 COMPANIONS = [("retraction_policy", ["--retraction-policy", "priority"], ["--enable-priority-scheduling"]),
               ("export_metrics_to_file", ["--export-metrics-to-file"], ["--export-metrics-to-file-dir", "@MODEL@"]),
-              ("kv_canary_sweep_interval", ["--kv-canary-sweep-interval", "3"], ["--kv-canary", "log"])]
+              ("kv_canary_sweep_interval", ["--kv-canary-sweep-interval", "3"], ["--kv-canary", "log"]),
+              # issue 30: check_load_publish_args; its port checks: test_flags_load_publish.py
+              ("load_publish_endpoint", ["--load-publish-endpoint", "auto"],
+               ["--kv-events-config", '{"publisher": "zmq", "endpoint": "tcp://*:5557"}'])]
 
 
 @pytest.mark.parametrize("companion", [False, True])
@@ -187,13 +191,13 @@ def test_flags_inert_beside_their_companion(base, field, alone, needed, companio
     argv = alone + (needed if companion else [])
     r = ft.prove(field, _argv_kwargs(field, argv), base)
     assert "moves" not in r, r
-    cmd = f"python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp 8 {' '.join(argv)}"
+    cmd = f"python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp 8 {shlex.join(argv)}"
     row = next(x for x in TABLE["rows"] if x["field"] == field)
     assert alone[0] in NEEDS_COMPANION and row["status"] == "inert" and row["proof"]["argv"] == alone + needed, row
     if companion:
         assert set(r["inert_on"]) == {pid for pid, *_ in ft.PROOF_PROFILES} and not r["refused_on"], r
         fields, inert = parse_launch_command(cmd, layout="0.5.23")
-        assert " ".join(inert) == " ".join(argv), inert
+        assert [w for i in inert for w in shlex.split(i)] == argv, inert
     else:
         assert not r["inert_on"] and r["refused_on"], r
         with pytest.raises(ProfileError) as e:

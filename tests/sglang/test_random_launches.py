@@ -115,9 +115,12 @@ def test_every_modelled_flag_is_drawn(sglang_ready, drafts):
         cmd, _hw = launch(rng, drafts, KINDS[i % len(KINDS)] if i % 3 == 0 else None)
         seen |= set(sglang_kwargs(cmd))
     # --speculative-dspark-{sps-table,confidence-sts}-path need planner files (inert, proven in
-    # test_flags_dspark); --dcp-size's one accepted value is its default (others refused: test_flags_refusals)
+    # test_flags_dspark); --dcp-size's one accepted value is its default (others refused: test_flags_refusals);
+    # --enable-hisparse / --hisparse-config: SGLang fails GLM-5.3-Flash with them past the sizing this draw's
+    # oracles run (its allocator, test_flags_hisparse); --disaggregation-ib-device: SGLang checks it against this
+    # machine's /sys/class/infiniband (test_flags_ib_device)
     left = set(MODELLED) - seen - {"speculative_dspark_sps_table_path", "speculative_dspark_confidence_sts_path",
-                                   "dcp_size"}
+                                   "dcp_size", "enable_hisparse", "hisparse_config", "disaggregation_ib_device"}
     assert left == set(), sorted(left)
 
 

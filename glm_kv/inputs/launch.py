@@ -94,6 +94,8 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--nnodes": ("nnodes", "int"),
     "--disaggregation-decode-extra-slots": ("disaggregation_decode_extra_slots", "int"),
     "--disaggregation-decode-enable-radix-cache": ("disaggregation_decode_enable_radix_cache", "flag"),
+    "--swa-full-tokens-ratio": ("swa_full_tokens_ratio", "float"),         # issue 32: hybrid SWA (gpt-oss)
+    "--disable-hybrid-swa-memory": ("disable_hybrid_swa_memory", "flag"),
 }
 # ServerArgs field -> what it moves in glm-kv (the flag table's "modelled" rows; issue 20).
 MODELLED: dict[str, str] = {
@@ -201,6 +203,12 @@ MODELLED: dict[str, str] = {
         "request/host: a decode server keeps the radix cache (its mamba strategy and state slots as a co-located "
         "server's; HiCache allowed there), winning over --disable-radix-cache; inert off a decode server "
         "(tests/sglang/test_startup_refusals.py DECODE_RADIX)"),
+    "swa_full_tokens_ratio": (
+        "token/capacity: a hybrid sliding-window model's SWA pool tokens per full-pool token "
+        "(HybridSWAPoolConfigurator's cell and pool split); no pool elsewhere (tests/sglang/test_models_contract.py)"),
+    "disable_hybrid_swa_memory": (
+        "token/capacity: a hybrid sliding-window model without its SWA pool, every layer in the full pool "
+        "(ModelConfig.is_hybrid_swa); no pool elsewhere (tests/sglang/test_models_contract.py)"),
 }
 # SGLang 0.5.23's argparse choices for the flags above that have them (the wheel's server_args).
 CHOICES: dict[str, tuple[str, ...]] = {

@@ -246,6 +246,12 @@ FIELDS: dict[str, Field] = {
     # --disaggregation-decode-enable-radix-cache: a decode server keeps the radix cache (handle_pd_disaggregation
     # resolves disable_radix_cache to its negation on a decode server, over --disable-radix-cache); inert elsewhere
     "disaggregation_decode_enable_radix_cache": Bool(),
+    # issue 32, hybrid sliding-window models (gpt-oss): --swa-full-tokens-ratio, the SWA pool's tokens per
+    # full-pool token (SGLang: None, fallback 0.8; kv_cache_hook refuses it outside (0, 1.0] for every model),
+    # and --disable-hybrid-swa-memory (ModelConfig._derive_hybrid_model: no SWA pool, every layer in the full
+    # pool); read by no pool of a model without sliding-window layers
+    "swa_full_tokens_ratio": Float(0.8, gt=0, le=1.0),
+    "disable_hybrid_swa_memory": Bool(),
 }
 
 

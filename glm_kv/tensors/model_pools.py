@@ -50,7 +50,7 @@ class ModelPools:
         return sum(t.numel() * t.element_size() for n in names for t in (getattr(self, n) or []))
 
 
-def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
+def _layer_kinds(cfg: HfConfig, hybrid_swa: bool = True) -> tuple[list[int], list[int]]:
     """(full-attention layer ids, state layer ids), restated from each config class."""
     t = cfg.text
     if cfg.family in ("mla+kda", "mla_dsa+kda"):
@@ -67,7 +67,7 @@ def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
     elif cfg.family == "gqa+jet":   # JetNemotronConfig (issue 32): "jet" state layers, "attn" / "swa" full
         types = t["layer_types"]
         return [i for i, x in enumerate(types) if x in ("attn", "swa")], [i for i, x in enumerate(types) if x == "jet"]
-    elif cfg.family == "gqa_swa":   # get_hybrid_layer_ids (SWA_SINK_ARCHS): the full pool's layers; no state
+    elif cfg.family == "gqa_swa" and hybrid_swa:   # get_hybrid_layer_ids (SWA_SINK_ARCHS): the full pool's; no state
         return [i for i, x in enumerate(t["layer_types"]) if x == "full_attention"], []
     else:
         n, state = t["num_hidden_layers"], []
@@ -83,7 +83,8 @@ def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
     """Allocate the pools for ``tokens`` token slots and ``slots`` state slots (plus padding)."""
     cfg, args, page = plan.config, plan.args, plan.token.page_size
     t, tp, state_tp = cfg.text, args.attn_tp_size, args.linear_attn_tp_size
-    full, state = _layer_kinds(cfg)
+    hybrid_swa = not plan.profile.disable_hybrid_swa_memory   # --disable-hybrid-swa-memory: one full pool
+    full, state = _layer_kinds(cfg, hybrid_swa)
     fp8 = args.kv_cache_dtype == "fp8_e4m3"
     kv_dtype = torch.uint8 if fp8 else torch.bfloat16
     rows = tokens + page
@@ -107,7 +108,7 @@ def allocate(plan, tokens: int, slots: int, device: str = "cpu") -> ModelPools:
         vhd = hd if vd is None or (type(vd) is int and vd == 0) else _int(t, "v_head_dim", where)
         pools.k_buffer = [torch.empty((rows, heads, hd), dtype=kv_dtype, device=device) for _ in full]
         pools.v_buffer = [torch.empty((rows, heads, vhd), dtype=kv_dtype, device=device) for _ in full]
-        if cfg.family == "gqa_swa":   # SWAKVPool's SWA pool, here as many tokens as the full pool
+        if cfg.family == "gqa_swa" and hybrid_swa:   # SWAKVPool's SWA pool, here as many tokens as the full pool
             swa_layers = [i for i, x in enumerate(t["layer_types"]) if x == "sliding_attention"]
             sh = max(1, t["swa_num_key_value_heads"] // tp) if "swa_num_key_value_heads" in t else heads
             shd = t.get("swa_head_dim") or hd

@@ -79,12 +79,56 @@ def test_paths_not_sized_are_refused_by_name(fields, field):
     assert e.value.field == field and "not sized by glm-kv yet" in e.value.rule
 
 
-@pytest.mark.parametrize("flag", ["--swa-full-tokens-ratio 0.5", "--disable-hybrid-swa-memory", "--swa-prefix-tails 2"])
-def test_swa_pool_flags_are_refused_for_gpt_oss_not_dropped_as_inert(capsys, flag):
-    cmd = f"python -m sglang.launch_server --model-path {GPT} --tp 8 {flag}"
+def test_swa_full_tokens_ratio_by_hand():
+    """--swa-full-tokens-ratio 0.5: cell int(4,608 + 0.5 x 4,608) = 6,912; full int(50 GiB / 6,912) page 1;
+    SWA int(full x 0.5)."""
+    c = plan(available_bytes=50 * GiB, page_size=1, swa_full_tokens_ratio=0.5).to_dict()
+    assert (c["token"]["swa_full_tokens_ratio"], c["token"]["cell_size_bytes"]) == (0.5, 6912)
+    full = 50 * GiB // 6912
+    assert full == 7_767_229 and c["capacity"]["full_max_total_num_tokens"] == full
+    assert c["capacity"]["swa_max_total_num_tokens"] == full // 2 == 3_883_614
+
+
+def test_disable_hybrid_swa_memory_by_hand():
+    """--disable-hybrid-swa-memory: no SWA pool; 36 layers x 256 B = 9,216 B per token in the one full pool."""
+    d = plan(available_bytes=50 * GiB, page_size=1, disable_hybrid_swa_memory=True).to_dict()
+    assert d["model"]["full_attention_layers"] == list(range(36)) and "swa_attention_layers" not in d["model"]
+    assert (d["token"]["num_full_layers"], d["token"]["kv_bytes_per_token"], d["token"]["cell_size_bytes"]) == \
+        (36, 9216, 9216)
+    assert "swa_kv_bytes_per_token" not in d["token"] and "swa_max_total_num_tokens" not in d["capacity"]
+    assert d["capacity"]["max_total_num_tokens"] == 50 * GiB // 9216 == 5_825_422
+
+
+@pytest.mark.parametrize("flag, field, value", [("--swa-full-tokens-ratio 0.5", "swa_full_tokens_ratio", 0.5),
+                                                ("--disable-hybrid-swa-memory", "disable_hybrid_swa_memory", True)])
+def test_swa_pool_flags_are_read_from_a_launch_command(flag, field, value):
+    from glm_kv.inputs.launch import parse_launch_command
+
+    fields, inert = parse_launch_command(f"python -m sglang.launch_server --model-path {GPT} --tp 8 {flag}",
+                                         layout="0.5.23")
+    assert fields[field] == value and inert == []
+
+
+@pytest.mark.parametrize("value", [0, 1.5, -0.2])
+def test_a_ratio_outside_sglangs_range_is_refused(capsys, value):
+    """SGLang: "--swa-full-tokens-ratio should be in range (0, 1.0]." (kv_cache_hook, every model)."""
+    cmd = f"python -m sglang.launch_server --model-path {GPT} --tp 8 --swa-full-tokens-ratio {value}"
     assert main(["plan", "--sglang-args", cmd, "--set", "weights_bytes=40000000000"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"glm-kv: error: {flag.split()[0]}: moves the SWA pool"), err
+    assert err.count("\n") == 1 and "swa_full_tokens_ratio" in err, err
+
+
+def test_swa_prefix_tails_is_inert_but_refused_below_zero(capsys):
+    """--swa-prefix-tails is read by DeepSeek-V4's configurator only (inert here), but SGLang refuses a negative
+    count at start-up for every model."""
+    from glm_kv.inputs.launch import parse_launch_command
+
+    base = f"python -m sglang.launch_server --model-path {GPT} --tp 8"
+    _, inert = parse_launch_command(f"{base} --swa-prefix-tails 2", layout="0.5.23")
+    assert inert == ["--swa-prefix-tails 2"]
+    assert main(["plan", "--sglang-args", f"{base} --swa-prefix-tails -1", "--set", "weights_bytes=40000000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--swa-prefix-tails should be a non-negative integer." in err, err
 
 
 def test_weight_estimate_near_the_published_size():

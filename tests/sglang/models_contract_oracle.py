@@ -46,7 +46,11 @@ PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "page_siz
         # context parallel (issue 31): the attention CP width, prefill CP and its strategy
         "attn_cp_size", "enable_prefill_cp", "cp_strategy",
         # a DFLASH / DSPARK draft checkpoint (issue 31): its folder and the block size flags
-        "speculative_draft_model_path", "speculative_dflash_block_size", "speculative_dspark_block_size")
+        "speculative_draft_model_path", "speculative_dflash_block_size", "speculative_dspark_block_size",
+        # hybrid sliding-window models (issue 32): the SWA pool's share of the full pool's tokens, and no SWA pool
+        "swa_full_tokens_ratio", "disable_hybrid_swa_memory",
+        # no profile field: read by DeepSeek-V4's configurator only (the inert proof below hands it to SGLang alone)
+        "swa_prefix_tails")
 
 
 def _nbytes(t) -> int:

@@ -235,6 +235,15 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
             if cp.random() < 0.6:
                 d["enable_prefill_cp"] = True
                 d["cp_strategy"] = cp.choice(["interleave", "interleave", "zigzag", None])
+    # hybrid SWA (issue 32), drawn apart too: --swa-full-tokens-ratio (the SWA pool's share of the full pool's
+    # tokens; small ratios reach SGLang's "cannot hold even one request") and --disable-hybrid-swa-memory
+    swa_draw = random.Random(f"{seed}:{name}:swa")
+    for d in out:
+        if name in SWA_MODELS:
+            if swa_draw.random() < 0.5:
+                d["swa_full_tokens_ratio"] = swa_draw.choice([0.01, 0.1, 0.25, 0.5, 1.0, round(swa_draw.uniform(0.05, 1), 3)])
+            if swa_draw.random() < 0.25:
+                d["disable_hybrid_swa_memory"] = True
     for d in out:
         if name in SWA_MODELS:   # HiCache for hybrid SWA: refused by glm-kv as not sized (its own test below)
             for k in ("enable_hierarchical_cache", "hicache_ratio", "hicache_size"):
@@ -516,6 +525,14 @@ SWA_LAUNCHES = [
     {**PLANT, "max_running_requests": 256, "disable_radix_cache": True, "disable_overlap_schedule": True,
      "chunked_prefill_size": 4096, "enable_dp_attention": True, "dp_size": 2},
     {**PLANT, "kv_cache_dtype": "fp8_e4m3", "page_size": 16},
+    # --swa-full-tokens-ratio and --disable-hybrid-swa-memory (issue 32): the split moves, or the SWA pool goes
+    {**PLANT, "swa_full_tokens_ratio": 0.5},
+    {**_B200, "tp_size": 4, "swa_full_tokens_ratio": 1.0, "max_total_tokens": 1_000_003},
+    {**PLANT, "swa_full_tokens_ratio": 0.123, "page_size": 64, "kv_cache_dtype": "fp8_e4m3"},
+    {**PLANT, "swa_full_tokens_ratio": 0.25, "max_running_requests": 64, "disable_radix_cache": True},   # cap: inert
+    {**PLANT, "disable_hybrid_swa_memory": True},
+    {**_B200, "tp_size": 2, "disable_hybrid_swa_memory": True, "swa_full_tokens_ratio": 0.3,
+     "max_running_requests": 64, "disable_radix_cache": True},
 ]
 
 
@@ -538,12 +555,56 @@ def test_a_planted_swa_layer_in_the_full_pool_is_caught(sglang_ready, monkeypatc
 
 def test_a_planted_swa_ratio_is_caught(sglang_ready, monkeypatch):
     """Planted: the SWA pool as large as the full pool (ratio 1, no --swa-full-tokens-ratio given)."""
-    import glm_kv.ledgers.token as token
+    import dataclasses
 
-    problems = planted(monkeypatch, "gpt-oss-120b", PLANT, lambda mp: mp.setattr(token, "SWA_FULL_TOKENS_RATIO", 1.0))
+    import glm_kv.inputs.profile as profile
+
+    spec = profile.FIELDS["swa_full_tokens_ratio"]
+    problems = planted(monkeypatch, "gpt-oss-120b", PLANT, lambda mp: mp.setitem(
+        profile.FIELDS, "swa_full_tokens_ratio", dataclasses.replace(spec, default=1.0)))
     keys = {p.split(":")[0] for p in problems}
     assert {"token.swa_full_tokens_ratio", "token.cell_size_bytes", "capacity.swa_max_total_num_tokens"} <= keys, \
         problems
+
+
+def test_a_planted_ignored_swa_ratio_is_caught(sglang_ready, monkeypatch):
+    """Planted: --swa-full-tokens-ratio read but the fallback 0.8 used (the flag dropped as before issue 32)."""
+    import glm_kv.ledgers.token as token
+
+    problems = planted(monkeypatch, "gpt-oss-120b", {**PLANT, "swa_full_tokens_ratio": 0.5},
+                       lambda mp: mp.setattr(token, "swa_full_tokens_ratio", lambda p: 0.8))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.swa_full_tokens_ratio", "token.cell_size_bytes", "capacity.max_total_num_tokens",
+            "capacity.swa_max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_ignored_disable_hybrid_swa_memory_is_caught(sglang_ready, monkeypatch):
+    """Planted: --disable-hybrid-swa-memory dropped (the SWA pool kept): SGLang builds one full pool of 36 layers."""
+    import glm_kv.ledgers.model_layers as model_layers
+
+    real = model_layers.cache_args
+    problems = planted(monkeypatch, "gpt-oss-120b", {**PLANT, "disable_hybrid_swa_memory": True},
+                       lambda mp: mp.setattr(model_layers, "cache_args",
+                                             lambda args: dataclasses_replace(real(args), hybrid_swa=True)))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"model.full_attention_layers", "token.num_full_layers", "token.cell_size_bytes",
+            "capacity.max_total_num_tokens", "capacity.swa_max_total_num_tokens"} <= keys, problems
+
+
+@pytest.mark.parametrize("launch", [SWA_LAUNCHES[0], SWA_LAUNCHES[2]], ids=["ratio", "request-cap"])
+def test_swa_prefix_tails_is_inert_for_gpt_oss(sglang_ready, launch):
+    """--swa-prefix-tails (DeepSeek-V4's request-cap headroom): SGLang's whole contract for gpt-oss is the same
+    with and without it, so glm-kv lists it as inert (swa.refuse_swa_flags refuses only a negative count)."""
+    from models_contract_oracle import sglang_contract
+
+    without = sglang_contract("gpt-oss-120b", launch)
+    assert "errors" not in without and sglang_contract("gpt-oss-120b", {**launch, "swa_prefix_tails": 7}) == without
+
+
+def dataclasses_replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
 
 
 def test_a_planted_ratio_pool_under_the_request_cap_is_caught(sglang_ready, monkeypatch):

@@ -29,8 +29,6 @@ def refuse_unsized_swa(p, family: str, architectures: tuple[str, ...]) -> None:
         return
     arch = ", ".join(architectures) or "this model"
     why = f"for hybrid sliding-window models ({arch}) is not sized by glm-kv yet (issue 32); leave it out for a plan"
-    if p.enable_hierarchical_cache:
-        raise ProfileError("enable_hierarchical_cache", f"HiCache (SGLang's SWA host sub-pool) {why}")
     if p.speculative_algorithm is not None:
         raise ProfileError("speculative_algorithm", f"speculative decoding (the draft's SWA layers) {why}")
     if p.disaggregation_mode != "null":

@@ -179,7 +179,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                                            + replayssm_conv_window_bytes(args, req, cap.max_running_requests_per_worker))
                        if cap else None,
                        draft_layers=args.packed_draft_layers, rules=rules,
-                       sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token)   # issue 30: DFLASH sidecar
+                       sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token,   # issue 30: DFLASH sidecar
+                       swa_device_tokens=cap.swa_max_total_num_tokens if cap else None)   # issue 32: SWA host pool
     if host.hicache_ratio_source == "default":
         notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "
                      "hicache_ratio nor hicache_size is given; give host_memory_bytes and ranks_per_host")
@@ -217,6 +218,7 @@ def _json(obj, renames: dict[str, str]) -> dict:
 # keys of a hybrid-SWA model's SWA pool (issue 32): present for those models only, so that every other model's
 # plan JSON stays byte-identical (tests/ledgers/test_plan_unchanged.py)
 SWA_TOKEN_KEYS = ("swa_kv_bytes_per_token", "num_swa_layers", "swa_full_tokens_ratio", "sliding_window_size")
+SWA_HOST_KEYS = ("swa_bytes_per_token", "swa_layers", "swa_tokens", "swa_bytes")   # the SWA host pool, alike
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -247,8 +249,8 @@ def plan_to_dict(plan: Plan) -> dict:
                     "spec_scratch_bytes_per_request": req.state_slot_bytes * plan.args.verify_state_draft_tokens,
                     "state_kind": req.state_kind},   # appended (issue 31)
         "tail": asdict(tail),
-        "host": {**asdict(plan.host), "entries": list(plan.host.entries),
-                 "entry_classes": list(plan.host.entry_classes)},
+        "host": {**{k: v for k, v in asdict(plan.host).items() if k not in SWA_HOST_KEYS or v is not None},
+                 "entries": list(plan.host.entries), "entry_classes": list(plan.host.entry_classes)},
         "speculative": {"draft_tokens": plan.draft_tokens, "draft_layers": tok.draft_layers},
         "notes": list(plan.notes),
     }

@@ -69,7 +69,6 @@ def test_an_swa_pool_that_admits_no_request_is_refused_in_sglangs_words():
 
 
 @pytest.mark.parametrize("fields, field", [
-    ({"enable_hierarchical_cache": True}, "enable_hierarchical_cache"),
     ({"speculative_algorithm": "EAGLE"}, "speculative_algorithm"),
     ({"disaggregation_mode": "decode"}, "disaggregation_mode"),
 ])
@@ -77,6 +76,21 @@ def test_paths_not_sized_are_refused_by_name(fields, field):
     with pytest.raises(ProfileError) as e:
         plan(available_bytes=50 * GiB, **fields)
     assert e.value.field == field and "not sized by glm-kv yet" in e.value.rule
+
+
+def test_hicache_host_pools_by_hand():
+    """HiCache (issue 32): _SwaStrategy's KV and SWA host pools. Ratio 1.5 on the page-1 pools above: KV
+    int(6,472,691 x 1.5) + 1 page, SWA int(5,178,152 x 1.5) + 1 page; --hicache-size 100 (GB) split over both
+    device pools' bytes ((tokens + 1 page) x 4,608 each)."""
+    h = plan(available_bytes=50 * GiB, page_size=1, enable_hierarchical_cache=True, hicache_ratio=1.5).to_dict()["host"]
+    assert (h["entries"], h["entry_classes"]) == (["kv", "swa"], ["MHATokenToKVPoolHost"] * 2)
+    assert (h["kv_tokens"], h["swa_tokens"]) == (9_709_036 + 1, 7_767_228 + 1)
+    assert (h["swa_bytes_per_token"], h["swa_layers"], h["swa_bytes"]) == (4608, 18, 7_767_229 * 4608)
+    assert h["total_bytes"] == (9_709_037 + 7_767_229) * 4608
+    h = plan(available_bytes=50 * GiB, page_size=1, enable_hierarchical_cache=True, hicache_size=100).to_dict()["host"]
+    full, swa = 6_472_692 * 4608, 5_178_153 * 4608
+    assert h["kv_tokens"] == int(100 * full / (full + swa) * 10**9 // 4608) + 1 == 12_056_328
+    assert h["swa_tokens"] == int(100 * swa / (full + swa) * 10**9 // 4608) + 1 == 9_645_062
 
 
 def test_swa_full_tokens_ratio_by_hand():

@@ -244,10 +244,6 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
                 d["swa_full_tokens_ratio"] = swa_draw.choice([0.01, 0.1, 0.25, 0.5, 1.0, round(swa_draw.uniform(0.05, 1), 3)])
             if swa_draw.random() < 0.25:
                 d["disable_hybrid_swa_memory"] = True
-    for d in out:
-        if name in SWA_MODELS:   # HiCache for hybrid SWA: refused by glm-kv as not sized (its own test below)
-            for k in ("enable_hierarchical_cache", "hicache_ratio", "hicache_size"):
-                d.pop(k, None)
     return out
 
 
@@ -533,6 +529,12 @@ SWA_LAUNCHES = [
     {**PLANT, "disable_hybrid_swa_memory": True},
     {**_B200, "tp_size": 2, "disable_hybrid_swa_memory": True, "swa_full_tokens_ratio": 0.3,
      "max_running_requests": 64, "disable_radix_cache": True},
+    # HiCache (issue 32): _SwaStrategy's KV + SWA host pools, by ratio and by --hicache-size (split over both
+    # device pools' bytes), and without the SWA pool the plain KV host pool
+    {**PLANT, "enable_hierarchical_cache": True, "hicache_ratio": 1.5},
+    {**PLANT, "enable_hierarchical_cache": True, "hicache_size": 100, "swa_full_tokens_ratio": 0.4},
+    {**_B200, "tp_size": 4, "enable_hierarchical_cache": True, "hicache_size": 250, "kv_cache_dtype": "fp8_e4m3"},
+    {**PLANT, "enable_hierarchical_cache": True, "hicache_ratio": 2.5, "disable_hybrid_swa_memory": True},
 ]
 
 
@@ -589,6 +591,17 @@ def test_a_planted_ignored_disable_hybrid_swa_memory_is_caught(sglang_ready, mon
     keys = {p.split(":")[0] for p in problems}
     assert {"model.full_attention_layers", "token.num_full_layers", "token.cell_size_bytes",
             "capacity.max_total_num_tokens", "capacity.swa_max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_unsplit_swa_host_size_is_caught(sglang_ready, monkeypatch):
+    """Planted: --hicache-size split over the full pool alone (the SWA device pool left out of the shares)."""
+    import glm_kv.ledgers.plan as plan_module
+
+    real = plan_module.host_ledger
+    problems = planted(monkeypatch, "gpt-oss-120b", SWA_LAUNCHES[12], lambda mp: mp.setattr(
+        plan_module, "host_ledger", lambda *a, **k: real(*a, **{**k, "swa_device_tokens": 0})))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"host.kv_tokens", "host.swa_tokens", "host.swa_bytes"} <= keys, problems
 
 
 @pytest.mark.parametrize("launch", [SWA_LAUNCHES[0], SWA_LAUNCHES[2]], ids=["ratio", "request-cap"])

@@ -1,4 +1,4 @@
-"""Hybrid sliding-window (SWA) models under SGLang 0.5.23: what glm-kv sizes of them, and what not yet (issue 32).
+"""Hybrid sliding-window (SWA) models under SGLang 0.5.23: how glm-kv sizes their pools and flags (issue 32).
 
 SGLang sizes a hybrid-SWA model (``is_hybrid_swa_model``: gpt-oss, Gemma-4, MiMo-V2-Flash, ...) with
 ``HybridSWAPoolConfigurator``: a full pool for the full-attention layers and an SWA pool beside it holding
@@ -10,9 +10,10 @@ the request cap, ``ledgers.capacity.swa_request_cap``), and ``--disable-hybrid-s
 ``--swa-prefix-tails`` is read by DeepSeek-V4's configurator only: inert for these models, refused below zero
 in SGLang's words as for every model (``refuse_swa_flags``).
 
-The paths beside them move other pools, which glm-kv does not size yet, so each is refused by name (never
-planned as if it were the default path): HiCache (the hybrid SWA host sub-pool), speculative decoding (the
-draft's SWA layers), PD disaggregation (a decode server's request cap).
+HiCache builds the SWA host pool beside the KV one (``_SwaStrategy``: ``ledgers.host``); a DFLASH / DSPARK
+draft's own pool joins the cell (``_draft_cell_size``) and the request cap counts its draft tokens; a PD decode
+server's request cap holds its pre-allocated rows. EAGLE / NEXTN without a draft checkpoint are refused as for
+every model whose config names no MTP layer (gpt-oss names none; SGLang would load the target as its draft).
 """
 from __future__ import annotations
 
@@ -21,18 +22,6 @@ from ..errors import ProfileError
 # arg_groups/fields/schedule.py: swa_full_tokens_ratio's fallback when --swa-full-tokens-ratio is not given
 SWA_FULL_TOKENS_RATIO = 0.8
 SWA_FAMILIES = ("gqa_swa",)
-
-
-def refuse_unsized_swa(p, family: str, architectures: tuple[str, ...]) -> None:
-    """Refuse, naming the field, a launch of a hybrid-SWA model on a path glm-kv does not size yet."""
-    if family not in SWA_FAMILIES:
-        return
-    arch = ", ".join(architectures) or "this model"
-    why = f"for hybrid sliding-window models ({arch}) is not sized by glm-kv yet (issue 32); leave it out for a plan"
-    if p.speculative_algorithm is not None:
-        raise ProfileError("speculative_algorithm", f"speculative decoding (the draft's SWA layers) {why}")
-    if p.disaggregation_mode != "null":
-        raise ProfileError("disaggregation_mode", f"PD disaggregation (the SWA request cap) {why}")
 
 
 def swa_full_tokens_ratio(p) -> float:

@@ -113,7 +113,8 @@ def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int
         return swa_capacity_ledger(p, available_bytes=avail, available_source=source, cell_size=tok.swa_cell_size,
                                    ratio=tok.swa_full_tokens_ratio, window=tok.sliding_window_size,
                                    page_size=tok.page_size, requests_per_worker=args.requests_per_worker,
-                                   context_len=args.context_length, full_bytes_per_token=tok.kv_bytes_per_token,
+                                   context_len=args.context_length,
+                                   full_bytes_per_token=tok.kv_bytes_per_token + tok.dflash_draft_bytes_per_token,
                                    swa_bytes_per_token=tok.swa_kv_bytes_per_token, request_cap=_swa_cap(args, tok))
     return attention_capacity_ledger(p, available_bytes=avail, available_source=source,
                                      cell_size=tok.cell_size_bytes, page_size=tok.page_size,
@@ -121,18 +122,23 @@ def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int
 
 
 def _swa_cap(args: ServerArgs, tok: TokenLedger) -> int | None:
-    """``SWARequestCapPoolConfigurator.is_applicable`` (no PD server here: swa.refuse_unsized_swa): a given
-    --max-running-requests with the radix cache off and a chunked prefill sizes the SWA pool from the request
-    cap (``compute_swa_request_cap``); None: the ratio path."""
+    """``SWARequestCapPoolConfigurator.is_applicable``: a --max-running-requests (given, or the 48 speculative
+    decoding resets an unset one to) with the radix cache off (a PD decode server's default) and a chunked
+    prefill (not asked of a decode server) sizes the SWA pool from the request cap (``compute_swa_request_cap``);
+    None: the ratio path."""
     p = args.profile
     chunk = p.chunked_prefill_size if p.chunked_prefill_size is not None else gpu_defaults(
         args.gpu.memory_bytes / MiB, p.tp_size)[0]
     chunk //= args.attn_dp_size   # _handle_data_parallelism: DP attention divides the chunk over attn_dp_size
-    if p.max_running_requests is None or not p.disable_radix_cache or chunk <= 0:
+    decode = p.disaggregation_mode == "decode"
+    mrr = args.max_running_requests_global
+    if mrr is None or not p.disable_radix_cache or (chunk <= 0 and not decode):
         return None
     return swa_request_cap(page_size=tok.page_size, window=tok.sliding_window_size,
-                           requests_per_worker=p.max_running_requests // args.attn_dp_size,
-                           chunked_prefill_size=chunk, overlap=not p.disable_overlap_schedule)
+                           requests_per_worker=mrr // args.attn_dp_size,
+                           chunked_prefill_size=chunk, overlap=not p.disable_overlap_schedule,
+                           draft_tokens=args.draft_tokens, decode_server=decode,
+                           decode_extra_slots=args.decode_extra_slots)
 
 
 def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Plan:

@@ -61,7 +61,9 @@ class TokenLedger:
         ratio x SWA rows); the integer cell of every other model."""
         if self.swa_kv_bytes_per_token is None:
             return self.cell_size_bytes
-        return self.kv_bytes_per_token + self.swa_full_tokens_ratio * self.swa_kv_bytes_per_token
+        # a DFLASH / DSPARK draft's own pool rides on every full-pool token (_draft_cell_size)
+        return (self.kv_bytes_per_token + self.swa_full_tokens_ratio * self.swa_kv_bytes_per_token
+                + self.dflash_draft_bytes_per_token)
 
 
 JSON_NAMES = {"store_dtype": "kv_storage_dtype",
@@ -134,8 +136,8 @@ def token_ledger(args: ServerArgs, layers: ModelLayers | None = None) -> TokenLe
                swa_full_tokens_ratio=ratio, sliding_window_size=swa_specs[0].window) \
         if swa_specs else {}
     cell = kv + indexer + draft + args.draft_kv_bytes_per_token
-    if swa_specs:   # the integer part of SGLang's float cell (full + ratio x SWA rows)
-        cell = int(kv + ratio * swa["swa_kv_bytes_per_token"])
+    if swa_specs:   # the integer part of SGLang's float cell (full + ratio x SWA rows + a DFLASH draft's rows)
+        cell = int(kv + ratio * swa["swa_kv_bytes_per_token"] + args.draft_kv_bytes_per_token)
     return TokenLedger(
         kv_cache_dtype=kv_dtype, store_dtype=KV_STORE_DTYPE[kv_dtype], kv_item_bytes=DTYPE_BYTES[kv_dtype],
         kv_layout=layout, dsa_prefill_backend=args.dsa_prefill_backend,

@@ -68,14 +68,22 @@ def test_an_swa_pool_that_admits_no_request_is_refused_in_sglangs_words():
     assert "cannot hold even one request" in e.value.rule and "validate_swa_pool_size" in e.value.rule
 
 
-@pytest.mark.parametrize("fields, field", [
-    ({"speculative_algorithm": "EAGLE"}, "speculative_algorithm"),
-    ({"disaggregation_mode": "decode"}, "disaggregation_mode"),
-])
-def test_paths_not_sized_are_refused_by_name(fields, field):
+def test_eagle_without_a_draft_is_refused_as_for_every_model_without_mtp_layers():
+    """gpt-oss's config names no MTP layer: EAGLE / NEXTN without a draft checkpoint are refused by name."""
     with pytest.raises(ProfileError) as e:
-        plan(available_bytes=50 * GiB, **fields)
-    assert e.value.field == field and "not sized by glm-kv yet" in e.value.rule
+        plan(available_bytes=50 * GiB, speculative_algorithm="EAGLE")
+    assert e.value.field == "speculative_algorithm" and "no MTP layer" in e.value.rule
+
+
+def test_decode_server_request_cap_by_hand():
+    """A PD decode server runs without the radix cache: --max-running-requests 16 sizes the SWA pool from the
+    cap, (127 + 128 + 1 + 1) x 16 requests + (127 + 1) x 32 pre-allocated rows (2 x 16, at most 32 per worker)
+    and no prefill chunk; 64 requests get no pre-allocated rows (64 > 32)."""
+    c = plan(available_bytes=50 * GiB, disaggregation_mode="decode", max_running_requests=16).to_dict()["capacity"]
+    assert c["swa_max_total_num_tokens"] == 257 * 16 + 128 * 32 == 8208
+    assert c["full_max_total_num_tokens"] == (50 * GiB - 8208 * 4608) // 4608
+    c = plan(available_bytes=50 * GiB, disaggregation_mode="decode", max_running_requests=64).to_dict()["capacity"]
+    assert c["swa_max_total_num_tokens"] == 257 * 64 == 16448
 
 
 def test_hicache_host_pools_by_hand():

@@ -49,6 +49,8 @@ PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "page_siz
         "speculative_draft_model_path", "speculative_dflash_block_size", "speculative_dspark_block_size",
         # hybrid sliding-window models (issue 32): the SWA pool's share of the full pool's tokens, and no SWA pool
         "swa_full_tokens_ratio", "disable_hybrid_swa_memory",
+        # PD disaggregation (issue 32: a decode server's SWA request cap), as oracle_memory hands them over
+        "disaggregation_mode", "disaggregation_decode_extra_slots", "disaggregation_decode_enable_radix_cache",
         # no profile field: read by DeepSeek-V4's configurator only (the inert proof below hands it to SGLang alone)
         "swa_prefix_tails")
 

@@ -244,6 +244,10 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
                 d["swa_full_tokens_ratio"] = swa_draw.choice([0.01, 0.1, 0.25, 0.5, 1.0, round(swa_draw.uniform(0.05, 1), 3)])
             if swa_draw.random() < 0.25:
                 d["disable_hybrid_swa_memory"] = True
+            if swa_draw.random() < 0.3:   # PD (a decode server's request cap); HiCache there: both refuse
+                d["disaggregation_mode"] = swa_draw.choice(["prefill", "decode"])
+                if d["disaggregation_mode"] == "decode" and swa_draw.random() < 0.3:
+                    d["disaggregation_decode_extra_slots"] = swa_draw.choice([0, 5, 64])
     return out
 
 
@@ -535,6 +539,18 @@ SWA_LAUNCHES = [
     {**PLANT, "enable_hierarchical_cache": True, "hicache_size": 100, "swa_full_tokens_ratio": 0.4},
     {**_B200, "tp_size": 4, "enable_hierarchical_cache": True, "hicache_size": 250, "kv_cache_dtype": "fp8_e4m3"},
     {**PLANT, "enable_hierarchical_cache": True, "hicache_ratio": 2.5, "disable_hybrid_swa_memory": True},
+    # PD disaggregation (issue 32): a decode server runs without the radix cache, so a request cap sizes its SWA
+    # pool (compute_swa_request_cap: (window + page) per pre-allocated row, no prefill chunk); a prefill server
+    # as a co-located one
+    {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 64},                       # 15
+    {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 256, "disaggregation_decode_extra_slots": 9,
+     "page_size": 64},
+    {**PLANT, "disaggregation_mode": "decode"},                                  # no cap given: the ratio path
+    {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 64, "disaggregation_decode_enable_radix_cache": True},
+    {**PLANT, "disaggregation_mode": "prefill", "max_running_requests": 64, "disable_radix_cache": True},
+    # seed 11: prefill CP on a decode server is refused by SGLang's DSA override only; gpt-oss starts
+    {**_B200, "tp_size": 4, "max_running_requests": 8, "page_size": 64, "attn_cp_size": 4, "enable_prefill_cp": True,
+     "cp_strategy": "zigzag", "disable_hybrid_swa_memory": True, "disaggregation_mode": "decode"},
 ]
 
 
@@ -591,6 +607,17 @@ def test_a_planted_ignored_disable_hybrid_swa_memory_is_caught(sglang_ready, mon
     keys = {p.split(":")[0] for p in problems}
     assert {"model.full_attention_layers", "token.num_full_layers", "token.cell_size_bytes",
             "capacity.max_total_num_tokens", "capacity.swa_max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_decode_cap_as_colocated_is_caught(sglang_ready, monkeypatch):
+    """Planted: a decode server's SWA request cap taken as a co-located server's (prefill chunks, no extra rows)."""
+    import glm_kv.ledgers.plan as plan_module
+
+    real = plan_module.swa_request_cap
+    problems = planted(monkeypatch, "gpt-oss-120b", SWA_LAUNCHES[15], lambda mp: mp.setattr(
+        plan_module, "swa_request_cap", lambda **k: real(**{**k, "decode_server": False})))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"capacity.swa_max_total_num_tokens", "capacity.max_total_num_tokens"} <= keys, problems
 
 
 def test_a_planted_unsplit_swa_host_size_is_caught(sglang_ready, monkeypatch):
@@ -823,6 +850,16 @@ def draft_checkpoint_launches(tmp_path) -> list[tuple[str, dict]]:
         ("nemotron-3-super-120b-a12b-fp8", dflash("n1", 131072, 88)),
         ("nemotron-3-super-120b-a12b-fp8", dflash("n2", 131072, 88, kv_cache_dtype="fp8_e4m3",
                                                   enable_hierarchical_cache=True)),
+        # gpt-oss (hybrid SWA, issue 32): the draft's pool in the SWA cell; its draft tokens in the request cap
+        # (overlap: twice them; spec-v1: page-aligned); its HiCache sidecar beside the KV and SWA host pools
+        ("gpt-oss-120b", dflash("g1", 201088, 36)),                                                     # 9
+        ("gpt-oss-120b", dflash("g2", 201088, 36, max_running_requests=64, disable_radix_cache=True)),   # 10
+        ("gpt-oss-120b", dflash("g3", 201088, 36, max_running_requests=32, disable_radix_cache=True,
+                                disable_overlap_schedule=True, chunked_prefill_size=4096)),
+        ("gpt-oss-120b", dspark("g4", 201088, 36, enable_hierarchical_cache=True, hicache_ratio=1.5)),
+        ("gpt-oss-120b", dflash("g5", 201088, 36, disaggregation_mode="decode", max_running_requests=32,
+                                swa_full_tokens_ratio=0.5)),
+        ("gpt-oss-20b", dflash("g6", 201088, 24, gpu="B200", pre_model_load_bytes=189_707_837_347, tp_size=2)),
     ]
 
 
@@ -832,6 +869,34 @@ def test_draft_checkpoint_launches_agree_key_for_key(sglang_ready, tmp_path):
         problems, _ = check(name, launch)
         bad += [f"{i} {name}: {p}" for p in problems]
     assert bad == [], bad
+
+
+def test_a_planted_swa_cell_without_the_draft_is_caught(sglang_ready, tmp_path, monkeypatch):
+    """Planted (issue 32): gpt-oss's SWA cell without the DFLASH draft's rows (SGLang adds _draft_cell_size)."""
+    import glm_kv.ledgers.token as token
+
+    name, launch = draft_checkpoint_launches(tmp_path)[9]
+    real = token.token_ledger
+
+    def no_draft(args, layers=None):
+        import dataclasses
+
+        return real(dataclasses.replace(args, draft_kv_bytes_per_token=0), layers)
+
+    problems = planted(monkeypatch, name, launch, lambda mp: mp.setattr("glm_kv.ledgers.plan.token_ledger", no_draft))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.cell_size_bytes", "capacity.max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_request_cap_without_draft_tokens_is_caught(sglang_ready, tmp_path, monkeypatch):
+    """Planted (issue 32): the SWA request cap of a DFLASH launch counted as without speculative decoding."""
+    import glm_kv.ledgers.plan as plan_module
+
+    name, launch = draft_checkpoint_launches(tmp_path)[10]
+    real = plan_module.swa_request_cap
+    problems = planted(monkeypatch, name, launch, lambda mp: mp.setattr(
+        plan_module, "swa_request_cap", lambda **k: real(**{**k, "draft_tokens": 0})))
+    assert any(p.startswith("capacity.swa_max_total_num_tokens:") for p in problems), problems
 
 
 def test_a_planted_draft_kv_dtype_is_caught(sglang_ready, tmp_path, monkeypatch):

@@ -372,6 +372,15 @@ def swa_request_cap(*, page_size: int, window: int, requests_per_worker: int, ch
     (``get_alloc_reserve_per_decode``, overlap on). A PD decode server adds (window + page) per pre-allocated
     request row (``disaggregation_decode_extra_slots``); every other server the prefill chunks in flight (two
     under the overlap schedule) and a page."""
+    held = swa_request_tokens(page_size=page_size, window=window, draft_tokens=draft_tokens,
+                              overlap=overlap) * max(1, requests_per_worker)
+    return held + swa_fixed_tokens(page_size=page_size, window=window, chunked_prefill_size=chunked_prefill_size,
+                                   overlap=overlap, decode_server=decode_server,
+                                   decode_extra_slots=decode_extra_slots)
+
+
+def swa_request_tokens(*, page_size: int, window: int, draft_tokens: int, overlap: bool) -> int:
+    """``compute_swa_request_cap``'s ``per_request``: the SWA slots one running request holds at most."""
     trailing = window + SWA_EVICTION_INTERVAL * max(draft_tokens, 1) + page_size
     if not draft_tokens:
         decode_alloc = page_size
@@ -379,10 +388,16 @@ def swa_request_cap(*, page_size: int, window: int, requests_per_worker: int, ch
         decode_alloc = -(-draft_tokens // page_size) * page_size
     else:
         decode_alloc = 2 * draft_tokens
-    held = (trailing + decode_alloc) * max(1, requests_per_worker)
+    return trailing + decode_alloc
+
+
+def swa_fixed_tokens(*, page_size: int, window: int, chunked_prefill_size: int, overlap: bool,
+                     decode_server: bool = False, decode_extra_slots: int = 0) -> int:
+    """``compute_swa_request_cap``'s term beside the requests: a decode server's pre-allocated rows, or the
+    prefill chunks in flight and a page."""
     if decode_server:
-        return held + (window + page_size) * decode_extra_slots
-    return held + (2 if overlap else 1) * chunked_prefill_size + page_size
+        return (window + page_size) * decode_extra_slots
+    return (2 if overlap else 1) * chunked_prefill_size + page_size
 
 
 def swa_capacity_ledger(p, *, available_bytes: int, available_source: str, cell_size: float, ratio: float,

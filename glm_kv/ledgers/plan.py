@@ -121,15 +121,21 @@ def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int
                                      requests_per_worker=args.requests_per_worker, context_len=args.context_length)
 
 
+def swa_chunk(args: ServerArgs) -> int:
+    """The prefill chunk the SWA request cap counts: the flag, else the GPU's default, over attention DP."""
+    p = args.profile
+    chunk = p.chunked_prefill_size if p.chunked_prefill_size is not None else gpu_defaults(
+        args.gpu.memory_bytes / MiB, p.tp_size)[0]
+    return chunk // args.attn_dp_size   # _handle_data_parallelism: DP attention divides the chunk
+
+
 def _swa_cap(args: ServerArgs, tok: TokenLedger) -> int | None:
     """``SWARequestCapPoolConfigurator.is_applicable``: a --max-running-requests (given, or the 48 speculative
     decoding resets an unset one to) with the radix cache off (a PD decode server's default) and a chunked
     prefill (not asked of a decode server) sizes the SWA pool from the request cap (``compute_swa_request_cap``);
     None: the ratio path."""
     p = args.profile
-    chunk = p.chunked_prefill_size if p.chunked_prefill_size is not None else gpu_defaults(
-        args.gpu.memory_bytes / MiB, p.tp_size)[0]
-    chunk //= args.attn_dp_size   # _handle_data_parallelism: DP attention divides the chunk over attn_dp_size
+    chunk = swa_chunk(args)
     decode = p.disaggregation_mode == "decode"
     mrr = args.max_running_requests_global
     if mrr is None or not p.disable_radix_cache or (chunk <= 0 and not decode):

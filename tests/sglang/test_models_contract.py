@@ -715,6 +715,17 @@ def test_kimi_k3_without_mtp_layers_is_refused_though_sglang_sizes_it(sglang_rea
                                                "SGLang starts"], problems
 
 
+def test_gpt_oss_eagle_without_a_draft_is_refused_though_sglang_sizes_it(sglang_ready):
+    """A declared difference (issue 32), as Kimi-K3's: gpt-oss's config names no MTP layer, so EAGLE / NEXTN
+    without a draft checkpoint would load the target as its own draft; SGLang's sizing starts (no draft layer in
+    the SWA cell), glm-kv refuses naming the config's count. Its drafts are planned as DFLASH / DSPARK checkpoints
+    (draft_checkpoint_launches)."""
+    problems, sg = check("gpt-oss-120b", {**PLANT, **_SPEC})
+    assert "errors" not in sg and problems == ["errors: glm-kv refuses (speculative_algorithm: the model config has no "
+                                               "MTP layer (num_nextn_predict_layers is 0, no mtp_num_hidden_layers)); "
+                                               "SGLang starts"], problems
+
+
 def test_a_planted_draft_in_the_cell_is_caught(sglang_ready, monkeypatch):
     """Planted: Qwen3.5's MTP layer folded into the cell size (its config names no NextN count, SGLang folds none)."""
     import glm_kv.inputs.resolve as resolve_module

@@ -119,6 +119,9 @@ def render_plan(plan, ignored: list[str]) -> None:
             *([("capacity", "max_mamba_cache_size", f"{cap.max_mamba_cache_size:,}"),
                ("capacity", "Mamba Cache size", fmt_bytes(cap.mamba_pool_bytes))] if plan.hybrid else []),
             ("capacity", "max_total_num_tokens", f"{cap.max_total_num_tokens:,}"),
+            # hybrid SWA (issue 32): the SWA pool beside the full one (swa_layer_tokens in SGLang's log)
+            *([("capacity", "SWA pool tokens (swa_layer_tokens)", f"{cap.swa_max_total_num_tokens:,}")]
+              if cap.swa_max_total_num_tokens is not None else []),
             ("capacity", "KV Cache size", fmt_bytes(cap.token_pool_bytes)),
             ("capacity", "max_running_requests (per worker)",
              f"{cap.max_running_requests_per_worker:,} (set by: {CAP_WORDS[cap.binding_limit]})"),
@@ -127,6 +130,8 @@ def render_plan(plan, ignored: list[str]) -> None:
         ]
     rows.append(("host", "HostPoolGroup entries", ", ".join(host.entries)))
     rows.append(("host", "host KV row / token", f"{host.kv_row_bytes} B / {host.kv_bytes_per_token:,} B"))
+    if host.swa_tokens is not None:   # hybrid SWA with HiCache (issue 32): the SWA host pool
+        rows.append(("host", "host SWA pool", f"{host.swa_tokens:,} tokens x {host.swa_bytes_per_token:,} B"))
     if host.total_host_bytes is not None:
         rows.append(("host", "host pools total", fmt_bytes(host.total_host_bytes)))
     for r in rows:

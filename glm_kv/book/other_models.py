@@ -19,7 +19,6 @@ from functools import lru_cache
 from ..errors import ProfileError
 from ..inputs.catalog import FAMILY_LAYERS, starts_under_sglang
 from ..inputs.hf_config import SHIPPED, load_hf_config
-from ..inputs.swa import SWA_FAMILIES
 from ..inputs.profile import make_profile
 from ..ledgers.plan import load_plan
 from ..units import GiB
@@ -106,8 +105,9 @@ def capacity_rows() -> list[dict]:
 
 
 def host_bytes_per_token(host) -> int:
-    """What HiCache copies to the host per token: the KV host row and the DSA indexer host share."""
-    return host.kv_bytes_per_token + host.indexer_bytes_per_token
+    """What HiCache copies to the host per token: the KV host row and the DSA indexer host share (and a
+    hybrid-SWA model's SWA host row, one per SWA-pool token: issue 32)."""
+    return host.kv_bytes_per_token + host.indexer_bytes_per_token + (host.swa_bytes_per_token or 0)
 
 
 def family_rows(gpu: str = "H200") -> list[dict]:
@@ -120,8 +120,7 @@ def family_rows(gpu: str = "H200") -> list[dict]:
         if fam in rows:
             rows[fam]["models"] += 1
             continue
-        swa = fam in SWA_FAMILIES   # HiCache of the SWA pools is not sized yet (inputs/swa.py): no host columns
-        p = _plan(name, gpu, hicache=not swa)
+        p = _plan(name, gpu, hicache=True)
         kinds = p.layers.by_kind()
         host = p.host
         rows[fam] = {
@@ -131,9 +130,9 @@ def family_rows(gpu: str = "H200") -> list[dict]:
             "grows with requests": ", ".join(k for k, v in kinds.items() if v["pool"] == "state") or "-",
             "bytes per token": p.token.cell_size_bytes,
             "bytes per request (state)": p.request.state_bytes_per_request,
-            "HiCache host pools": "not sized yet" if swa else ", ".join(host.entries),
-            "host bytes per token": None if swa else host_bytes_per_token(host),
-            "host bytes per state slot": None if swa else host.mamba_slot_bytes,
+            "HiCache host pools": ", ".join(host.entries),
+            "host bytes per token": host_bytes_per_token(host),
+            "host bytes per state slot": host.mamba_slot_bytes,
         }
     return list(rows.values())
 

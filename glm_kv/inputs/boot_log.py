@@ -64,6 +64,13 @@ PATTERNS: dict[str, tuple[re.Pattern, str]] = {
     "host_mamba": (re.compile(rf"Allocating {NUM} GB host memory for hierarchical Mamba cache \((\d+) state slots, "
                               rf"layout=(\w+)\)"),
                    "srt/mem_cache/pool_host/mamba.py:194"),
+    # hybrid sliding-window models (issue 32): HybridSWAPoolConfigurator's split (ratio path; the request-cap
+    # path prints none) and SWAKVPool's total over both sub-pools (GiB); values: (full tokens, SWA tokens) and
+    # (GiB, SWA size, full size). The sub-pools print "Full KV Cache ..." and "SWA KV Cache ..." (kv_cache)
+    "swa_split": (re.compile(r"Use sliding window memory pool\. full_layer_tokens=(\d+), swa_layer_tokens=(\d+)"),
+                  "srt/model_executor/pool_configurator.py:889"),
+    "swa_pool": (re.compile(rf"SWAKVPool (?:mem usage|VA upper bound): {NUM} GB, swa size: (\d+), full size: (\d+)"),
+                 "srt/mem_cache/swa_memory_pool.py:132"),
 }
 
 
@@ -83,10 +90,12 @@ LOOKED_FOR: dict[str, str] = {
     "host_kv": "Allocating ... hierarchical KV host pool: ... tokens, ... GB host memory",
     "host_indexer": "Allocating ... GB host memory for DSA indexer (layout=...)",
     "host_mamba": "Allocating ... GB host memory for hierarchical Mamba cache (... state slots, layout=...)",
+    "swa_split": "Use sliding window memory pool. full_layer_tokens=..., swa_layer_tokens=...",
+    "swa_pool": "SWAKVPool mem usage: ... GB, swa size: ..., full size: ...",
 }
 # The kinds that state a pool the sizing decided: without one of them there is nothing to verify.
 POOL_KINDS = ("mamba_cache", "kv_cache", "mrr_capped", "mrr_reduced", "scheduler", "host_kv", "host_indexer",
-              "host_mamba", "hicache_auto")
+              "host_mamba", "hicache_auto", "swa_split", "swa_pool")
 
 
 @dataclass(frozen=True)

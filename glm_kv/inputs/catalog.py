@@ -34,8 +34,8 @@ NOT_PLANNED: tuple[tuple[str, str, str, str], ...] = (
      "(aiconfigurator-core 0.12.0: DeepSeek-V4-Flash, DeepSeek-V4-Pro) but are not vendored until planned"),
     ("sliding-window hybrids (Gemma4, MiMoV2Flash, Step3p7, Llama4, ...)",
      "gemma4, mimo_v2_flash, step3p7, llama4", NOT_MODELLED,
-     "the SWA pool beside the full-attention pool is planned for gpt-oss (gqa_swa: HybridSWAPoolConfigurator at "
-     "the default swa_full_tokens_ratio); these need what gpt-oss does not: Gemma-4 and MiMo-V2-Flash SGLang's "
+     "the SWA pool beside the full-attention pool is planned for gpt-oss (gqa_swa: HybridSWAPoolConfigurator, "
+     "--swa-full-tokens-ratio, HiCache, DFLASH, PD); these need what gpt-oss does not: Gemma-4 and MiMo-V2-Flash SGLang's "
      "compressed SWA (is_hybrid_swa_compress), Step-3.7 its own SWA heads (attention_other_setting), Llama-4 its "
      "chunked attention (every 4th layer full) and a VL wrapper; real configs exist (aiconfigurator-core 0.12.0: "
      "gemma-4-26B-A4B, MiMo-V2-Flash, Step-3.7-Flash, Llama-4 Scout / Maverick) but are not vendored until planned"),

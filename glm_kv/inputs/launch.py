@@ -99,6 +99,8 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--enable-hisparse": ("enable_hisparse", "flag"),
     "--hisparse-config": ("hisparse_config", "str"),
     "--hierarchical-sparse-attention-extra-config": ("hisparse_config", "str"),
+    "--swa-full-tokens-ratio": ("swa_full_tokens_ratio", "float"),         # issue 32: hybrid SWA (gpt-oss)
+    "--disable-hybrid-swa-memory": ("disable_hybrid_swa_memory", "flag"),
 }
 # ServerArgs field -> what it moves in glm-kv (the flag table's "modelled" rows; issue 20).
 MODELLED: dict[str, str] = {
@@ -221,6 +223,12 @@ MODELLED: dict[str, str] = {
         "(inputs/ib_devices.py, tests/sglang/test_flags_ib_device.py)"),
     "hisparse_config": ("token: with --enable-hisparse, its host_to_device_ratio (default 2) and SGLang's checks of "
                         "the JSON (_parse_sparse_config); never read without it"),
+    "swa_full_tokens_ratio": (
+        "token/capacity: a hybrid sliding-window model's SWA pool tokens per full-pool token "
+        "(HybridSWAPoolConfigurator's cell and pool split); no pool elsewhere (tests/sglang/test_models_contract.py)"),
+    "disable_hybrid_swa_memory": (
+        "token/capacity: a hybrid sliding-window model without its SWA pool, every layer in the full pool "
+        "(ModelConfig.is_hybrid_swa); no pool elsewhere (tests/sglang/test_models_contract.py)"),
 }
 # SGLang 0.5.23's argparse choices for the flags above that have them (the wheel's server_args).
 CHOICES: dict[str, tuple[str, ...]] = {

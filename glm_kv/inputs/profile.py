@@ -253,6 +253,12 @@ FIELDS: dict[str, Field] = {
     # --disaggregation-ib-device (issue 30), where SGLang checks it at start-up (Mooncake PD transfer): on the machine
     # it runs on, which glm-kv cannot see; no pool moves, the plan says so (inputs/ib_devices.py)
     "disaggregation_ib_device": Text(None, optional=True, min_length=1, max_length=4096),
+    # issue 32, hybrid sliding-window models (gpt-oss): --swa-full-tokens-ratio, the SWA pool's tokens per
+    # full-pool token (SGLang: None, fallback 0.8; kv_cache_hook refuses it outside (0, 1.0] for every model),
+    # and --disable-hybrid-swa-memory (ModelConfig._derive_hybrid_model: no SWA pool, every layer in the full
+    # pool); read by no pool of a model without sliding-window layers
+    "swa_full_tokens_ratio": Float(0.8, gt=0, le=1.0),
+    "disable_hybrid_swa_memory": Bool(),
 }
 
 

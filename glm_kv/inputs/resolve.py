@@ -21,7 +21,6 @@ from .hf_config import (HfConfig, extra_buffer_strategy, glm_hf_config, load_hf_
 from .model import ModelConfig, load_model
 from .profile import Profile
 from .rules import RULES, SglangRules, rules_for
-from .swa import refuse_unsized_swa
 from .startup import validate_linear_attn_backend, validate_startup
 
 ARTICLE_PAGE_SIZE = 64  # upstream f4de6abee6: DSATokenToKVPool asserts page_size == 64 on CUDA
@@ -717,7 +716,6 @@ def resolve(p: Profile) -> ServerArgs:
         # handle_pd_disaggregation (pd_disaggregation_hook.py): a 0.5.23 decode server runs without the radix
         # cache unless --disaggregation-decode-enable-radix-cache, which turns it on over --disable-radix-cache
         p = p.model_copy(update={"disable_radix_cache": not p.disaggregation_decode_enable_radix_cache})
-    refuse_unsized_swa(p, facts.family, facts.architectures)   # issue 32: the SWA paths not sized yet (swa.py)
     validate_combination(p, facts, rules)
     gpu = resolve_gpu(p)
     kv_dtype, prefill, decode = resolve_kv(p, facts, config, gpu, rules)

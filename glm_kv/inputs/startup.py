@@ -114,8 +114,8 @@ def validate_startup(p, strategy: str, model=None, config=None) -> None:
     # so its strategy is none and the check is not reached there)
     if strategy == "extra_buffer_lazy" and p.disaggregation_mode != "null":
         raise ProfileError("mamba_scheduler_strategy", _says("lazy_pd", "arg_groups/mamba_hook.py"))
-    # arg_groups/model_hook.py, the DSA model overrides
-    if p.enable_prefill_cp and p.disaggregation_mode == "decode":
+    # arg_groups/model_hook.py, the DSA model overrides (is_deepseek_dsa only: gpt-oss starts, issue 32)
+    if p.enable_prefill_cp and p.disaggregation_mode == "decode" and getattr(model, "is_dsa", True):
         raise ProfileError("enable_prefill_cp", _says("prefill_cp_decode", "arg_groups/model_hook.py"))
     # arg_groups/cp_tp_group_sharing_hook.py: prefill CP over the TP group on a PD (prefill) server of this
     # model needs DFLASH and no DP replicas (the decode case is model_hook's refusal above; the transfer

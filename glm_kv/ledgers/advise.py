@@ -26,10 +26,10 @@ from ..inputs.launch import parse_launch_command
 from ..inputs.profile import Profile, make_profile
 from ..inputs.workload_spec import WorkloadSpec
 from ..units import GiB
-from .capacity import pool_sizes
+from .capacity import pool_sizes, swa_fixed_tokens, swa_pool_tokens, swa_request_tokens
 from .host import HICACHE_HOST_MEMORY_FRACTION, HICACHE_HOST_MEMORY_RESERVE_BYTES
 from .host import ranks_per_host as host_ranks_per_host
-from .plan import Plan, compute_plan
+from .plan import Plan, compute_plan, swa_chunk
 
 ENTRY = "python -m sglang.launch_server"
 DEFAULT_RATIO = 0.9              # SGLang 0.5.23's --mamba-full-memory-ratio default
@@ -76,6 +76,7 @@ class Candidates:
     tokens: np.ndarray           # max_total_num_tokens per worker
     served: np.ndarray           # requests of the workload's size that fit at once (-1: refused)
     error: np.ndarray            # kernel refusal code (0: fine)
+    swa: np.ndarray | None = None   # a hybrid-SWA model's SWA pool tokens per split (issue 32)
 
 
 def _rest_gib(plan: Plan) -> float:
@@ -109,15 +110,61 @@ def _kernel(plan: Plan, n: int, *, ratio=np.nan, max_mamba_cache_size=np.nan) ->
         context_length=plan.args.context_length)
 
 
-def served_requests(slots, tokens, *, slots_per_request: int, tokens_per_request: int, prefix_tokens: int):
+def served_requests(slots, tokens, *, slots_per_request: int, tokens_per_request: int, prefix_tokens: int,
+                    swa_tokens=None, swa_per_request: int = 0, swa_fixed: int = 0):
     """Requests of ``tokens_per_request`` (paged) that fit at once beside ``prefix_tokens`` of cache.
 
     A model without state layers (``slots_per_request`` 0: DeepSeek-V3.2, GLM-5.1) has no state slot
-    to run out of; only its tokens count."""
+    to run out of; only its tokens count. A hybrid-SWA model's SWA pool (``swa_tokens``, issue 32) holds
+    each running request's last ``swa_per_request`` tokens (``swa_terms``) beside ``swa_fixed``."""
     slots, tokens = np.asarray(slots), np.asarray(tokens)
     by_tokens = np.maximum(tokens - prefix_tokens, 0) // tokens_per_request
     served = np.minimum(by_tokens, tokens // 2)
+    if swa_tokens is not None:
+        served = np.minimum(served, np.maximum(np.asarray(swa_tokens) - swa_fixed, 0) // swa_per_request)
     return served if slots_per_request == 0 else np.minimum(slots // slots_per_request, served)
+
+
+def swa_terms(plan: Plan, t: int) -> dict:
+    """What the SWA pool must hold per running request and beside them, counted as SGLang's request cap
+    counts it (``compute_swa_request_cap``): a request holds its paged tokens up to the window, the eviction
+    interval, a padding page and one decode step's allocation; beside them the prefill chunks in flight and a
+    page (a decode server: its pre-allocated rows). Empty for a model without an SWA pool."""
+    tok, p, args = plan.token, plan.profile, plan.args
+    if tok.swa_kv_bytes_per_token is None:
+        return {}
+    overlap = not p.disable_overlap_schedule
+    per = swa_request_tokens(page_size=tok.page_size, window=tok.sliding_window_size, draft_tokens=args.draft_tokens,
+                             overlap=overlap)
+    fixed = swa_fixed_tokens(page_size=tok.page_size, window=tok.sliding_window_size, chunked_prefill_size=swa_chunk(args),
+                             overlap=overlap, decode_server=p.disaggregation_mode == "decode",
+                             decode_extra_slots=args.decode_extra_slots)
+    return {"swa_per_request": min(per, t), "swa_fixed": fixed}
+
+
+SWA_RATIO_STEP = 0.01   # the --swa-full-tokens-ratio grid: every hundredth up to the flag's bound 1.0
+
+
+def _swa_candidates(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ratios, full tokens, SWA tokens, refusal) of every --swa-full-tokens-ratio on the grid, sized as
+    ``ledgers.capacity.swa_capacity_ledger`` sizes the ratio path (SGLang's float cell, page-aligned, a smaller
+    --max-total-tokens re-deriving both pools, an SWA pool that admits no request refused)."""
+    tok, cap, p = plan.token, plan.capacity, plan.profile
+    top = field_max("swa_full_tokens_ratio")
+    ratios = np.round(np.arange(1, int(round(top / SWA_RATIO_STEP)) + 1) * SWA_RATIO_STEP, 6)
+    full, swa, err = [], [], []
+    for r in ratios:
+        cell = tok.kv_bytes_per_token + float(r) * tok.swa_kv_bytes_per_token + tok.dflash_draft_bytes_per_token
+        n = int(cap.available_bytes // cell) // tok.page_size * tok.page_size
+        if p.max_total_tokens is not None and p.max_total_tokens < n:
+            n = p.max_total_tokens // tok.page_size * tok.page_size
+        try:
+            w = swa_pool_tokens(n, float(r), tok.page_size, tok.sliding_window_size) if n > 0 else 0
+            e = 0 if n > 0 else 6
+        except ProfileError:
+            w, e = 0, 7
+        full.append(n), swa.append(w), err.append(e)
+    return ratios, np.array(full, dtype=np.int64), np.array(swa, dtype=np.int64), np.array(err, dtype=np.int64)
 
 
 def candidates(plan: Plan, n: int, t: int, prefix: int) -> Candidates:
@@ -128,6 +175,16 @@ def candidates(plan: Plan, n: int, t: int, prefix: int) -> Candidates:
     # as the plan sizes it (the ring-less slot gave other pools than SGLang: test_advise, replayssm)
     p, slot, attn_dp = plan.profile, plan.request.budget_slot_bytes, plan.parallel.attn_dp_size
     rest_bytes = _rest_gib(plan) * GiB
+    swa_kw = swa_terms(plan, t)
+    if swa_kw and plan.capacity.swa_max_total_num_tokens != swa_pool_tokens_or_none(plan):
+        swa_kw = {**swa_kw, "swa_tokens": plan.capacity.swa_max_total_num_tokens}   # the request-cap pool: one point
+        out = _kernel(plan, n)
+        values = np.array([np.nan])
+        return _candidates("none", values, out, t, prefix, plan, swa_kw)
+    if swa_kw:   # hybrid SWA on the ratio path: --swa-full-tokens-ratio splits the rest between the two pools
+        values, full, swa, err = _swa_candidates(plan)
+        out = {"max_mamba_cache_size": np.int64(0), "max_total_num_tokens": full, "error": err}
+        return _candidates("swa_full_tokens_ratio", values, out, t, prefix, plan, {**swa_kw, "swa_tokens": swa})
     if slot == 0 or (p.max_mamba_cache_size is None and p.disable_radix_cache):
         knob, values = "none", np.array([np.nan])   # the pool holds exactly the requests, or there is none
         out = _kernel(plan, n)
@@ -150,12 +207,32 @@ def candidates(plan: Plan, n: int, t: int, prefix: int) -> Candidates:
             # requests at ratio 1,000 where the grid's best served 59)
             values = np.append(values, top)
         out = _kernel(plan, n, ratio=values)
+    return _candidates(knob, values, out, t, prefix, plan, {})
+
+
+def swa_pool_tokens_or_none(plan: Plan) -> int | None:
+    """The SWA pool the ratio path gives the plan's full pool (None without one): a plan whose SWA pool is
+    another size was sized from the request cap (``SWARequestCapPoolConfigurator``)."""
+    tok, cap = plan.token, plan.capacity
+    if tok.swa_kv_bytes_per_token is None:
+        return None
+    try:
+        return swa_pool_tokens(cap.full_max_total_num_tokens, tok.swa_full_tokens_ratio, tok.page_size,
+                               tok.sliding_window_size)
+    except ProfileError:
+        return None
+
+
+def _candidates(knob: str, values: np.ndarray, out: dict, t: int, prefix: int, plan: Plan,
+                swa_kw: dict) -> Candidates:
     err = np.broadcast_to(out["error"], values.shape)
     slots = np.broadcast_to(out["max_mamba_cache_size"], values.shape)
     tokens = np.broadcast_to(out["max_total_num_tokens"], values.shape)
+    swa = None if not swa_kw else np.broadcast_to(swa_kw["swa_tokens"], values.shape)
     served = np.where(err == 0, served_requests(slots, tokens, slots_per_request=plan.request.slots_per_request,
-                                                tokens_per_request=t, prefix_tokens=prefix), -1)
-    return Candidates(knob, values, slots, tokens, served, err)
+                                                tokens_per_request=t, prefix_tokens=prefix,
+                                                **{**swa_kw, **({"swa_tokens": swa} if swa_kw else {})}), -1)
+    return Candidates(knob, values, slots, tokens, served, err, swa)
 
 
 def _roundest(lo: float, hi: float) -> float:
@@ -180,6 +257,9 @@ def _pick(c: Candidates) -> tuple[int, float | int | None]:
     if c.knob == "max_mamba_cache_size":
         mid = (lo + hi) // 2
         return mid, int(c.values[mid])
+    if c.knob == "swa_full_tokens_ratio":   # the grid's own hundredths: the roundest of the best, nearest the middle
+        mid = (lo + hi) // 2
+        return mid, float(c.values[mid])
     return (lo + hi) // 2, _roundest(float(c.values[lo]), float(c.values[hi]))
 
 
@@ -292,6 +372,8 @@ def _flags(knob: str, value, mrr_global: int, dtype_flags: list[str]) -> list[st
     flags = []
     if knob == "mamba_full_memory_ratio":
         flags.append(f"--mamba-full-memory-ratio {value}")
+    elif knob == "swa_full_tokens_ratio":
+        flags.append(f"--swa-full-tokens-ratio {value}")
     elif knob == "max_mamba_cache_size":
         flags.append(f"--max-mamba-cache-size {value}")
     flags.append(f"--max-running-requests {mrr_global}")
@@ -469,6 +551,10 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
     else:
         n_served = n
 
+    if n_served > 0 and c.knob == "swa_full_tokens_ratio" and prefix:
+        notes.append(f"--swa-full-tokens-ratio {value}: the SWA pool is sized for the running requests' windows; "
+                     "a cached prefix is reused only while its last window of sliding-window KV is still in it "
+                     "(prefix_cache_tokens are counted in the full pool only)")
     if n_served > 0:
         flags = _flags(c.knob, value, n_served * attn_dp, dtype_flags)
         final = compute_plan(with_flags(profile, flags))
@@ -490,8 +576,12 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
                 cap = final.capacity
 
     # the check: the re-planned flags hold what the choice promised
+    def swa_at(pl: Plan, tokens: int) -> dict:   # the SWA pool's terms (issue 32; empty without one)
+        kw = swa_terms(pl, tokens)
+        return {**kw, "swa_tokens": pl.capacity.swa_max_total_num_tokens} if kw else {}
+
     served_final = int(served_requests(cap.max_mamba_cache_size, cap.max_total_num_tokens, slots_per_request=spr,
-                                       tokens_per_request=t, prefix_tokens=prefix))
+                                       tokens_per_request=t, prefix_tokens=prefix, **swa_at(final, t)))
     if n_served > 0 and (served_final < n_served or cap.max_running_requests_per_worker < n_served):
         raise AssertionError(f"advise: the advised flags {flags} serve {served_final}, not {n_served}")
 
@@ -500,12 +590,15 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
                         else float(prof.max_mamba_cache_size))
     served_default = -1 if int(default_c["error"]) else int(served_requests(
         default_c["max_mamba_cache_size"], default_c["max_total_num_tokens"], slots_per_request=spr,
-        tokens_per_request=t, prefix_tokens=prefix))
+        tokens_per_request=t, prefix_tokens=prefix, **swa_at(plan_n, t)))
     t50 = paged(workload.typical_tokens, final.token.page_size)
     served_p50 = int(served_requests(cap.max_mamba_cache_size, cap.max_total_num_tokens, slots_per_request=spr,
-                                     tokens_per_request=t50, prefix_tokens=prefix))
+                                     tokens_per_request=t50, prefix_tokens=prefix, **swa_at(final, t50)))
     slots_term = cap.max_mamba_cache_size // spr if spr else math.inf   # no state layers: never the limit
     token_term = max(cap.max_total_num_tokens - prefix, 0) // t
+    swa_kw = swa_at(final, t)
+    swa_term = (max(swa_kw["swa_tokens"] - swa_kw["swa_fixed"], 0) // swa_kw["swa_per_request"]
+                if swa_kw else math.inf)
     resident = resident_slots_per_request(final)
     running = min(n, n_served)
     binding_limit = cap.binding_limit if fits else (largest.binding_resource if largest else "memory")
@@ -514,7 +607,7 @@ def advise(profile: Profile, workload: WorkloadSpec) -> Advice:
         requests_per_worker=n, tokens_per_request_paged=t, tokens_needed_per_worker=n * t + prefix,
         served_per_worker=served_final, served_per_worker_default=served_default,
         served_per_worker_p50=served_p50, binding_limit=binding_limit,
-        binding_resource=_binding(slots_term, int(token_term)),
+        binding_resource="swa" if swa_term < min(slots_term, token_term) else _binding(slots_term, int(token_term)),
         slots_reserved=running * spr, slots_resident=running * resident,
         token_headroom=int(cap.max_total_num_tokens - running * t),
         slot_headroom=int(cap.max_mamba_cache_size - running * resident),

@@ -363,12 +363,41 @@ SWA_EVICTION_INTERVAL = 128   # envs.SGLANG_SWA_EVICTION_INTERVAL's default (the
 
 
 def swa_request_cap(*, page_size: int, window: int, requests_per_worker: int, chunked_prefill_size: int,
-                    overlap: bool) -> int:
-    """``compute_swa_request_cap`` without speculative decoding, off a PD decode server: the SWA slots the
-    scheduler holds live at the request cap (window + eviction interval + a page of padding, plus one decode
-    page, per request) and the prefill chunks in flight (two under the overlap schedule), plus a page."""
-    per_request = window + SWA_EVICTION_INTERVAL * 1 + page_size + page_size
-    return per_request * max(1, requests_per_worker) + (2 if overlap else 1) * chunked_prefill_size + page_size
+                    overlap: bool, draft_tokens: int = 0, decode_server: bool = False,
+                    decode_extra_slots: int = 0) -> int:
+    """``compute_swa_request_cap``: the SWA slots the scheduler holds live at the request cap. Per request the
+    window, the eviction interval x the draft tokens (1 without speculative decoding) and a page of padding,
+    plus one decode step's allocation: a page; under a DFLASH / DSPARK draft (one step, top-k 1) the draft
+    tokens page-aligned (``spec_decode_alloc_len_per_request``, overlap off) or twice the draft tokens
+    (``get_alloc_reserve_per_decode``, overlap on). A PD decode server adds (window + page) per pre-allocated
+    request row (``disaggregation_decode_extra_slots``); every other server the prefill chunks in flight (two
+    under the overlap schedule) and a page."""
+    held = swa_request_tokens(page_size=page_size, window=window, draft_tokens=draft_tokens,
+                              overlap=overlap) * max(1, requests_per_worker)
+    return held + swa_fixed_tokens(page_size=page_size, window=window, chunked_prefill_size=chunked_prefill_size,
+                                   overlap=overlap, decode_server=decode_server,
+                                   decode_extra_slots=decode_extra_slots)
+
+
+def swa_request_tokens(*, page_size: int, window: int, draft_tokens: int, overlap: bool) -> int:
+    """``compute_swa_request_cap``'s ``per_request``: the SWA slots one running request holds at most."""
+    trailing = window + SWA_EVICTION_INTERVAL * max(draft_tokens, 1) + page_size
+    if not draft_tokens:
+        decode_alloc = page_size
+    elif not overlap:
+        decode_alloc = -(-draft_tokens // page_size) * page_size
+    else:
+        decode_alloc = 2 * draft_tokens
+    return trailing + decode_alloc
+
+
+def swa_fixed_tokens(*, page_size: int, window: int, chunked_prefill_size: int, overlap: bool,
+                     decode_server: bool = False, decode_extra_slots: int = 0) -> int:
+    """``compute_swa_request_cap``'s term beside the requests: a decode server's pre-allocated rows, or the
+    prefill chunks in flight and a page."""
+    if decode_server:
+        return (window + page_size) * decode_extra_slots
+    return (2 if overlap else 1) * chunked_prefill_size + page_size
 
 
 def swa_capacity_ledger(p, *, available_bytes: int, available_source: str, cell_size: float, ratio: float,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..errors import ProfileError
 from ..inputs.rules import SglangRules, rules_for
 from ..units import GB, GiB, index_page_count
-from .layers import STATE_KINDS, DsaIndexerK, MlaKv
+from .layers import STATE_KINDS, SWA_KINDS, DsaIndexerK, MlaKv
 from .model_layers import ModelLayers
 from .token import TokenLedger
 
@@ -60,10 +60,16 @@ class HostLedger:
     draft_tokens: int | None = None
     draft_bytes: int | None = None
     indexer_page_bytes: int = 0               # one DSAIndexerPoolHost page over every indexed layer (appended)
+    # appended (issue 32), hybrid-SWA models only (None, and absent from the plan JSON, elsewhere): _SwaStrategy's
+    # SWA host pool beside the KV one (build_hybrid_swa_stack: an MHATokenToKVPoolHost over the SWA device pool)
+    swa_bytes_per_token: int | None = None    # every sliding-window layer's K + V rows of one token
+    swa_layers: int | None = None
+    swa_tokens: int | None = None
+    swa_bytes: int | None = None
 
 
 HOST_POOL_CLASSES = {"kv": "MLATokenToKVPoolHost", "indexer": "DSAIndexerPoolHost",
-                     "mamba": "MambaPoolHost"}
+                     "mamba": "MambaPoolHost", "swa": "MHATokenToKVPoolHost"}
 MHA_HOST_POOL_CLASS = "MHATokenToKVPoolHost"   # GQA/MHA models' host KV pool
 
 
@@ -71,7 +77,8 @@ def host_entries(layers: ModelLayers, rules: SglangRules) -> tuple[str, ...]:
     """The HostPoolGroup's entries: KV, the INDEXER sidecar of a DSA model's KV (0.5.23; the
     article's _MambaStrategy built KV + MAMBA only), MAMBA for a hybrid's state slots."""
     dsa = bool(layers.specs((DsaIndexerK,))) and rules.host_indexer_pool
-    return ("kv",) + (("indexer",) if dsa else ()) + (("mamba",) if layers.specs(STATE_KINDS) else ())
+    return ("kv",) + (("indexer",) if dsa else ()) + (("mamba",) if layers.specs(STATE_KINDS) else ()) \
+        + (("swa",) if layers.specs(SWA_KINDS) else ())   # _SwaStrategy: KV + SWA (hybrid SWA, issue 32)
 
 
 def host_classes(layers: ModelLayers, entries: tuple[str, ...]) -> tuple[str, ...]:
@@ -193,13 +200,17 @@ def validate_host(p, rules: SglangRules | None = None, hybrid: bool = True) -> N
 def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                 device_tokens: int | None, device_slots: int | None, *,
                 mamba_device_bytes: int | None = None, draft_layers: int = 0,
-                rules: SglangRules | None = None, sidecar_draft_bytes_per_token: int = 0) -> HostLedger:
+                rules: SglangRules | None = None, sidecar_draft_bytes_per_token: int = 0,
+                swa_device_tokens: int | None = None) -> HostLedger:
     """The host pool group of any model; sizes when HiCache is on and the device pools are known.
 
     ``mamba_device_bytes``: the device mamba pool's bytes (slots + 1, plus the speculative
     intermediate buffers); ``draft_layers``: MTP layers packed into the host KV / indexer pools;
     ``sidecar_draft_bytes_per_token``: a draft with its own KV pool that HiCache backs up as a sidecar
-    (DFLASH: ``HiCacheDraftMode.SIDECAR`` in speculative/base_spec_worker.py), its KV bytes per token.
+    (DFLASH: ``HiCacheDraftMode.SIDECAR`` in speculative/base_spec_worker.py), its KV bytes per token;
+    ``swa_device_tokens``: a hybrid-SWA model's SWA device pool (issue 32), whose host pool
+    ``build_hybrid_swa_stack`` sizes as the KV one (ratio x its tokens, or its device-bytes share of
+    --hicache-size), after the KV pool in the build order and the host-memory checks.
     """
     rules = rules or rules_for(p)
     hybrid = bool(layers.specs(STATE_KINDS))
@@ -222,6 +233,9 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                   indexer_bytes_per_token=indexer, mamba_slot_bytes=slot_bytes, mamba_page_size=1,
                   mem_layout=p.hicache_mem_layout,
                   indexer_page_bytes=token.indexer_page_bytes * len(layers.layer_ids(DsaIndexerK)) if indexer else 0)
+    swa_spt = token.swa_kv_bytes_per_token or 0
+    if swa_spt:
+        ledger.update(swa_bytes_per_token=swa_spt, swa_layers=token.num_swa_layers)
     if not (p.enable_hierarchical_cache and device_tokens is not None):
         return HostLedger(**ledger)
     kv_layers = token.num_full_layers + draft_layers
@@ -235,6 +249,8 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
     # a sidecar draft's device pool (MHATokenToKVPool: size + one page of rows) joins the auto-size total
     # (hicache_auto_size._draft_bytes, scaled to the target's slots: the same count here)
     draft_dev += (device_tokens + token.page_size) * sidecar_draft_bytes_per_token
+    # the SWA device pool (MHATokenToKVPool: its size + one page of rows), in the split and the auto-size total
+    swa_dev = (swa_device_tokens + token.page_size) * swa_spt if swa_spt else 0
     size_gb = p.hicache_size
     ratio, ratio_src, auto_budget = p.hicache_ratio, "profile", None
     if size_gb > 0:   # the size wins; the ratio SGLang still resolves is the given one, else 2.0
@@ -243,16 +259,17 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
     elif not explicit_ratio(p):
         host_mem = p.host_memory_bytes
         if host_mem is not None:
-            ratio, auto_budget = auto_ratio(kv_dev + mamba_dev + draft_dev, host_mem, ranks_per_host(p))
+            ratio, auto_budget = auto_ratio(kv_dev + mamba_dev + swa_dev + draft_dev, host_mem, ranks_per_host(p))
             ratio_src = "auto-size"
         else:
             ratio, ratio_src = DEFAULT_HICACHE_RATIO, "default"
     if not rules.auto_hicache_ratio:   # sized as before 0.5.23: the ratio as given
         ratio, ratio_src = p.hicache_ratio, "profile"
-    kv_share = mamba_share = 0.0 if rules.split_hicache_size else float(size_gb)   # unsplit: the size to each pool
-    if size_gb > 0 and rules.split_hicache_size:   # _split_hicache_size over (KV + index) and mamba device bytes
-        kv_share = size_gb * kv_dev / (kv_dev + mamba_dev)
-        mamba_share = size_gb * mamba_dev / (kv_dev + mamba_dev)
+    kv_share = mamba_share = swa_share = 0.0 if rules.split_hicache_size else float(size_gb)   # unsplit: each pool
+    if size_gb > 0 and rules.split_hicache_size:   # _split_hicache_size over (KV + index) and mamba / SWA device bytes
+        kv_share = size_gb * kv_dev / (kv_dev + mamba_dev + swa_dev)
+        mamba_share = size_gb * mamba_dev / (kv_dev + mamba_dev + swa_dev)
+        swa_share = size_gb * swa_dev / (kv_dev + mamba_dev + swa_dev)
     tokens = host_size(device_tokens, token.page_size, ratio, kv_share, kv_spt)
     slots = host_size(device_slots, 1, ratio, mamba_share, slot_bytes) if slot_bytes else 0
     kv_b, mamba_b = tokens * kv_spt, slots * slot_bytes
@@ -262,10 +279,15 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
     # the sidecar's host pool: host_token_capacity = the KV host pool's size (no padding page of its own)
     draft_tokens = tokens if sidecar_draft_bytes_per_token else 0
     draft_b = draft_tokens * sidecar_draft_bytes_per_token
-    total = kv_b + idx_b + mamba_b + draft_b
+    swa_tokens = host_size(swa_device_tokens, token.page_size, ratio, swa_share, swa_spt) if swa_spt else 0
+    swa_b = swa_tokens * swa_spt
+    total = kv_b + idx_b + mamba_b + draft_b + swa_b
     if rules.startup_refusals:   # the indexer pool checks (and logs) its page bytes without the padding page
         check_host_memory(p, [("KV", kv_b), ("indexer", idx_logged), ("mamba", mamba_b)]
-                          + ([("draft", draft_b)] if draft_b else []), auto_budget)
+                          + ([("SWA", swa_b)] if swa_b else []) + ([("draft", draft_b)] if draft_b else []),
+                          auto_budget)
+    if swa_spt:
+        ledger.update(swa_tokens=swa_tokens, swa_bytes=swa_b)
     ledger.update(kv_host_tokens=tokens, kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
                   mamba_host_slots=slots, mamba_host_bytes=mamba_b, total_host_bytes=total,
                   kv_tokens=tokens, kv_bytes=kv_b, indexer_bytes=idx_b, mamba_slots=slots,
@@ -274,5 +296,5 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                   # (handle_hicache_ratio_default: the given one, else 2.0); it is unused for sizing
                   hicache_ratio=None if size_gb > 0 and not rules.auto_hicache_ratio else ratio,
                   hicache_ratio_source=ratio_src, kv_layers=kv_layers, indexer_logged_bytes=idx_logged,
-                  device_bytes=kv_dev + mamba_dev + draft_dev, draft_tokens=draft_tokens, draft_bytes=draft_b)
+                  device_bytes=kv_dev + mamba_dev + swa_dev + draft_dev, draft_tokens=draft_tokens, draft_bytes=draft_b)
     return HostLedger(**ledger)

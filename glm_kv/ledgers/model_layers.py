@@ -54,6 +54,9 @@ class CacheArgs:
     # "null", "prefill" or "decode": on a disaggregated server only the local role's DSA backend
     # picks the MLA row layout (calculate_mla_kv_cache_dim)
     disaggregation_mode: str = "null"
+    # False under --disable-hybrid-swa-memory (ModelConfig.is_hybrid_swa): a hybrid-SWA model's sliding-window
+    # layers keep their K and V in the full pool, as full-attention GQA rows (no SWA pool; issue 32)
+    hybrid_swa: bool = True
 
     @property
     def state_tp(self) -> int:
@@ -260,8 +263,8 @@ def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLay
             v_head_dim=_int(t, "swa_v_head_dim", where) if t.get("swa_v_head_dim") is not None else
             (_int(t, "swa_head_dim", where) if t.get("swa_head_dim") is not None else gqa.v_head_dim),
             item_bytes=gqa.item_bytes, attn_tp=gqa.attn_tp, window=sliding_window_size(cfg, where))
-        for i, kind in enumerate(types):
-            layers.append((i, (gqa,) if kind == "full_attention" else (swa,)))
+        for i, kind in enumerate(types):   # --disable-hybrid-swa-memory: every layer in the full pool
+            layers.append((i, (gqa,) if kind == "full_attention" or not args.hybrid_swa else (swa,)))
     else:  # hf_config refuses unknown model types first; a new family must be added here
         raise ProfileError("model.model_type", f"layer kinds of family {fam!r} are not modelled")
     m = ModelLayers(name=cfg.name, family=fam, num_hidden_layers=n, layers=tuple(layers))
@@ -364,7 +367,8 @@ def cache_args(args) -> CacheArgs:
     return CacheArgs(kv_cache_dtype=args.kv_cache_dtype, dsa_prefill_backend=args.dsa_prefill_backend,
                      dsa_decode_backend=args.dsa_decode_backend, attn_tp=args.attn_tp_size,
                      ssm_dtype=p.mamba_ssm_dtype, ssm_dtype_from_config="mamba_ssm_dtype" not in p.model_fields_set,
-                     linear_tp=args.linear_attn_tp_size, disaggregation_mode=p.disaggregation_mode)
+                     linear_tp=args.linear_attn_tp_size, disaggregation_mode=p.disaggregation_mode,
+                     hybrid_swa=not p.disable_hybrid_swa_memory)
 
 
 def layers_for(args) -> ModelLayers:

@@ -115,26 +115,38 @@ def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int
         return swa_capacity_ledger(p, available_bytes=avail, available_source=source, cell_size=tok.swa_cell_size,
                                    ratio=tok.swa_full_tokens_ratio, window=tok.sliding_window_size,
                                    page_size=tok.page_size, requests_per_worker=args.requests_per_worker,
-                                   context_len=args.context_length, full_bytes_per_token=tok.kv_bytes_per_token,
+                                   context_len=args.context_length,
+                                   full_bytes_per_token=tok.kv_bytes_per_token + tok.dflash_draft_bytes_per_token,
                                    swa_bytes_per_token=tok.swa_kv_bytes_per_token, request_cap=_swa_cap(args, tok))
     return attention_capacity_ledger(p, available_bytes=avail, available_source=source,
                                      cell_size=tok.cell_size_bytes, page_size=tok.page_size,
                                      requests_per_worker=args.requests_per_worker, context_len=args.context_length)
 
 
-def _swa_cap(args: ServerArgs, tok: TokenLedger) -> int | None:
-    """``SWARequestCapPoolConfigurator.is_applicable`` (no PD server here: swa.refuse_unsized_swa): a given
-    --max-running-requests with the radix cache off and a chunked prefill sizes the SWA pool from the request
-    cap (``compute_swa_request_cap``); None: the ratio path."""
+def swa_chunk(args: ServerArgs) -> int:
+    """The prefill chunk the SWA request cap counts: the flag, else the GPU's default, over attention DP."""
     p = args.profile
     chunk = p.chunked_prefill_size if p.chunked_prefill_size is not None else gpu_defaults(
         args.gpu.memory_bytes / MiB, p.tp_size)[0]
-    chunk //= args.attn_dp_size   # _handle_data_parallelism: DP attention divides the chunk over attn_dp_size
-    if p.max_running_requests is None or not p.disable_radix_cache or chunk <= 0:
+    return chunk // args.attn_dp_size   # _handle_data_parallelism: DP attention divides the chunk
+
+
+def _swa_cap(args: ServerArgs, tok: TokenLedger) -> int | None:
+    """``SWARequestCapPoolConfigurator.is_applicable``: a --max-running-requests (given, or the 48 speculative
+    decoding resets an unset one to) with the radix cache off (a PD decode server's default) and a chunked
+    prefill (not asked of a decode server) sizes the SWA pool from the request cap (``compute_swa_request_cap``);
+    None: the ratio path."""
+    p = args.profile
+    chunk = swa_chunk(args)
+    decode = p.disaggregation_mode == "decode"
+    mrr = args.max_running_requests_global
+    if mrr is None or not p.disable_radix_cache or (chunk <= 0 and not decode):
         return None
     return swa_request_cap(page_size=tok.page_size, window=tok.sliding_window_size,
-                           requests_per_worker=p.max_running_requests // args.attn_dp_size,
-                           chunked_prefill_size=chunk, overlap=not p.disable_overlap_schedule)
+                           requests_per_worker=mrr // args.attn_dp_size,
+                           chunked_prefill_size=chunk, overlap=not p.disable_overlap_schedule,
+                           draft_tokens=args.draft_tokens, decode_server=decode,
+                           decode_extra_slots=args.decode_extra_slots)
 
 
 def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Plan:
@@ -183,7 +195,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                                            + replayssm_conv_window_bytes(args, req, cap.max_running_requests_per_worker))
                        if cap else None,
                        draft_layers=args.packed_draft_layers, rules=rules,
-                       sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token)   # issue 30: DFLASH sidecar
+                       sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token,   # issue 30: DFLASH sidecar
+                       swa_device_tokens=cap.swa_max_total_num_tokens if cap else None)   # issue 32: SWA host pool
     if host.hicache_ratio_source == "default":
         notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "
                      "hicache_ratio nor hicache_size is given; give host_memory_bytes and ranks_per_host")
@@ -229,8 +242,11 @@ def _json(obj, renames: dict[str, str]) -> dict:
 # plan JSON stays byte-identical (tests/ledgers/test_plan_unchanged.py)
 SWA_TOKEN_KEYS = ("swa_kv_bytes_per_token", "num_swa_layers", "swa_full_tokens_ratio", "sliding_window_size",
                   "hisparse_host_to_device_ratio")   # issue 30: HiSparse's, only with --enable-hisparse
-# profile fields echoed only when given a value other than their default (issue 30): every earlier plan reads the same
-ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None, "disaggregation_ib_device": None}
+SWA_HOST_KEYS = ("swa_bytes_per_token", "swa_layers", "swa_tokens", "swa_bytes")   # the SWA host pool, alike
+# profile fields echoed only when given a value other than their default (issues 30, 32): every earlier plan reads
+# the same
+ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None, "disaggregation_ib_device": None,
+                 "swa_full_tokens_ratio": 0.8, "disable_hybrid_swa_memory": False}
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -262,8 +278,8 @@ def plan_to_dict(plan: Plan) -> dict:
                     "spec_scratch_bytes_per_request": req.state_slot_bytes * plan.args.verify_state_draft_tokens,
                     "state_kind": req.state_kind},   # appended (issue 31)
         "tail": asdict(tail),
-        "host": {**asdict(plan.host), "entries": list(plan.host.entries),
-                 "entry_classes": list(plan.host.entry_classes)},
+        "host": {**{k: v for k, v in asdict(plan.host).items() if k not in SWA_HOST_KEYS or v is not None},
+                 "entries": list(plan.host.entries), "entry_classes": list(plan.host.entry_classes)},
         "speculative": {"draft_tokens": plan.draft_tokens, "draft_layers": tok.draft_layers},
         "notes": list(plan.notes),
     }

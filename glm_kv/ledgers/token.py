@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from ..errors import ProfileError
 from ..inputs.resolve import ARTICLE_PAGE_SIZE, ServerArgs
-from ..inputs.swa import SWA_FULL_TOKENS_RATIO
+from ..inputs.swa import swa_full_tokens_ratio
 from ..units import DTYPE_BYTES, FP8_SCALE_BYTES, FP8_SCALE_GROUP, KV_STORE_DTYPE
 from .layers import SWA_KINDS, DsaIndexerK, GqaKv, MlaKv
 from .model_layers import ModelLayers, dsa_fp8_row, layers_for
@@ -65,7 +65,9 @@ class TokenLedger:
         ratio x SWA rows); the integer cell of every other model."""
         if self.swa_kv_bytes_per_token is None:
             return self.cell_size_bytes
-        return self.kv_bytes_per_token + self.swa_full_tokens_ratio * self.swa_kv_bytes_per_token
+        # a DFLASH / DSPARK draft's own pool rides on every full-pool token (_draft_cell_size)
+        return (self.kv_bytes_per_token + self.swa_full_tokens_ratio * self.swa_kv_bytes_per_token
+                + self.dflash_draft_bytes_per_token)
 
 
 JSON_NAMES = {"store_dtype": "kv_storage_dtype",
@@ -138,13 +140,14 @@ def token_ledger(args: ServerArgs, layers: ModelLayers | None = None) -> TokenLe
         indexer = per_layer * len(m.full_attention_layers) * ratio
         draft *= ratio
     swa_specs = m.specs(SWA_KINDS)
-    # SGLang's default ratio: --swa-full-tokens-ratio is not modelled (inputs/swa.py)
+    # --swa-full-tokens-ratio (HybridSWAPoolConfigurator._swa_full_tokens_ratio: the flag, else 0.8)
+    swa_ratio = swa_full_tokens_ratio(args.profile)
     swa = dict(swa_kv_bytes_per_token=sum(s.bytes_per_token for s in swa_specs), num_swa_layers=len(swa_specs),
-               swa_full_tokens_ratio=SWA_FULL_TOKENS_RATIO, sliding_window_size=swa_specs[0].window) \
+               swa_full_tokens_ratio=swa_ratio, sliding_window_size=swa_specs[0].window) \
         if swa_specs else {}
     cell = kv + indexer + draft + args.draft_kv_bytes_per_token
-    if swa_specs:   # the integer part of SGLang's float cell (full + ratio x SWA rows)
-        cell = int(kv + SWA_FULL_TOKENS_RATIO * swa["swa_kv_bytes_per_token"])
+    if swa_specs:   # the integer part of SGLang's float cell (full + ratio x SWA rows + a DFLASH draft's rows)
+        cell = int(kv + swa_ratio * swa["swa_kv_bytes_per_token"] + args.draft_kv_bytes_per_token)
     return TokenLedger(
         kv_cache_dtype=kv_dtype, store_dtype=KV_STORE_DTYPE[kv_dtype], kv_item_bytes=DTYPE_BYTES[kv_dtype],
         kv_layout=layout, dsa_prefill_backend=args.dsa_prefill_backend,

@@ -196,6 +196,12 @@ def _plans(profile: Profile, inputs: dict) -> tuple[list[Plan], list[str]]:
     return plans, notes
 
 
+def swa_device_bytes(pl: Plan) -> int:
+    """SWAKVPool's sliding-window sub-pool (an ``MHATokenToKVPool``: its tokens + one page of rows, every SWA
+    layer's K + V); a TypeError (None) where the plan has no SWA pool, which ``safe`` reads as absent."""
+    return (pl.capacity.swa_max_total_num_tokens + pl.token.page_size) * pl.token.swa_kv_bytes_per_token
+
+
 def _range(values: list) -> tuple:
     vals = [v for v in values if v is not None]
     return (min(vals), max(vals)) if vals else (None, None)
@@ -278,6 +284,12 @@ def verify_boot_log(profile: Profile, log: BootLog) -> VerifyResult:
                   * n_lin / GiB, v[1], "GiB", HALF_CENT)
             check(ln, "ssm_state size", lambda pl: (cap(pl).max_mamba_cache_size + 1)
                   * pl.request.temporal_state_bytes * n_lin / GiB, v[2], "GiB", HALF_CENT)
+        elif k == "kv_cache" and v[0] == "SWA":   # hybrid SWA (issue 32): SWAKVPool's sliding-window sub-pool
+            rows.append(VerifyRow(ln.line_no, ln.rank_label, "SWA KV Cache dtype", kv_dtype, None, v[1], "",
+                                  v[1] == kv_dtype))
+            check(ln, "SWA KV Cache #tokens", lambda pl: cap(pl).swa_max_total_num_tokens, v[2], "tokens", page)
+            check(ln, "SWA KV Cache size", lambda pl: swa_device_bytes(pl) / GiB, v[3], "GiB",
+                  (HALF_CENT if v[4] is None else 2 * HALF_CENT) + page * tok.cell_size_bytes / GiB)
         elif k == "kv_cache":
             nth = kv_seen.get(ln.rank_key, 0)
             kv_seen[ln.rank_key] = nth + 1
@@ -317,6 +329,20 @@ def verify_boot_log(profile: Profile, log: BootLog) -> VerifyResult:
                                       None, v[2], "GiB", abs(budget - v[2]) <= 0.05 + 1e-9))
             else:
                 info(ln, "HiCache ratio (auto-sized)", v[1], "", "used as the HiCache ratio")
+        elif k == "swa_split":   # the ratio path's split (issue 32)
+            check(ln, "full pool tokens", lambda pl: cap(pl).full_max_total_num_tokens, v[0], "tokens", page)
+            check(ln, "SWA pool tokens", lambda pl: cap(pl).swa_max_total_num_tokens, v[1], "tokens", page)
+        elif k == "swa_pool":   # SWAKVPool: both sub-pools' K + V
+            check(ln, "SWAKVPool size", lambda pl: (device_kv_bytes(cap(pl).max_total_num_tokens, pl.token,
+                                                                    pl.token.num_full_layers)
+                                                    + swa_device_bytes(pl)) / GiB, v[0], "GiB",
+                  HALF_CENT + page * tok.cell_size_bytes / GiB)
+            check(ln, "SWAKVPool swa size", lambda pl: cap(pl).swa_max_total_num_tokens, v[1], "tokens", page)
+            check(ln, "SWAKVPool full size", lambda pl: cap(pl).full_max_total_num_tokens, v[2], "tokens", page)
+        elif k == "host_kv" and v[0] == "swa":   # _SwaStrategy's SWA host pool (issue 32)
+            check(ln, "host SWA tokens", lambda pl: pl.host.swa_tokens, v[1], "tokens",
+                  page if "hicache_ratio_logged" in inputs else 0)
+            check(ln, "host SWA size", lambda pl: pl.host.swa_bytes / GB, v[2], "GB", HALF_CENT)
         elif k == "host_kv":
             check(ln, "host KV tokens", lambda pl: pl.host.kv_tokens, v[1], "tokens",
                   page if "hicache_ratio_logged" in inputs else 0)

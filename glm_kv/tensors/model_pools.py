@@ -63,7 +63,7 @@ class NotBuilt(ProfileError):
 # --------------------------------------------------------------------------- the config's layers
 
 
-def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
+def _layer_kinds(cfg: HfConfig, hybrid_swa: bool = True) -> tuple[list[int], list[int]]:
     """(full-attention layer ids, state layer ids), restated from each config class."""
     t = cfg.text
     if cfg.family in KDA_FAMILIES:
@@ -80,15 +80,16 @@ def _layer_kinds(cfg: HfConfig) -> tuple[list[int], list[int]]:
     elif cfg.family == "gqa+jet":   # JetNemotronConfig (issue 32): "jet" state layers, "attn" / "swa" full
         types = t["layer_types"]
         return [i for i, x in enumerate(types) if x in ("attn", "swa")], [i for i, x in enumerate(types) if x == "jet"]
-    elif cfg.family == "gqa_swa":   # get_hybrid_layer_ids (SWA_SINK_ARCHS): the full pool's layers; no state
+    elif cfg.family == "gqa_swa" and hybrid_swa:   # get_hybrid_layer_ids (SWA_SINK_ARCHS): the full pool's; no state
         return [i for i, x in enumerate(t["layer_types"]) if x == "full_attention"], []
     else:
         n, state = t["num_hidden_layers"], []
     return [i for i in range(n) if i not in state], state
 
 
-def _swa_layers(cfg: HfConfig) -> list[int]:
-    if cfg.family != "gqa_swa":
+def _swa_layers(cfg: HfConfig, hybrid_swa: bool = True) -> list[int]:
+    """SWAKVPool's sliding-window layers; none under --disable-hybrid-swa-memory (one full pool)."""
+    if cfg.family != "gqa_swa" or not hybrid_swa:
         return []
     return [i for i, x in enumerate(cfg.text["layer_types"]) if x == "sliding_attention"]
 
@@ -277,8 +278,9 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
     cfg, args = plan.config, plan.args
     p = args.profile
     t, tp, state_tp, page = cfg.text, args.attn_tp_size, args.linear_attn_tp_size, args.page_size
-    full, state = _layer_kinds(cfg)
-    swa_layers = _swa_layers(cfg)
+    hybrid_swa = not getattr(p, "disable_hybrid_swa_memory", False)   # --disable-hybrid-swa-memory: one full pool
+    full, state = _layer_kinds(cfg, hybrid_swa)
+    swa_layers = _swa_layers(cfg, hybrid_swa)
     store = kv_store_dtype(args.kv_cache_dtype)
     dsa = cfg.family in ("mla_dsa", "mla_dsa+kda")
     if args.replayssm_active:

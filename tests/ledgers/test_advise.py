@@ -579,3 +579,73 @@ def test_a_corrupted_kernel_is_caught(monkeypatch):
     with pytest.raises(AssertionError, match="serve"):
         advise(load_profile("worked-example-0.5.23"),
                make_workload({"concurrent_requests": 70, "tokens_per_request": 131072}))
+
+
+# -- hybrid SWA (issue 32): the SWA pool counts too, and --swa-full-tokens-ratio is the split -----------------
+SWA_EVICTION = 128   # envs.SGLANG_SWA_EVICTION_INTERVAL's default in the 0.5.23 wheel (environ.py)
+SWA_CHUNK = 8192     # the profiles below state --chunked-prefill-size, so no GPU default is read here
+
+
+def served_swa(plan: dict, tokens_per_request: int, prefix: int) -> int:
+    """``served``, and what the SWA pool holds at once, as SGLang's compute_swa_request_cap accounts for it
+    (pool_configurator.py, written out): a running request holds at most window + eviction interval + a padding
+    page + one decode page (its own paged tokens when fewer); beside them two prefill chunks (overlap on) and a
+    page."""
+    tok, cap = plan["token"], plan["capacity"]
+    page = tok["page_size"]
+    t = ceil_pages(tokens_per_request, page)
+    per = min(tok["sliding_window_size"] + SWA_EVICTION + 2 * page, t)
+    by_swa = max(cap["swa_max_total_num_tokens"] - (2 * SWA_CHUNK + page), 0) // per
+    return min(served(plan, tokens_per_request, prefix), by_swa)
+
+
+SWA_CASES = [   # (available bytes per rank, concurrent requests, tokens per request)
+    (50 << 30, 64, 32768), (50 << 30, 4000, 512), (20 << 30, 3000, 2048), (5 << 30, 300, 8192),
+    (50 << 30, 20000, 300),
+]
+
+
+@pytest.mark.parametrize("avail, n, t", SWA_CASES, ids=[f"{a >> 30}GiB-{n}x{t}" for a, n, t in SWA_CASES])
+def test_gpt_oss_advice_counts_the_swa_pool_and_picks_the_best_ratio(tmp_path, capsys, avail, n, t):
+    """The advice re-planned through `glm-kv plan --sglang-args` serves what it says (full and SWA pool), and
+    no --swa-full-tokens-ratio on the flag's hundredths serves more of the workload (bfloat16 KV, the
+    profile's own dtype: every case here fits in it or is judged by the largest count it serves)."""
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"sglang_layout": "0.5.23", "model": "gpt-oss-120b", "gpu": "H200", "tp_size": 8,
+                                    "available_bytes": avail, "chunked_prefill_size": SWA_CHUNK,
+                                    "kv_cache_dtype": "bfloat16"}))
+    work = make_workload({"concurrent_requests": n, "tokens_per_request": t})
+    adv = advise(load_profile(str(path)), work)
+    plan = plan_json(str(path), adv.flags, capsys)
+    assert adv.served_per_worker == served_swa(plan, t, 0), adv.flags
+    best = 0
+    for i in range(1, 101):
+        p = try_plan(str(path), {"swa_full_tokens_ratio": i / 100, "max_running_requests": n})
+        if p is not None:
+            best = max(best, served_swa(p.to_dict(), t, 0))
+    if adv.fits:
+        assert adv.knob == "swa_full_tokens_ratio" and served_swa(plan, t, 0) >= n, adv.flags
+    else:
+        assert best <= adv.largest_fitting.concurrent_requests or any(f.startswith("--kv-cache-dtype") for f in adv.flags)
+    assert adv.served_per_worker >= min(best, n), (best, adv.flags)
+
+
+def test_gpt_oss_request_cap_pool_is_one_point():
+    """--max-running-requests with the radix cache off: SGLang sizes the SWA pool from the cap (no ratio to
+    choose); the advice keeps it and the SWA pool holds the requests by construction."""
+    prof = load_profile("h200-0.5.23", {"model": "gpt-oss-120b", "tp_size": 8, "available_bytes": 50 << 30,
+                                        "max_running_requests": 64, "disable_radix_cache": True,
+                                        "dp_size": 1, "enable_dp_attention": False})
+    adv = advise(prof, make_workload({"concurrent_requests": 64, "tokens_per_request": 32768}))
+    assert adv.fits and adv.knob == "none" and not any("swa" in f for f in adv.flags), adv.flags
+
+
+def test_a_planted_advice_blind_to_the_swa_pool_is_caught(tmp_path, capsys, monkeypatch):
+    """Planted: the requests served counted on the full pool only (the SWA pool's term dropped, as before issue
+    32): the ratio grid's best is then its smallest ratio, whose SWA pool holds ~400 of the 4,000 short
+    requests, and the judge's count of the re-planned flags differs from the advice's."""
+    real = advise_module.served_requests
+    monkeypatch.setattr(advise_module, "served_requests", lambda *a, **k: real(
+        *a, **{x: v for x, v in k.items() if not x.startswith("swa_")}))
+    with pytest.raises(AssertionError, match="served_per_worker"):
+        test_gpt_oss_advice_counts_the_swa_pool_and_picks_the_best_ratio(tmp_path, capsys, 50 << 30, 4000, 512)

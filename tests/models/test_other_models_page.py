@@ -54,12 +54,12 @@ def test_hicache_copies_the_device_units_per_family():
     families copy a mamba pool, the attention-only ones none."""
     for r in om.family_rows():
         name = next(n for n in SHIPPED if SHIPPED[n][1] == r["bytes from"])
-        if r["HiCache host pools"] == "not sized yet":   # hybrid SWA: glm-kv refuses HiCache there (swa.py)
-            with pytest.raises(ProfileError, match="enable_hierarchical_cache"):
-                om._plan(name, "H200", hicache=True)
-            continue
         p = _plan(name)
-        assert r["host bytes per token"] == p.token.cell_size_bytes, r
+        if p.token.swa_kv_bytes_per_token is not None:   # hybrid SWA (issue 32): a KV and an SWA host row
+            assert r["HiCache host pools"] == "kv, swa", r
+            assert r["host bytes per token"] == p.token.kv_bytes_per_token + p.token.swa_kv_bytes_per_token, r
+        else:
+            assert r["host bytes per token"] == p.token.cell_size_bytes, r
         assert r["host bytes per state slot"] == p.request.state_slot_bytes, r
         assert ("mamba" in r["HiCache host pools"].split(", ")) == (p.request.state_slot_bytes > 0), r
         assert (r["grows with requests"] == "-") == (p.request.state_slot_bytes == 0), r

@@ -71,7 +71,9 @@ def compose(name: str) -> tuple[str, dict]:
 
 POOL_LINE_KEYS = ("Reserving", "Mamba Cache is allocated", "KV Cache is allocated", "max_running_requests is capped",
                   "max_running_requests was reduced", "HiCache auto-sizing", "hierarchical KV host pool",
-                  "host memory for DSA indexer", "hierarchical Mamba cache")
+                  "host memory for DSA indexer", "hierarchical Mamba cache",
+                  # hybrid SWA (issue 32): the configurator's split and SWAKVPool's total
+                  "Use sliding window memory pool", "SWAKVPool")
 
 
 def boot_log_text(fields: dict, sglang_log: list[str], pre: int, target: int, draft: int, cap: dict,

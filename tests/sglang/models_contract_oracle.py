@@ -46,7 +46,13 @@ PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "page_siz
         # context parallel (issue 31): the attention CP width, prefill CP and its strategy
         "attn_cp_size", "enable_prefill_cp", "cp_strategy",
         # a DFLASH / DSPARK draft checkpoint (issue 31): its folder and the block size flags
-        "speculative_draft_model_path", "speculative_dflash_block_size", "speculative_dspark_block_size")
+        "speculative_draft_model_path", "speculative_dflash_block_size", "speculative_dspark_block_size",
+        # hybrid sliding-window models (issue 32): the SWA pool's share of the full pool's tokens, and no SWA pool
+        "swa_full_tokens_ratio", "disable_hybrid_swa_memory",
+        # PD disaggregation (issue 32: a decode server's SWA request cap), as oracle_memory hands them over
+        "disaggregation_mode", "disaggregation_decode_extra_slots", "disaggregation_decode_enable_radix_cache",
+        # no profile field: read by DeepSeek-V4's configurator only (the inert proof below hands it to SGLang alone)
+        "swa_prefix_tails")
 
 
 def _nbytes(t) -> int:
@@ -255,10 +261,9 @@ def _contract(path: str, launch: dict, gpu) -> dict:
 
     # the host group first: the small pools below override max_mamba_cache_size (W6)
     if launch.get("enable_hierarchical_cache"):
-        if swa:   # glm-kv refuses HiCache for hybrid SWA (not sized); this oracle assembles no SWA host group
-            raise NotImplementedError("the contract oracle assembles no hybrid-SWA host pool group")
         out["host"] = _host(configurator, sa, v, hybrid, dsa, int(config.max_total_num_tokens), int(max_reqs),
-                            SimpleNamespace(spec=spec, sa=sa, mc=mc, kv_quant_algo=quant_algo))
+                            SimpleNamespace(spec=spec, sa=sa, mc=mc, kv_quant_algo=quant_algo),
+                            swa_tokens=int(config.swa_max_total_num_tokens) if swa else None)
     try:   # MambaPool's own checks at allocation (the KDA ring's length) refuse here
         pools = _measure(configurator, v, mc, hybrid, dsa, int(max_reqs), swa)
     except ValueError as e:
@@ -411,10 +416,12 @@ def meta_device_module():
         MHATokenToKVPool._init_kv_copy_and_warmup = real_copy
 
 
-def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: int, r) -> dict:
+def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: int, r,
+          swa_tokens: int | None = None) -> dict:
     """The host pool group SGLang's strategy assembles over the full-size device pools (on meta), with the
     MTP draft worker's own device pools SGLang packs into it (``oracle.mtp_draft_device_pools``: the draft
-    worker's configurator; none without EAGLE / NEXTN)."""
+    worker's configurator; none without EAGLE / NEXTN). A hybrid-SWA model (``swa_tokens``: its SWA pool's
+    tokens) gets ``SWAKVPool`` at both pools' sizes and ``_SwaStrategy``'s KV + SWA host pools (issue 32)."""
     from oracle import mtp_draft_device_pools
     from oracle_memory import dflash_sidecar_pool, meta_host_memory
     from sglang.srt.mem_cache.hicache_auto_size import auto_size_hicache
@@ -427,8 +434,9 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
         with meta_host_memory(None, None), meta_device_module():
             kvc = configurator("meta")
             req = kvc._build_req_to_token_pool(max_num_reqs=max_reqs)
+            swa = swa_tokens is not None
             sizes = _PoolSizes(max_total_num_tokens=tokens, max_running_requests=max_reqs,
-                               full_max_total_num_tokens=None, swa_max_total_num_tokens=None,
+                               full_max_total_num_tokens=tokens if swa else None, swa_max_total_num_tokens=swa_tokens,
                                c4_max_total_num_tokens=0, c128_max_total_num_tokens=0, c4_state_pool_size=0,
                                c128_state_pool_size=0, c4_state_dtype=None, c128_state_dtype=None)
             kv = kvc._build_token_to_kv_pool(sizes=sizes, is_dsa_model=dsa, is_dsv4_model=False,
@@ -438,10 +446,13 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
                                             kv_quant_algo=r.kv_quant_algo)
             params = SimpleNamespace(
                 page_size=v.page_size, req_to_token_pool=req,
-                token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv), mtp_draft_device_pools=drafts,
+                # the SWA stack's device allocation hook (build_hybrid_swa_stack): never called while assembling
+                token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv, swa_attn_allocator=None),
+                mtp_draft_device_pools=drafts,
                 mtp_draft_mamba_pools=(), tp_cache_group=None, attn_cp_cache_group=None,
                 attn_tp_cache_group=None, pp_cache_group=None)
-            components = {ComponentType.FULL, ComponentType.MAMBA} if hybrid else {ComponentType.FULL}
+            components = ({ComponentType.FULL, ComponentType.MAMBA} if hybrid else
+                          {ComponentType.FULL, ComponentType.SWA} if swa else {ComponentType.FULL})
             strategy = _select_strategy(kv, components)
             cache = SimpleNamespace(evict_host=lambda *a, **k: None, _enable_metrics_flag=False)
             # a DFLASH / DSPARK draft's own device pool, which HiCache backs up as a sidecar
@@ -476,7 +487,7 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
     group = result.host_pool_group
     names = [e.name.value for e in group.entries]
     by = {e.name.value: e.host_pool for e in group.entries}
-    kvh, idx, mh = by["kv"], by.get("indexer"), by.get("mamba")
+    kvh, idx, mh, sw = by["kv"], by.get("indexer"), by.get("mamba"), by.get("swa")
     # the MTP draft layers SGLang packs into the KV / indexer host pools count in their sizes (kv_layers and the
     # byte totals); the per-token and per-page figures are the target's layers', as the plan contract defines
     # them (host.kv_bytes_per_token: 11 layers' rows for GLM-5.3-Flash, 12 with the draft packed in kv_layers)
@@ -506,6 +517,10 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
     draft_b = 0 if draft_host is None else int(draft_host.size * draft_host.size_per_token)
     out.update(draft_tokens=0 if draft_host is None else int(draft_host.size), draft_bytes=draft_b,
                total_bytes=out["total_bytes"] + draft_b)
+    if sw is not None:   # hybrid SWA (issue 32): the SWA host pool beside the KV one, in the host total
+        sw_b = int(sw.size * sw.size_per_token)
+        out.update(swa_tokens=int(sw.size), swa_bytes_per_token=int(sw.size_per_token), swa_bytes=sw_b,
+                   swa_layers=int(sw.layer_num), total_bytes=out["total_bytes"] + sw_b)
     # one DSAIndexerPoolHost page over every indexed layer (no indexer pool: it holds nothing)
     out["indexer_page_bytes"] = (int(idx.indexer_page_stride_size) * (int(idx.layer_num) - packed)
                                  if idx is not None else 0)

@@ -74,6 +74,7 @@ def sglang_resolved(fields) -> dict:
             out[f] = getattr(r.v, SGLANG_NAME.get(f, f))
         # resolved later than ServerArgs, by the code that uses them
         out["mamba_full_memory_ratio"] = schedule.mamba_full_memory_ratio   # Arg fallback 0.9
+        out["swa_full_tokens_ratio"] = schedule.swa_full_tokens_ratio       # Arg fallback 0.8 (issue 32)
         out["context_length"] = r.mc.context_len                              # ModelConfig
         ssm = mamba2_state_dtype(r.mc.hf_config).temporal                      # config, else float32
         out["mamba_ssm_dtype"] = str(ssm).removeprefix("torch.")

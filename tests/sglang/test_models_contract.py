@@ -235,10 +235,19 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
             if cp.random() < 0.6:
                 d["enable_prefill_cp"] = True
                 d["cp_strategy"] = cp.choice(["interleave", "interleave", "zigzag", None])
+    # hybrid SWA (issue 32), drawn apart too: --swa-full-tokens-ratio (the SWA pool's share of the full pool's
+    # tokens; small ratios reach SGLang's "cannot hold even one request") and --disable-hybrid-swa-memory
+    swa_draw = random.Random(f"{seed}:{name}:swa")
     for d in out:
-        if name in SWA_MODELS:   # HiCache for hybrid SWA: refused by glm-kv as not sized (its own test below)
-            for k in ("enable_hierarchical_cache", "hicache_ratio", "hicache_size"):
-                d.pop(k, None)
+        if name in SWA_MODELS:
+            if swa_draw.random() < 0.5:
+                d["swa_full_tokens_ratio"] = swa_draw.choice([0.01, 0.1, 0.25, 0.5, 1.0, round(swa_draw.uniform(0.05, 1), 3)])
+            if swa_draw.random() < 0.25:
+                d["disable_hybrid_swa_memory"] = True
+            if swa_draw.random() < 0.3:   # PD (a decode server's request cap); HiCache there: both refuse
+                d["disaggregation_mode"] = swa_draw.choice(["prefill", "decode"])
+                if d["disaggregation_mode"] == "decode" and swa_draw.random() < 0.3:
+                    d["disaggregation_decode_extra_slots"] = swa_draw.choice([0, 5, 64])
     return out
 
 
@@ -516,6 +525,32 @@ SWA_LAUNCHES = [
     {**PLANT, "max_running_requests": 256, "disable_radix_cache": True, "disable_overlap_schedule": True,
      "chunked_prefill_size": 4096, "enable_dp_attention": True, "dp_size": 2},
     {**PLANT, "kv_cache_dtype": "fp8_e4m3", "page_size": 16},
+    # --swa-full-tokens-ratio and --disable-hybrid-swa-memory (issue 32): the split moves, or the SWA pool goes
+    {**PLANT, "swa_full_tokens_ratio": 0.5},
+    {**_B200, "tp_size": 4, "swa_full_tokens_ratio": 1.0, "max_total_tokens": 1_000_003},
+    {**PLANT, "swa_full_tokens_ratio": 0.123, "page_size": 64, "kv_cache_dtype": "fp8_e4m3"},
+    {**PLANT, "swa_full_tokens_ratio": 0.25, "max_running_requests": 64, "disable_radix_cache": True},   # cap: inert
+    {**PLANT, "disable_hybrid_swa_memory": True},
+    {**_B200, "tp_size": 2, "disable_hybrid_swa_memory": True, "swa_full_tokens_ratio": 0.3,
+     "max_running_requests": 64, "disable_radix_cache": True},
+    # HiCache (issue 32): _SwaStrategy's KV + SWA host pools, by ratio and by --hicache-size (split over both
+    # device pools' bytes), and without the SWA pool the plain KV host pool
+    {**PLANT, "enable_hierarchical_cache": True, "hicache_ratio": 1.5},
+    {**PLANT, "enable_hierarchical_cache": True, "hicache_size": 100, "swa_full_tokens_ratio": 0.4},
+    {**_B200, "tp_size": 4, "enable_hierarchical_cache": True, "hicache_size": 250, "kv_cache_dtype": "fp8_e4m3"},
+    {**PLANT, "enable_hierarchical_cache": True, "hicache_ratio": 2.5, "disable_hybrid_swa_memory": True},
+    # PD disaggregation (issue 32): a decode server runs without the radix cache, so a request cap sizes its SWA
+    # pool (compute_swa_request_cap: (window + page) per pre-allocated row, no prefill chunk); a prefill server
+    # as a co-located one
+    {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 64},                       # 15
+    {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 256, "disaggregation_decode_extra_slots": 9,
+     "page_size": 64},
+    {**PLANT, "disaggregation_mode": "decode"},                                  # no cap given: the ratio path
+    {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 64, "disaggregation_decode_enable_radix_cache": True},
+    {**PLANT, "disaggregation_mode": "prefill", "max_running_requests": 64, "disable_radix_cache": True},
+    # seed 11: prefill CP on a decode server is refused by SGLang's DSA override only; gpt-oss starts
+    {**_B200, "tp_size": 4, "max_running_requests": 8, "page_size": 64, "attn_cp_size": 4, "enable_prefill_cp": True,
+     "cp_strategy": "zigzag", "disable_hybrid_swa_memory": True, "disaggregation_mode": "decode"},
 ]
 
 
@@ -538,12 +573,78 @@ def test_a_planted_swa_layer_in_the_full_pool_is_caught(sglang_ready, monkeypatc
 
 def test_a_planted_swa_ratio_is_caught(sglang_ready, monkeypatch):
     """Planted: the SWA pool as large as the full pool (ratio 1, no --swa-full-tokens-ratio given)."""
-    import glm_kv.ledgers.token as token
+    import dataclasses
 
-    problems = planted(monkeypatch, "gpt-oss-120b", PLANT, lambda mp: mp.setattr(token, "SWA_FULL_TOKENS_RATIO", 1.0))
+    import glm_kv.inputs.profile as profile
+
+    spec = profile.FIELDS["swa_full_tokens_ratio"]
+    problems = planted(monkeypatch, "gpt-oss-120b", PLANT, lambda mp: mp.setitem(
+        profile.FIELDS, "swa_full_tokens_ratio", dataclasses.replace(spec, default=1.0)))
     keys = {p.split(":")[0] for p in problems}
     assert {"token.swa_full_tokens_ratio", "token.cell_size_bytes", "capacity.swa_max_total_num_tokens"} <= keys, \
         problems
+
+
+def test_a_planted_ignored_swa_ratio_is_caught(sglang_ready, monkeypatch):
+    """Planted: --swa-full-tokens-ratio read but the fallback 0.8 used (the flag dropped as before issue 32)."""
+    import glm_kv.ledgers.token as token
+
+    problems = planted(monkeypatch, "gpt-oss-120b", {**PLANT, "swa_full_tokens_ratio": 0.5},
+                       lambda mp: mp.setattr(token, "swa_full_tokens_ratio", lambda p: 0.8))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.swa_full_tokens_ratio", "token.cell_size_bytes", "capacity.max_total_num_tokens",
+            "capacity.swa_max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_ignored_disable_hybrid_swa_memory_is_caught(sglang_ready, monkeypatch):
+    """Planted: --disable-hybrid-swa-memory dropped (the SWA pool kept): SGLang builds one full pool of 36 layers."""
+    import glm_kv.ledgers.model_layers as model_layers
+
+    real = model_layers.cache_args
+    problems = planted(monkeypatch, "gpt-oss-120b", {**PLANT, "disable_hybrid_swa_memory": True},
+                       lambda mp: mp.setattr(model_layers, "cache_args",
+                                             lambda args: dataclasses_replace(real(args), hybrid_swa=True)))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"model.full_attention_layers", "token.num_full_layers", "token.cell_size_bytes",
+            "capacity.max_total_num_tokens", "capacity.swa_max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_decode_cap_as_colocated_is_caught(sglang_ready, monkeypatch):
+    """Planted: a decode server's SWA request cap taken as a co-located server's (prefill chunks, no extra rows)."""
+    import glm_kv.ledgers.plan as plan_module
+
+    real = plan_module.swa_request_cap
+    problems = planted(monkeypatch, "gpt-oss-120b", SWA_LAUNCHES[15], lambda mp: mp.setattr(
+        plan_module, "swa_request_cap", lambda **k: real(**{**k, "decode_server": False})))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"capacity.swa_max_total_num_tokens", "capacity.max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_unsplit_swa_host_size_is_caught(sglang_ready, monkeypatch):
+    """Planted: --hicache-size split over the full pool alone (the SWA device pool left out of the shares)."""
+    import glm_kv.ledgers.plan as plan_module
+
+    real = plan_module.host_ledger
+    problems = planted(monkeypatch, "gpt-oss-120b", SWA_LAUNCHES[12], lambda mp: mp.setattr(
+        plan_module, "host_ledger", lambda *a, **k: real(*a, **{**k, "swa_device_tokens": 0})))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"host.kv_tokens", "host.swa_tokens", "host.swa_bytes"} <= keys, problems
+
+
+@pytest.mark.parametrize("launch", [SWA_LAUNCHES[0], SWA_LAUNCHES[2]], ids=["ratio", "request-cap"])
+def test_swa_prefix_tails_is_inert_for_gpt_oss(sglang_ready, launch):
+    """--swa-prefix-tails (DeepSeek-V4's request-cap headroom): SGLang's whole contract for gpt-oss is the same
+    with and without it, so glm-kv lists it as inert (swa.refuse_swa_flags refuses only a negative count)."""
+    from models_contract_oracle import sglang_contract
+
+    without = sglang_contract("gpt-oss-120b", launch)
+    assert "errors" not in without and sglang_contract("gpt-oss-120b", {**launch, "swa_prefix_tails": 7}) == without
+
+
+def dataclasses_replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
 
 
 def test_a_planted_ratio_pool_under_the_request_cap_is_caught(sglang_ready, monkeypatch):
@@ -609,6 +710,17 @@ def test_kimi_k3_without_mtp_layers_is_refused_though_sglang_sizes_it(sglang_rea
     KimiK3 target to an MTP draft; its sizing starts (no draft layer in cell_size) but the draft worker would
     load the target's own architecture. glm-kv refuses, naming the config's count."""
     problems, sg = check("kimi-k3", {**PLANT, **_SPEC})
+    assert "errors" not in sg and problems == ["errors: glm-kv refuses (speculative_algorithm: the model config has no "
+                                               "MTP layer (num_nextn_predict_layers is 0, no mtp_num_hidden_layers)); "
+                                               "SGLang starts"], problems
+
+
+def test_gpt_oss_eagle_without_a_draft_is_refused_though_sglang_sizes_it(sglang_ready):
+    """A declared difference (issue 32), as Kimi-K3's: gpt-oss's config names no MTP layer, so EAGLE / NEXTN
+    without a draft checkpoint would load the target as its own draft; SGLang's sizing starts (no draft layer in
+    the SWA cell), glm-kv refuses naming the config's count. Its drafts are planned as DFLASH / DSPARK checkpoints
+    (draft_checkpoint_launches)."""
+    problems, sg = check("gpt-oss-120b", {**PLANT, **_SPEC})
     assert "errors" not in sg and problems == ["errors: glm-kv refuses (speculative_algorithm: the model config has no "
                                                "MTP layer (num_nextn_predict_layers is 0, no mtp_num_hidden_layers)); "
                                                "SGLang starts"], problems
@@ -749,6 +861,16 @@ def draft_checkpoint_launches(tmp_path) -> list[tuple[str, dict]]:
         ("nemotron-3-super-120b-a12b-fp8", dflash("n1", 131072, 88)),
         ("nemotron-3-super-120b-a12b-fp8", dflash("n2", 131072, 88, kv_cache_dtype="fp8_e4m3",
                                                   enable_hierarchical_cache=True)),
+        # gpt-oss (hybrid SWA, issue 32): the draft's pool in the SWA cell; its draft tokens in the request cap
+        # (overlap: twice them; spec-v1: page-aligned); its HiCache sidecar beside the KV and SWA host pools
+        ("gpt-oss-120b", dflash("g1", 201088, 36)),                                                     # 9
+        ("gpt-oss-120b", dflash("g2", 201088, 36, max_running_requests=64, disable_radix_cache=True)),   # 10
+        ("gpt-oss-120b", dflash("g3", 201088, 36, max_running_requests=32, disable_radix_cache=True,
+                                disable_overlap_schedule=True, chunked_prefill_size=4096)),
+        ("gpt-oss-120b", dspark("g4", 201088, 36, enable_hierarchical_cache=True, hicache_ratio=1.5)),
+        ("gpt-oss-120b", dflash("g5", 201088, 36, disaggregation_mode="decode", max_running_requests=32,
+                                swa_full_tokens_ratio=0.5)),
+        ("gpt-oss-20b", dflash("g6", 201088, 24, gpu="B200", pre_model_load_bytes=189_707_837_347, tp_size=2)),
     ]
 
 
@@ -758,6 +880,34 @@ def test_draft_checkpoint_launches_agree_key_for_key(sglang_ready, tmp_path):
         problems, _ = check(name, launch)
         bad += [f"{i} {name}: {p}" for p in problems]
     assert bad == [], bad
+
+
+def test_a_planted_swa_cell_without_the_draft_is_caught(sglang_ready, tmp_path, monkeypatch):
+    """Planted (issue 32): gpt-oss's SWA cell without the DFLASH draft's rows (SGLang adds _draft_cell_size)."""
+    import glm_kv.ledgers.token as token
+
+    name, launch = draft_checkpoint_launches(tmp_path)[9]
+    real = token.token_ledger
+
+    def no_draft(args, layers=None):
+        import dataclasses
+
+        return real(dataclasses.replace(args, draft_kv_bytes_per_token=0), layers)
+
+    problems = planted(monkeypatch, name, launch, lambda mp: mp.setattr("glm_kv.ledgers.plan.token_ledger", no_draft))
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.cell_size_bytes", "capacity.max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_request_cap_without_draft_tokens_is_caught(sglang_ready, tmp_path, monkeypatch):
+    """Planted (issue 32): the SWA request cap of a DFLASH launch counted as without speculative decoding."""
+    import glm_kv.ledgers.plan as plan_module
+
+    name, launch = draft_checkpoint_launches(tmp_path)[10]
+    real = plan_module.swa_request_cap
+    problems = planted(monkeypatch, name, launch, lambda mp: mp.setattr(
+        plan_module, "swa_request_cap", lambda **k: real(**{**k, "draft_tokens": 0})))
+    assert any(p.startswith("capacity.swa_max_total_num_tokens:") for p in problems), problems
 
 
 def test_a_planted_draft_kv_dtype_is_caught(sglang_ready, tmp_path, monkeypatch):

@@ -35,10 +35,16 @@ CASES = [(name, {"chunked_prefill_size": 8192, **launch}) for name, launch in [
                        "weights_bytes": 82 * GiB}),
     ("glm-5.1", {"gpu": "B200", "tp_size": 8, "kv_cache_dtype": "fp8_e4m3", "pre_model_load_bytes": int(176.5 * GiB),
                  "weights_bytes": 90 * GiB}),
+    # hybrid SWA (issue 32): the configurator's split, "Full" / "SWA KV Cache", SWAKVPool's total, the full and
+    # swa host pools; by ratio, and by --hicache-size at another --swa-full-tokens-ratio on B200's 64-token pages
+    ("gpt-oss-120b", {"gpu": "H200", "tp_size": 8, "hicache_ratio": 1.5, "pre_model_load_bytes": int(137.29 * GiB),
+                      "weights_bytes": 9 * GiB}),
+    ("gpt-oss-20b", {"gpu": "B200", "tp_size": 2, "hicache_size": 150, "swa_full_tokens_ratio": 0.3,
+                     "kv_cache_dtype": "fp8_e4m3", "pre_model_load_bytes": int(176.5 * GiB), "weights_bytes": 7 * GiB}),
 ]]
 ARCH = {"qwen3.5-35b-a3b": "Qwen3_5MoeForConditionalGeneration", "nemotron-3-super-120b-a12b-fp8": "NemotronHForCausalLM",
         "kimi-k3": "KimiK3ForConditionalGeneration", "deepseek-v3.2": "DeepseekV32ForCausalLM",
-        "glm-5.1": "GlmMoeDsaForCausalLM"}
+        "glm-5.1": "GlmMoeDsaForCausalLM", "gpt-oss-120b": "GptOssForCausalLM", "gpt-oss-20b": "GptOssForCausalLM"}
 HOST_LINES = ("hierarchical KV host pool", "host memory for DSA indexer", "hierarchical Mamba cache")
 
 
@@ -102,7 +108,24 @@ def test_verify_agrees_with_what_sglang_printed(sglang_ready, logs, tmp_path, ca
         want |= {"max_mamba_cache_size", "conv_state size", "ssm_state size", "host mamba slots", "host mamba size"}
     if "DSA indexer" in logs[i]:
         want |= {"host indexer size"}
+    if "SWAKVPool" in logs[i]:
+        want |= {"full pool tokens", "SWA pool tokens", "SWA KV Cache #tokens", "SWA KV Cache size",
+                 "SWA KV Cache dtype", "SWAKVPool size", "SWAKVPool swa size", "SWAKVPool full size",
+                 "host SWA tokens", "host SWA size"}
     assert want <= checked, sorted(want - checked)
+
+
+def test_a_planted_swa_pool_without_its_share_disagrees(sglang_ready, logs, tmp_path, capsys, monkeypatch):
+    """Planted (issue 32): gpt-oss's SWA pool as large as the full pool (the ratio read as 1): the split, the SWA
+    sub-pool, SWAKVPool's total and the SWA host pool disagree."""
+    import glm_kv.ledgers.token as token
+
+    i = next(i for i, (n, _) in enumerate(CASES) if n == "gpt-oss-120b")
+    name, launch = CASES[i]
+    monkeypatch.setattr(token, "swa_full_tokens_ratio", lambda p: 1.0)
+    rc, res = verify(tmp_path, capsys, name, launch, logs[i])
+    bad = {r["quantity"] for r in res["lines"] if r["ok"] is False}
+    assert rc == 1 and {"SWA pool tokens", "SWA KV Cache #tokens", "SWAKVPool swa size", "host SWA tokens"} <= bad, bad
 
 
 def test_the_gqa_line_is_read_as_k_plus_v(sglang_ready, logs):

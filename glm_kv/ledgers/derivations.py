@@ -317,8 +317,10 @@ def _token(plan: "Plan") -> list[Derivation]:
         Derivation("indexer_bytes_per_token", per_layer * n_idx if not t.hisparse_host_to_device_ratio else
                    per_layer * n_full * Var("hisparse_ratio", t.hisparse_host_to_device_ratio),
                    "B", "token.indexer_bytes_per_token",
-                   "indexer K the token budget reserves per token, all indexed layers (HiSparse: every full "
-                   "layer, for ratio x the device tokens)"),
+                   "indexer K the token budget reserves per token, all indexed layers"
+                   if not t.hisparse_host_to_device_ratio else
+                   "indexer K the token budget reserves per token: HiSparse's, every full layer, for ratio x the "
+                   "device tokens"),
         # Groups in the page this profile allocates (chapter 3's figure and text): 256 // 4 = 64 for
         # 0.5.23, 64 // 4 = 16 for the article. ``token.index_groups_per_page`` keeps the article's
         # 64-token count (a top-k compute quantity), so this figure names no plan key.

@@ -186,9 +186,16 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
         tail = tail_ledger(indexed, 0, args.draft_tokens)
     else:
         tail = tail_ledger(indexed, reqs, args.draft_tokens, args.decode_extra_slots)
+    mamba_pool_slots = _decode_mamba_pool_slots(args, cap)
+    if cap is not None and mamba_pool_slots != cap.max_mamba_cache_size:
+        notes.append(f"decode server: MambaPool holds {mamba_pool_slots:,} state slots, not the budget's "
+                     f"{cap.max_mamba_cache_size:,} (HybridMambaDecodeReqToTokenPool raises it to (requests + "
+                     f"pre-allocated rows) x slots per request): "
+                     f"{fmt_bytes((mamba_pool_slots - cap.max_mamba_cache_size) * req.state_slot_bytes)} "
+                     f"beyond the sized pools, and HiCache's host state pool follows the raised size")
     host = host_ledger(layers, p, tok, req.state_slot_bytes,
                        cap.max_total_num_tokens if cap else None,
-                       cap.max_mamba_cache_size if cap else None,
+                       mamba_pool_slots,
                        # the Gated DeltaNet ReplaySSM ring: the budget's reservation out, MambaPool's allocation in
                        mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes - fixed
                                            + replayssm_pool_ring_bytes(args, cap.max_running_requests_per_worker, layers)
@@ -247,6 +254,19 @@ SWA_HOST_KEYS = ("swa_bytes_per_token", "swa_layers", "swa_tokens", "swa_bytes")
 # the same
 ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None, "disaggregation_ib_device": None,
                  "swa_full_tokens_ratio": 0.8, "disable_hybrid_swa_memory": False}
+
+
+def _decode_mamba_pool_slots(args, cap) -> int | None:
+    """The state slots MambaPool really holds. On a PD decode server ``HybridMambaDecodeReqToTokenPool``
+    (disaggregation/decode.py) raises the configurator's ``max_mamba_cache_size`` to ``(size + pre_alloc_size) x
+    (1 + get_mamba_tracking_slots(extra_buffer, overlap, lazy=False))`` when that is larger; the host state pool
+    (``build_mamba_host_pool``: ``mamba_pool.size`` x ratio) follows the raised size. Elsewhere the budget's."""
+    if cap is None or not cap.max_mamba_cache_size or args.profile.disaggregation_mode != "decode":
+        return cap.max_mamba_cache_size if cap else None
+    extra_buffer = args.mamba_strategy in ("extra_buffer", "extra_buffer_lazy")
+    tracking = (1 if args.profile.disable_overlap_schedule else 2) if extra_buffer else 0
+    needed = (cap.max_running_requests_per_worker + args.decode_extra_slots) * (1 + tracking)
+    return max(cap.max_mamba_cache_size, needed)
 
 
 def plan_to_dict(plan: Plan) -> dict:

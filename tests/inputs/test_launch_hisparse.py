@@ -39,7 +39,9 @@ def test_inert_flags_sglang_refuses_beside_hisparse(extra, flag, says):
 
 
 def test_adaptive_without_speculation_is_not_refused():
-    parse_launch_command(LAUNCH + "--enable-hisparse --speculative-adaptive", "0.5.23")
+    """SGLang refuses --speculative-adaptive beside HiSparse only under speculative decoding."""
+    fields, inert = parse_launch_command(LAUNCH + "--enable-hisparse --speculative-adaptive", "0.5.23")
+    assert fields["enable_hisparse"] is True and inert == ["--speculative-adaptive"]
 
 
 @pytest.mark.parametrize("config,says", [

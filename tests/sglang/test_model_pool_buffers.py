@@ -130,10 +130,10 @@ def _sglang_host_side(name: str, launch: dict, tokens: int, slots: int) -> dict:
         strategy.build = spy_build
         return strategy
 
-    def spy_host(configurator, sa, v, hybrid, dsa, _tokens, _max_reqs, r):
+    def spy_host(configurator, sa, v, hybrid, dsa, _tokens, _max_reqs, r, **rest):
         if hybrid:
             get_context().override("glm-kv host buffers: small pools", max_mamba_cache_size=slots)
-        return original_host(configurator, sa, v, hybrid, dsa, tokens, REQS, r)
+        return original_host(configurator, sa, v, hybrid, dsa, tokens, REQS, r, **rest)
 
     O._host, H._select_strategy = spy_host, select
     try:

@@ -118,9 +118,12 @@ def test_every_modelled_flag_is_drawn(sglang_ready, drafts):
     # test_flags_dspark); --dcp-size's one accepted value is its default (others refused: test_flags_refusals);
     # --enable-hisparse / --hisparse-config: SGLang fails GLM-5.3-Flash with them past the sizing this draw's
     # oracles run (its allocator, test_flags_hisparse); --disaggregation-ib-device: SGLang checks it against this
-    # machine's /sys/class/infiniband (test_flags_ib_device)
+    # machine's /sys/class/infiniband (test_flags_ib_device); --swa-full-tokens-ratio / --disable-hybrid-swa-memory
+    # move only a hybrid sliding-window model's pools (GLM-5.3-Flash has none): drawn in gpt-oss's own stream
+    # (test_models_contract.py)
     left = set(MODELLED) - seen - {"speculative_dspark_sps_table_path", "speculative_dspark_confidence_sts_path",
-                                   "dcp_size", "enable_hisparse", "hisparse_config", "disaggregation_ib_device"}
+                                   "dcp_size", "enable_hisparse", "hisparse_config", "disaggregation_ib_device",
+                                   "swa_full_tokens_ratio", "disable_hybrid_swa_memory"}
     assert left == set(), sorted(left)
 
 
@@ -196,3 +199,33 @@ def test_planted_either_side_row_rule_is_caught(sglang_ready, monkeypatch):
     real = ml.dsa_fp8_row
     monkeypatch.setattr(ml, "dsa_fp8_row", lambda pre, dec, mode="null": real(pre, dec))
     assert "capacity.max_total_num_tokens" in {k for k, *_ in compare_launch("planted", *FOUND[0])}
+
+
+DECODE_HICACHE = ("python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp 2 {spec}"
+                  "--disaggregation-mode decode --disaggregation-decode-enable-radix-cache --max-running-requests 32 "
+                  "--max-total-tokens 234496 --mamba-radix-cache-strategy extra_buffer --enable-hicache "
+                  "--hicache-ratio 2.24")
+DECODE_HW = {"gpu": "H200", "host_memory_bytes": 795_000_000_000, "available_bytes": 44_747_548_774}
+
+
+def _decode_launches(drafts) -> list[str]:
+    dspark = f"--speculative-algorithm DSPARK --speculative-draft-model-path {drafts['dspark']} " \
+             "--speculative-dspark-block-size 3 "
+    return [DECODE_HICACHE.format(spec=""), DECODE_HICACHE.format(spec=dspark)]
+
+
+def test_decode_server_host_state_pool_follows_the_raised_mamba_pool(sglang_ready, drafts):
+    """A PD decode server's MambaPool is raised to (requests + pre-allocated rows) x slots per request
+    (HybridMambaDecodeReqToTokenPool), and HiCache's host state pool is the raised pool x the ratio (found by
+    seed 1300734184: DSPARK on a decode server with the decode radix cache, host slots 350 against SGLang's 639)."""
+    for cmd in _decode_launches(drafts):
+        assert compare_launch("decode-hicache", cmd, DECODE_HW) == [], cmd
+
+
+def test_a_planted_decode_pool_at_the_budget_size_is_caught(sglang_ready, drafts, monkeypatch):
+    """Planted: the host state pool sized from the configurator's max_mamba_cache_size."""
+    import glm_kv.ledgers.plan as plan_module
+
+    monkeypatch.setattr(plan_module, "_decode_mamba_pool_slots", lambda args, cap: cap.max_mamba_cache_size if cap else None)
+    for cmd in _decode_launches(drafts):
+        assert any(key == "host.mamba_slots" for key, *_ in compare_launch("decode-hicache", cmd, DECODE_HW)), cmd

@@ -42,6 +42,7 @@ SUPPORTED_MODEL_TYPES: dict[str, str] = {
     "glm_moe_dsa": "mla_dsa",          # GLM-5 / GLM-5.1 (GlmMoeDsaForCausalLM)
     "jet_nemotron": "gqa+jet",         # Jet-Nemotron (JetNemotronForCausalLM): GQA + JetBlock (issue 32)
     "gpt_oss": "gqa_swa",              # gpt-oss (GptOssForCausalLM): GQA full pool + sliding-window GQA SWA pool
+    "gemma4": "gqa_swa",               # Gemma-4 (Gemma4ForConditionalGeneration, text_config gemma4_text): the same
 }
 
 # The six models glm-kv ships configs for: short name -> (file stem, Hugging Face id).
@@ -74,6 +75,8 @@ SHIPPED: dict[str, tuple[str, str]] = {
     # a hybrid-SWA model (is_hybrid_swa_model): the full pool and the SWA pool beside it
     "gpt-oss-120b": ("openai--gpt-oss-120b", "openai/gpt-oss-120b"),
     "gpt-oss-20b": ("openai--gpt-oss-20b", "openai/gpt-oss-20b"),
+    # Gemma-4 (issue 32): the SWA pool with its own heads and head dim (SGLang's swa_* from the config's shapes)
+    "gemma-4-26b-a4b": ("google--gemma-4-26B-A4B", "google/gemma-4-26B-A4B"),
 }
 # provenance files of the vendored configs: SOURCE.json (the aiconfigurator-core 0.12.0 wheel),
 # SOURCE_GITHUB.json (files of a public GitHub repository at a stated commit, not in that wheel) and

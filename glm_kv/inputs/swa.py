@@ -39,3 +39,36 @@ def refuse_swa_flags(model: str | None, inert: list[str]) -> None:
         if flag == "--swa-prefix-tails" and values and values[0].lstrip("-").isdigit() and int(values[0]) < 0:
             raise ProfileError(flag, "SGLang 0.5.23 refuses it: \"--swa-prefix-tails should be a non-negative "
                                      "integer.\" (arg_groups/kv_cache_hook.py)")
+
+
+def sglang_swa_view(cfg):
+    """The hybrid-SWA config as SGLang 0.5.23's ``ModelConfig`` reads it: a copy of ``cfg`` whose text part
+    states the full-attention shapes in ``head_dim`` / ``num_key_value_heads`` and the sliding-window ones in
+    ``swa_head_dim`` / ``swa_v_head_dim`` / ``swa_num_key_value_heads`` (gpt-oss: unchanged, it names none).
+
+    Why: Gemma-4 states its shapes SWA-first (``head_dim``, ``num_key_value_heads`` are the sliding layers';
+    ``global_head_dim``, ``num_global_key_value_heads`` the full ones), and SGLang flips them at load
+    (``hf_transformers/config.py`` ``_apply_gemma4_attention_overrides`` over transformers'
+    ``Gemma4TextConfig.__post_init__``): the full layers take ``global_head_dim`` (512 when absent) and,
+    when ``attention_k_eq_v``, ``num_global_key_value_heads``; the last layer is forced to full attention;
+    ``use_bidirectional_attention: "all"`` halves the window (``sliding_window // 2 + 1``). KV-shared layers
+    (``num_kv_shared_layers``) still get their own rows: SWAKVPool allocates every layer id it is given."""
+    import dataclasses
+
+    if cfg.model_type != "gemma4":
+        return cfg
+    t = dict(cfg.text)
+    full_hd = t.get("global_head_dim", 512)
+    full_kv = t.get("num_global_key_value_heads") if t.get("attention_k_eq_v", False) else None
+    swa_hd, swa_kv = t.get("head_dim"), t.get("num_key_value_heads")
+    types = t.get("layer_types")
+    if isinstance(types, list) and types:
+        t["layer_types"] = [*types[:-1], "full_attention"]
+    if t.get("use_bidirectional_attention") == "all" and isinstance(t.get("sliding_window"), int):
+        t["sliding_window"] = t["sliding_window"] // 2 + 1
+    t.update(head_dim=full_hd, v_head_dim=None, swa_head_dim=swa_hd, swa_v_head_dim=swa_hd)
+    if swa_kv is not None:
+        t["swa_num_key_value_heads"] = swa_kv
+    if full_kv is not None:
+        t["num_key_value_heads"] = full_kv
+    return dataclasses.replace(cfg, text=t)

@@ -28,6 +28,7 @@ from ..errors import ProfileError, shown
 from ..inputs.hf_config import HfConfig, config_where, config_int as _int, nemotron_pattern
 from ..inputs.model import LINEAR_LAYER_TYPES
 from ..inputs.rules import SglangRules
+from ..inputs.swa import sglang_swa_view
 from ..units import DTYPE_BYTES
 from .layers import (STATE_KINDS, SWA_KINDS, TOKEN_KINDS, DsaIndexerK, GatedDeltaNetState, GqaKv, JetBlockState,
                      KdaState, LayerSpec, Mamba2State, MlaKv, SlidingWindowKv)
@@ -253,6 +254,8 @@ def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLay
         for i, kind in enumerate(types):
             layers.append((i, (jet,) if kind == "jet" else (gqa,)))
     elif fam == "gqa_swa":
+        cfg = sglang_swa_view(cfg)   # Gemma-4: SGLang's full / SWA shapes from its SWA-first config
+        t = cfg.text
         types = swa_layer_types(t, where)
         n = len(types)
         gqa = _gqa(cfg, args, where)

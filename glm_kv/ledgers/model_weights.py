@@ -191,6 +191,13 @@ def _mlp_counts(cfg: HfConfig, layers: ModelLayers, q: str) -> tuple[WeightCount
         if n_mlp:
             quant += WeightCounts(over_tp=n_mlp * 2 * h * t["intermediate_size"])
         return quant, kept
+    if fam == "gqa_swa" and cfg.model_type == "gemma4":   # Gemma-4: every layer a dense MLP, plus (enable_moe_block)
+        n = layers.num_hidden_layers                      # num_experts x gate / up / down beside it; router bf16
+        quant += WeightCounts(over_tp=n * 3 * h * t["intermediate_size"])
+        if t.get("enable_moe_block") and _g(t, "num_experts", 0):
+            quant += WeightCounts(over_tp=n * t["num_experts"] * 3 * h * t["moe_intermediate_size"])
+            kept += WeightCounts(replicated=n * t["num_experts"] * h)
+        return quant, kept
     if fam == "gqa_swa":      # gpt-oss: every layer MoE, num_local_experts x (fused gate_up + down); router bf16
         n, n_experts = layers.num_hidden_layers, t["num_local_experts"]
         quant += WeightCounts(over_tp=n * n_experts * 3 * h * t["intermediate_size"])

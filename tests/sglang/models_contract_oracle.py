@@ -90,6 +90,20 @@ def sglang_contract(name: str, launch: dict) -> dict:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def model_class_window(mc) -> int:
+    """``resolve_sliding_window_size``: the model class's own ``get_attention_sliding_window_size``, called
+    unbound on a stand-in holding the config SGLang loaded (no weights built): GptOssForCausalLM's module
+    function, Gemma4ForConditionalGeneration's method (text_config's sliding_window - 1)."""
+    arch = mc.hf_config.architectures[0]
+    if arch == "GptOssForCausalLM":
+        from sglang.srt.models.gpt_oss import get_attention_sliding_window_size
+        return get_attention_sliding_window_size(mc.hf_config)
+    if arch == "Gemma4ForConditionalGeneration":
+        from sglang.srt.models.gemma4_mm import Gemma4ForConditionalGeneration as cls
+        return cls.get_attention_sliding_window_size(SimpleNamespace(config=mc.hf_config))
+    raise NotImplementedError(f"the oracle knows no window for {arch}")
+
+
 def _contract(path: str, launch: dict, gpu) -> dict:
     import torch
 
@@ -150,8 +164,7 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     # model_runner.resolve_sliding_window_size: the model class's window (GptOssForCausalLM: sliding_window - 1)
     window = None
     if swa:
-        from sglang.srt.models.gpt_oss import get_attention_sliding_window_size
-        window = get_attention_sliding_window_size(mc.hf_config)
+        window = model_class_window(mc)
     # layer_setup.resolve_layer_indices without pipeline parallelism: every layer, split as the config splits them
     info = ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n,
                           swa_attention_layer_ids=mc.swa_attention_layer_ids if swa else None,
@@ -164,7 +177,8 @@ def _contract(path: str, launch: dict, gpu) -> dict:
             model_dtype=torch.bfloat16, page_size=v.page_size, sliding_window_size=window,
             spec_algorithm=spec, is_draft_worker=False,
             post_capture_kv_active=False, spec_aux_config=aux,
-            is_hybrid_swa=swa, is_hybrid_swa_compress=False, use_mla_backend=use_mla,
+            is_hybrid_swa=swa, is_hybrid_swa_compress=bool(getattr(mc, "is_hybrid_swa_compress", False)),
+            use_mla_backend=use_mla,   # model_runner.py hands ModelConfig's own flag (Gemma-4: True)
             layer_info=info, forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
             memory_pool_config=None)
 

@@ -67,15 +67,17 @@ MODELS_ADDED = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-h-56b-ba
                 "jet-nemotron-2b", "jet-nemotron-4b", "gpt-oss-120b", "gpt-oss-20b",
                 # Qwen3.6 MoE (GQA + Gated DeltaNet); ModelOpt MIXED_PRECISION checkpoints whose FP8 KV SGLang reads
                 # from config.json's kv_cache_scheme (Qwen3.6-27B) or hf_quant_config.json (Nemotron-3.5 Lightning)
-                "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4"]
+                "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4",
+                # more hybrid-SWA models (issue 32): the SWA pool with its own heads / head dims
+                "gemma-4-26b-a4b"]
 # (state layers, DSA indexer, compress tail): facts of the shipped configs, read by neither side here
 FACTS = {"kimi-k3": (True, False, False), "qwen3.5-35b-a3b": (True, False, False),
          "nemotron-3-super-120b-a12b-fp8": (True, False, False), "deepseek-v3.2": (False, True, False),
          "glm-5.1": (False, True, False), "glm-5.3-flash": (True, True, True),
          **{name: (True, False, False) for name in MODELS_ADDED},
-         "gpt-oss-120b": (False, False, False), "gpt-oss-20b": (False, False, False)}   # hybrid SWA: no state
+         **{name: (False, False, False) for name in ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b")}}  # hybrid SWA
 # hybrid SWA (issue 32): the full pool and the SWA pool (HybridSWAPoolConfigurator, SWARequestCapPoolConfigurator)
-SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b")
+SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b")
 LAUNCHES_PER_MODEL = 4
 LAUNCHES_PER_ADDED_MODEL = 3
 GPUS = {"H200": 143771 * MiB, "B200": 183359 * MiB}   # cpu_workarounds.GPU_FACTS, the suite's own table
@@ -558,6 +560,40 @@ SWA_LAUNCHES = [
 def test_gpt_oss_fixed_launches_agree_key_for_key(sglang_ready, launch):
     problems, sg = check("gpt-oss-120b", launch)
     assert "errors" not in sg and problems == [], (problems, sg.get("errors"))
+
+
+# more hybrid-SWA models (issue 32), each on a few fixed launches: its own SWA heads / head dims across TP widths,
+# fp8 KV and big pages, the ratio, no SWA pool, HiCache's two host pools and a PD decode server's request cap
+SWA_MORE_LAUNCHES = [
+    {**PLANT},
+    {**PLANT, "tp_size": 2, "kv_cache_dtype": "fp8_e4m3", "page_size": 64},
+    {**_B200, "tp_size": 4, "swa_full_tokens_ratio": 0.3, "max_total_tokens": 1_000_003},
+    {**PLANT, "tp_size": 1, "weights_bytes": 50 * GiB, "disable_hybrid_swa_memory": True},
+    {**PLANT, "tp_size": 4, "enable_hierarchical_cache": True, "hicache_size": 100},
+    {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 64, "disaggregation_decode_extra_slots": 9},
+]
+SWA_MORE = [(name, launch) for name in ("gemma-4-26b-a4b",) for launch in SWA_MORE_LAUNCHES]
+
+
+@pytest.mark.parametrize("name,launch", SWA_MORE, ids=[f"{n}-{i % len(SWA_MORE_LAUNCHES)}"
+                                                       for i, (n, _) in enumerate(SWA_MORE)])
+def test_more_swa_models_fixed_launches_agree_key_for_key(sglang_ready, name, launch):
+    problems, sg = check(name, launch)
+    assert "errors" not in sg and problems == [], (problems, sg.get("errors"))
+
+
+def test_a_planted_gemma4_swa_first_reading_is_caught(sglang_ready, monkeypatch):
+    """Planted: Gemma-4's config read as it is written (SWA-first: head_dim 256 / 8 KV heads for every layer,
+    global_head_dim and num_global_key_value_heads ignored), not as SGLang flips it at load."""
+    import glm_kv.ledgers.model_layers as model_layers
+    import glm_kv.tensors.model_pools as model_pools
+
+    def plant(mp):
+        mp.setattr(model_layers, "sglang_swa_view", lambda cfg: cfg)
+        mp.setattr(model_pools, "sglang_swa_view", lambda cfg: cfg)
+    problems = planted(monkeypatch, "gemma-4-26b-a4b", {**PLANT, "tp_size": 2}, plant)
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.cell_size_bytes", "capacity.max_total_num_tokens"} <= keys, problems
 
 
 def test_a_planted_swa_layer_in_the_full_pool_is_caught(sglang_ready, monkeypatch):

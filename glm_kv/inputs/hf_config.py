@@ -43,6 +43,7 @@ SUPPORTED_MODEL_TYPES: dict[str, str] = {
     "jet_nemotron": "gqa+jet",         # Jet-Nemotron (JetNemotronForCausalLM): GQA + JetBlock (issue 32)
     "gpt_oss": "gqa_swa",              # gpt-oss (GptOssForCausalLM): GQA full pool + sliding-window GQA SWA pool
     "gemma4": "gqa_swa",               # Gemma-4 (Gemma4ForConditionalGeneration, text_config gemma4_text): the same
+    "mimo_v2_flash": "gqa_swa",        # MiMo-V2-Flash (MiMoV2FlashForCausalLM): hybrid_layer_pattern, K 192 / V 128
 }
 
 # The six models glm-kv ships configs for: short name -> (file stem, Hugging Face id).
@@ -77,6 +78,7 @@ SHIPPED: dict[str, tuple[str, str]] = {
     "gpt-oss-20b": ("openai--gpt-oss-20b", "openai/gpt-oss-20b"),
     # Gemma-4 (issue 32): the SWA pool with its own heads and head dim (SGLang's swa_* from the config's shapes)
     "gemma-4-26b-a4b": ("google--gemma-4-26B-A4B", "google/gemma-4-26B-A4B"),
+    "mimo-v2-flash": ("XiaomiMiMo--MiMo-V2-Flash", "XiaomiMiMo/MiMo-V2-Flash"),
 }
 # provenance files of the vendored configs: SOURCE.json (the aiconfigurator-core 0.12.0 wheel),
 # SOURCE_GITHUB.json (files of a public GitHub repository at a stated commit, not in that wheel) and

@@ -602,6 +602,11 @@ def resolve_page(p: Profile, facts: ModelFacts, gpu: Gpu, rules: SglangRules) ->
     pooled index group"; the article's layout: 64); others: the family's backend default on this GPU."""
     if facts.is_dsa:
         return ARTICLE_PAGE_SIZE * (facts.index_kpool if rules.page_times_kpool else 1)
+    if mimo_v2_fa4(facts, gpu):
+        # model_overrides/mimo_v2.py: MiMo-V2 on SM100 (no --attention-backend) runs fa4, whose page constraint
+        # (overrides.py _fa4_page_constraint) forces 128-token pages over any --page-size, except under an EAGLE
+        # topk above 1 (issue 32)
+        return 128 if (p.speculative_eagle_topk or 0) <= 1 else (p.page_size or 1)
     if facts.family == "gqa+gdn" and gpu.sm >= 100:
         # model_overrides/qwen3_5.py (Qwen3-Next / Qwen3.5 on SM100, no --attention-backend): trtllm_mha on
         # 64-token pages unless the radix cache is on with no extra buffer and no speculative decoding (the
@@ -614,6 +619,11 @@ def resolve_page(p: Profile, facts: ModelFacts, gpu: Gpu, rules: SglangRules) ->
     if rules.default_backend_is_trtllm_mha(facts.family, gpu.sm) and not nemotron_spec_trtllm(p):
         return p.page_size or 1   # model_overrides/nemotron_h.py: triton under EAGLE tree verify (topk > 1)
     return rules.page_size(facts.family, gpu.sm, p.page_size)
+
+
+def mimo_v2_fa4(facts: ModelFacts, gpu: Gpu) -> bool:
+    """``_mimo_v2_overrides``: a MiMo-V2 model on SM100 / SM103 (``is_sm100``) gets the fa4 attention backend."""
+    return gpu.sm >= 100 and any(a in ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM") for a in facts.architectures)
 
 
 def nemotron_spec_trtllm(p: Profile) -> bool:

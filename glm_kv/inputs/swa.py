@@ -41,6 +41,22 @@ def refuse_swa_flags(model: str | None, inert: list[str]) -> None:
                                      "integer.\" (arg_groups/kv_cache_hook.py)")
 
 
+def mimo_layer_types(t: dict) -> list[str]:
+    """MiMo-V2-Flash's layers as ``get_hybrid_layer_ids`` splits them (``MIMO_V2_MODEL_ARCHS``): 1 in
+    ``hybrid_layer_pattern`` is a sliding-window layer, 0 a full-attention one, one entry per layer of
+    ``num_hidden_layers`` (transformers' own ``layer_types`` default is not what SGLang reads). Anything else
+    is refused: SGLang would put that layer in neither pool, and without the pattern it fails at start-up."""
+    pattern, n = t.get("hybrid_layer_pattern"), t.get("num_hidden_layers")
+    where = "model.hybrid_layer_pattern"
+    if (not isinstance(pattern, list) or not pattern or len(pattern) > 4096
+            or not all(type(x) is int and x in (0, 1) for x in pattern)):
+        raise ProfileError(where, f"must be a list of 0 (full attention) and 1 (sliding window), one per layer; "
+                                  f"got {str(pattern)[:60]}")
+    if type(n) is not int or len(pattern) < n:
+        raise ProfileError(where, f"must name every one of the num_hidden_layers ({n}) layers, got {len(pattern)}")
+    return ["sliding_attention" if x == 1 else "full_attention" for x in pattern[:n]]
+
+
 def sglang_swa_view(cfg):
     """The hybrid-SWA config as SGLang 0.5.23's ``ModelConfig`` reads it: a copy of ``cfg`` whose text part
     states the full-attention shapes in ``head_dim`` / ``num_key_value_heads`` and the sliding-window ones in
@@ -55,6 +71,8 @@ def sglang_swa_view(cfg):
     (``num_kv_shared_layers``) still get their own rows: SWAKVPool allocates every layer id it is given."""
     import dataclasses
 
+    if cfg.model_type == "mimo_v2_flash":
+        return dataclasses.replace(cfg, text={**cfg.text, "layer_types": mimo_layer_types(cfg.text)})
     if cfg.model_type != "gemma4":
         return cfg
     t = dict(cfg.text)

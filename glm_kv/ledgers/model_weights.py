@@ -198,6 +198,14 @@ def _mlp_counts(cfg: HfConfig, layers: ModelLayers, q: str) -> tuple[WeightCount
             quant += WeightCounts(over_tp=n * t["num_experts"] * 3 * h * t["moe_intermediate_size"])
             kept += WeightCounts(replicated=n * t["num_experts"] * h)
         return quant, kept
+    if fam == "gqa_swa" and cfg.model_type == "mimo_v2_flash":   # moe_layer_freq[i] 1: MoE (no shared expert),
+        freq = t.get("moe_layer_freq") or []                     # else a dense MLP; router bf16
+        n = layers.num_hidden_layers
+        n_moe = sum(1 for i in range(n) if i < len(freq) and freq[i])
+        quant += WeightCounts(over_tp=n_moe * t["n_routed_experts"] * 3 * h * t["moe_intermediate_size"]
+                              + (n - n_moe) * 3 * h * t["intermediate_size"])
+        kept += WeightCounts(replicated=n_moe * t["n_routed_experts"] * h)
+        return quant, kept
     if fam == "gqa_swa":      # gpt-oss: every layer MoE, num_local_experts x (fused gate_up + down); router bf16
         n, n_experts = layers.num_hidden_layers, t["num_local_experts"]
         quant += WeightCounts(over_tp=n * n_experts * 3 * h * t["intermediate_size"])

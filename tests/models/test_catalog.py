@@ -69,6 +69,8 @@ def test_more_hybrid_swa_configs_are_listed(capsys):
     assert gemma["family"] == "gqa_swa" and gemma["model_types"] == ["gemma4"]
     assert [c["model"] for c in gemma["configs"]] == ["gemma-4-26b-a4b"]
     assert gemma["configs"][0]["source"].startswith("aiconfigurator-core 0.12.0 wheel")
+    mimo = archs["MiMoV2FlashForCausalLM"]
+    assert mimo["family"] == "gqa_swa" and [c["model"] for c in mimo["configs"]] == ["mimo-v2-flash"]
 
 
 def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys):

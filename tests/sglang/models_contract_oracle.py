@@ -93,7 +93,8 @@ def sglang_contract(name: str, launch: dict) -> dict:
 def model_class_window(mc) -> int:
     """``resolve_sliding_window_size``: the model class's own ``get_attention_sliding_window_size``, called
     unbound on a stand-in holding the config SGLang loaded (no weights built): GptOssForCausalLM's module
-    function, Gemma4ForConditionalGeneration's method (text_config's sliding_window - 1)."""
+    function, Gemma4ForConditionalGeneration's method (text_config's sliding_window - 1); without one (MiMo-V2-Flash)
+    ``ModelConfig.sliding_window_size``."""
     arch = mc.hf_config.architectures[0]
     if arch == "GptOssForCausalLM":
         from sglang.srt.models.gpt_oss import get_attention_sliding_window_size
@@ -101,6 +102,10 @@ def model_class_window(mc) -> int:
     if arch == "Gemma4ForConditionalGeneration":
         from sglang.srt.models.gemma4_mm import Gemma4ForConditionalGeneration as cls
         return cls.get_attention_sliding_window_size(SimpleNamespace(config=mc.hf_config))
+    if arch == "MiMoV2FlashForCausalLM":   # the class has no such method: resolve_sliding_window_size's next branch
+        from sglang.srt.models.mimo_v2 import MiMoV2FlashForCausalLM as cls
+        assert not hasattr(cls, "get_attention_sliding_window_size")
+        return mc.sliding_window_size
     raise NotImplementedError(f"the oracle knows no window for {arch}")
 
 

@@ -69,15 +69,15 @@ MODELS_ADDED = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-h-56b-ba
                 # from config.json's kv_cache_scheme (Qwen3.6-27B) or hf_quant_config.json (Nemotron-3.5 Lightning)
                 "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4",
                 # more hybrid-SWA models (issue 32): the SWA pool with its own heads / head dims
-                "gemma-4-26b-a4b"]
+                "gemma-4-26b-a4b", "mimo-v2-flash"]
 # (state layers, DSA indexer, compress tail): facts of the shipped configs, read by neither side here
 FACTS = {"kimi-k3": (True, False, False), "qwen3.5-35b-a3b": (True, False, False),
          "nemotron-3-super-120b-a12b-fp8": (True, False, False), "deepseek-v3.2": (False, True, False),
          "glm-5.1": (False, True, False), "glm-5.3-flash": (True, True, True),
          **{name: (True, False, False) for name in MODELS_ADDED},
-         **{name: (False, False, False) for name in ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b")}}  # hybrid SWA
+         **{name: (False, False, False) for name in ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash")}}  # hybrid SWA
 # hybrid SWA (issue 32): the full pool and the SWA pool (HybridSWAPoolConfigurator, SWARequestCapPoolConfigurator)
-SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b")
+SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash")
 LAUNCHES_PER_MODEL = 4
 LAUNCHES_PER_ADDED_MODEL = 3
 GPUS = {"H200": 143771 * MiB, "B200": 183359 * MiB}   # cpu_workarounds.GPU_FACTS, the suite's own table
@@ -572,7 +572,7 @@ SWA_MORE_LAUNCHES = [
     {**PLANT, "tp_size": 4, "enable_hierarchical_cache": True, "hicache_size": 100},
     {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 64, "disaggregation_decode_extra_slots": 9},
 ]
-SWA_MORE = [(name, launch) for name in ("gemma-4-26b-a4b",) for launch in SWA_MORE_LAUNCHES]
+SWA_MORE = [(name, launch) for name in ("gemma-4-26b-a4b", "mimo-v2-flash") for launch in SWA_MORE_LAUNCHES]
 
 
 @pytest.mark.parametrize("name,launch", SWA_MORE, ids=[f"{n}-{i % len(SWA_MORE_LAUNCHES)}"
@@ -594,6 +594,30 @@ def test_a_planted_gemma4_swa_first_reading_is_caught(sglang_ready, monkeypatch)
     problems = planted(monkeypatch, "gemma-4-26b-a4b", {**PLANT, "tp_size": 2}, plant)
     keys = {p.split(":")[0] for p in problems}
     assert {"token.cell_size_bytes", "capacity.max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_mimo_symmetric_swa_row_is_caught(sglang_ready, monkeypatch):
+    """Planted: MiMo-V2-Flash's SWA rows with V as wide as K (swa_v_head_dim 128 dropped: 192 both)."""
+    import glm_kv.ledgers.model_layers as model_layers
+    from glm_kv.inputs import swa
+
+    def plant(mp):
+        def view(cfg):
+            v = swa.sglang_swa_view(cfg)
+            return dataclasses_replace(v, text={k: x for k, x in v.text.items() if k != "swa_v_head_dim"})
+        mp.setattr(model_layers, "sglang_swa_view", view)
+    problems = planted(monkeypatch, "mimo-v2-flash", PLANT, plant)
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.swa_kv_bytes_per_token", "token.cell_size_bytes", "capacity.max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_mimo_window_read_as_gpt_oss_is_caught(sglang_ready, monkeypatch):
+    """Planted: MiMo-V2-Flash's window as gpt-oss's (sliding_window - 1: 127), not ModelConfig's 128."""
+    import glm_kv.ledgers.model_layers as model_layers
+
+    problems = planted(monkeypatch, "mimo-v2-flash", PLANT, lambda mp: mp.setattr(
+        model_layers, "sliding_window_size", lambda cfg, where: cfg.text["sliding_window"] - 1))
+    assert "token.sliding_window_size" in {p.split(":")[0] for p in problems}, problems
 
 
 def test_a_planted_swa_layer_in_the_full_pool_is_caught(sglang_ready, monkeypatch):

@@ -80,7 +80,7 @@ def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys
     for r in cat["not_planned"]:
         assert r["reason"] in (NO_CONFIG, NOT_MODELLED) and r["detail"]
         assert not {t.strip() for t in r["model_types"].split(",")} & planned_types, r
-    for mt in ("jet_vlm", "deepseek_v4", "falcon_h1", "lfm2", "mamba", "zaya"):
+    for mt in ("jet_vlm", "deepseek_v4", "falcon_h1", "lfm2", "mamba", "zaya", "step3p7", "llama4"):
         assert any(mt in r["model_types"].split(", ") for r in cat["not_planned"]), mt
 
 

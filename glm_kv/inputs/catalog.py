@@ -32,10 +32,6 @@ NOT_PLANNED: tuple[tuple[str, str, str, str], ...] = (
      "SGLang 0.5.23 sizes its own pools (is_hybrid_swa_compress: a sliding-window pool, c4 and c128 compressed "
      "KV pools and their compress-state pools, _PoolSizes.c4_* / c128_*); real configs exist "
      "(aiconfigurator-core 0.12.0: DeepSeek-V4-Flash, DeepSeek-V4-Pro) but are not vendored until planned"),
-    ("Llama4ForConditionalGeneration (sliding-window hybrid)", "llama4", NOT_MODELLED,
-     "the SWA pool beside the full-attention pool is planned for gpt-oss, Gemma-4 and MiMo-V2-Flash (gqa_swa); "
-     "Llama-4's chunked attention (every 4th layer full, the rest in the SWA pool) is not planned yet; real configs "
-     "exist (aiconfigurator-core 0.12.0: Llama-4 Scout / Maverick) but are not vendored until planned"),
     ("Step3p7ForConditionalGeneration", "step3p7", NO_CONFIG,
      "SGLang 0.5.23 sizes Step-3.7's VL wrapper with the SWA pool (its SWA heads from attention_other_setting), "
      "but the only public config here (aiconfigurator-core 0.12.0: Step-3.7-Flash and -FP8) names "

@@ -658,6 +658,13 @@ def validate_cp_model(p: Profile, config: HfConfig) -> None:
     if config.model_type in ("nemotron_h", "nemotron_h_puzzle") and p.attn_cp_size > 1:
         raise ProfileError("attn_cp_size", "SGLang 0.5.23 refuses it: \"Nemotron-H does not support --attn-cp-size "
                                            "> 1\" (arg_groups/parallel_hook.py)")
+    # MiMo-V2 (issue 32): prefill CP with zigzag only (a missing --cp-strategy too, checked first); its text-only
+    # rule binds MiMoV2ForCausalLM's multimodal configs, not MiMo-V2-Flash's
+    archs = config.architectures
+    if (p.enable_prefill_cp and archs and archs[0] in ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM")
+            and p.cp_strategy != "zigzag"):
+        raise ProfileError("cp_strategy", "SGLang 0.5.23 refuses it: \"MiMo V2 prefill CP only supports "
+                                          "--cp-strategy zigzag.\" (arg_groups/parallel_hook.py)")
 
 
 def resolve_dsa_prefill_cp(p: Profile, facts: ModelFacts) -> Profile:

@@ -57,6 +57,16 @@ def mimo_layer_types(t: dict) -> list[str]:
     return ["sliding_attention" if x == 1 else "full_attention" for x in pattern[:n]]
 
 
+def llama4_layer_types(t: dict) -> list[str]:
+    """Llama-4's layers as ``get_hybrid_layer_ids`` splits them for ``Llama4ForConditionalGeneration``: every 4th
+    layer (``(i + 1) % 4 == 0``) full attention, the rest chunked attention in the SWA pool; the config's own
+    fields (``no_rope_layers``, ``layer_types``) are not read for the split."""
+    n = t.get("num_hidden_layers")
+    if type(n) is not int or not 1 <= n <= 4096:
+        raise ProfileError("model.num_hidden_layers", f"must be an integer in [1, 4096], got {str(n)[:40]}")
+    return ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(n)]
+
+
 def sglang_swa_view(cfg):
     """The hybrid-SWA config as SGLang 0.5.23's ``ModelConfig`` reads it: a copy of ``cfg`` whose text part
     states the full-attention shapes in ``head_dim`` / ``num_key_value_heads`` and the sliding-window ones in
@@ -73,6 +83,8 @@ def sglang_swa_view(cfg):
 
     if cfg.model_type == "mimo_v2_flash":
         return dataclasses.replace(cfg, text={**cfg.text, "layer_types": mimo_layer_types(cfg.text)})
+    if cfg.model_type == "llama4":
+        return dataclasses.replace(cfg, text={**cfg.text, "layer_types": llama4_layer_types(cfg.text)})
     if cfg.model_type != "gemma4":
         return cfg
     t = dict(cfg.text)

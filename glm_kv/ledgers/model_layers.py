@@ -302,9 +302,10 @@ def sliding_window_size(cfg: HfConfig, where: str) -> int:
     """``resolve_sliding_window_size``: the model class's ``get_attention_sliding_window_size``
     (GptOssForCausalLM, Gemma4ForConditionalGeneration: ``sliding_window - 1``); MiMoV2FlashForCausalLM has
     none, so SGLang takes ``ModelConfig.sliding_window_size`` (``sliding_window_size``, else ``sliding_window``,
-    else ``window_size``: MiMo-V2-Flash's 128)."""
-    if cfg.model_type == "mimo_v2_flash":   # no such method: ModelConfig.sliding_window_size, the first key given
-        key = next((k for k in ("sliding_window_size", "sliding_window", "window_size")
+    else ``window_size``: MiMo-V2-Flash's 128), and without any of them ``attention_chunk_size`` (Llama-4)."""
+    if cfg.model_type in ("mimo_v2_flash", "llama4"):   # no such method: ModelConfig.sliding_window_size (the
+        # first of these keys given), else ModelConfig.attention_chunk_size (Llama-4's chunked attention: 8192)
+        key = next((k for k in ("sliding_window_size", "sliding_window", "window_size", "attention_chunk_size")
                     if cfg.text.get(k) is not None), "sliding_window_size")
         return _int(cfg.text, key, where, lo=1)
     return _int(cfg.text, "sliding_window", where, lo=2) - 1

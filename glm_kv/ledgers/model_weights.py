@@ -206,6 +206,14 @@ def _mlp_counts(cfg: HfConfig, layers: ModelLayers, q: str) -> tuple[WeightCount
                               + (n - n_moe) * 3 * h * t["intermediate_size"])
         kept += WeightCounts(replicated=n_moe * t["n_routed_experts"] * h)
         return quant, kept
+    if fam == "gqa_swa" and cfg.model_type == "llama4":   # Llama-4: every interleave_moe_layer_step-th layer MoE
+        n, step = layers.num_hidden_layers, _g(t, "interleave_moe_layer_step", 1) or 1   # (routed + one shared
+        n_moe = sum(1 for i in range(n) if (i + 1) % step == 0)                          # expert), else dense
+        e = t["num_local_experts"]
+        quant += WeightCounts(over_tp=n_moe * (e + 1) * 3 * h * t["intermediate_size"]
+                              + (n - n_moe) * 3 * h * _g(t, "intermediate_size_mlp", t["intermediate_size"]))
+        kept += WeightCounts(replicated=n_moe * e * h)
+        return quant, kept
     if fam == "gqa_swa":      # gpt-oss: every layer MoE, num_local_experts x (fused gate_up + down); router bf16
         n, n_experts = layers.num_hidden_layers, t["num_local_experts"]
         quant += WeightCounts(over_tp=n * n_experts * 3 * h * t["intermediate_size"])

@@ -71,6 +71,8 @@ def test_more_hybrid_swa_configs_are_listed(capsys):
     assert gemma["configs"][0]["source"].startswith("aiconfigurator-core 0.12.0 wheel")
     mimo = archs["MiMoV2FlashForCausalLM"]
     assert mimo["family"] == "gqa_swa" and [c["model"] for c in mimo["configs"]] == ["mimo-v2-flash"]
+    llama = archs["Llama4ForConditionalGeneration"]
+    assert llama["family"] == "gqa_swa" and [c["model"] for c in llama["configs"]] == ["llama-4-scout-17b-16e-instruct"]
 
 
 def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys):
@@ -80,7 +82,7 @@ def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys
     for r in cat["not_planned"]:
         assert r["reason"] in (NO_CONFIG, NOT_MODELLED) and r["detail"]
         assert not {t.strip() for t in r["model_types"].split(",")} & planned_types, r
-    for mt in ("jet_vlm", "deepseek_v4", "falcon_h1", "lfm2", "mamba", "zaya", "step3p7", "llama4"):
+    for mt in ("jet_vlm", "deepseek_v4", "falcon_h1", "lfm2", "mamba", "zaya", "step3p7"):
         assert any(mt in r["model_types"].split(", ") for r in cat["not_planned"]), mt
 
 

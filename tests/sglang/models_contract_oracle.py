@@ -91,22 +91,20 @@ def sglang_contract(name: str, launch: dict) -> dict:
 
 
 def model_class_window(mc) -> int:
-    """``resolve_sliding_window_size``: the model class's own ``get_attention_sliding_window_size``, called
-    unbound on a stand-in holding the config SGLang loaded (no weights built): GptOssForCausalLM's module
-    function, Gemma4ForConditionalGeneration's method (text_config's sliding_window - 1); without one (MiMo-V2-Flash)
-    ``ModelConfig.sliding_window_size``."""
-    arch = mc.hf_config.architectures[0]
-    if arch == "GptOssForCausalLM":
-        from sglang.srt.models.gpt_oss import get_attention_sliding_window_size
-        return get_attention_sliding_window_size(mc.hf_config)
-    if arch == "Gemma4ForConditionalGeneration":
-        from sglang.srt.models.gemma4_mm import Gemma4ForConditionalGeneration as cls
-        return cls.get_attention_sliding_window_size(SimpleNamespace(config=mc.hf_config))
-    if arch == "MiMoV2FlashForCausalLM":   # the class has no such method: resolve_sliding_window_size's next branch
-        from sglang.srt.models.mimo_v2 import MiMoV2FlashForCausalLM as cls
-        assert not hasattr(cls, "get_attention_sliding_window_size")
-        return mc.sliding_window_size
-    raise NotImplementedError(f"the oracle knows no window for {arch}")
+    """SGLang's own ``resolve_sliding_window_size`` (load_model_utils.py) on a stand-in for the model: the model
+    class SGLang registers for the architecture (``ModelRegistry.resolve_model_cls``), no weights built. Its
+    ``get_attention_sliding_window_size`` is called on a stand-in holding the config SGLang loaded when the class
+    has one (GptOssForCausalLM, Gemma4ForConditionalGeneration: sliding_window - 1); without one SGLang reads
+    ``ModelConfig.sliding_window_size`` (MiMo-V2-Flash: 128), else ``attention_chunk_size`` (Llama-4: 8192)."""
+    from sglang.srt.model_executor.model_runner_components.load_model_utils import resolve_sliding_window_size
+    from sglang.srt.models.registry import ModelRegistry
+
+    cls, _ = ModelRegistry.resolve_model_cls(mc.hf_config.architectures)
+    model = SimpleNamespace()
+    if hasattr(cls, "get_attention_sliding_window_size"):
+        this = SimpleNamespace(config=mc.hf_config)
+        model.get_attention_sliding_window_size = lambda: cls.get_attention_sliding_window_size(this)
+    return resolve_sliding_window_size(model, mc)
 
 
 def _contract(path: str, launch: dict, gpu) -> dict:

@@ -69,15 +69,16 @@ MODELS_ADDED = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-h-56b-ba
                 # from config.json's kv_cache_scheme (Qwen3.6-27B) or hf_quant_config.json (Nemotron-3.5 Lightning)
                 "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4",
                 # more hybrid-SWA models (issue 32): the SWA pool with its own heads / head dims
-                "gemma-4-26b-a4b", "mimo-v2-flash"]
+                "gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct"]
 # (state layers, DSA indexer, compress tail): facts of the shipped configs, read by neither side here
 FACTS = {"kimi-k3": (True, False, False), "qwen3.5-35b-a3b": (True, False, False),
          "nemotron-3-super-120b-a12b-fp8": (True, False, False), "deepseek-v3.2": (False, True, False),
          "glm-5.1": (False, True, False), "glm-5.3-flash": (True, True, True),
          **{name: (True, False, False) for name in MODELS_ADDED},
-         **{name: (False, False, False) for name in ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash")}}  # hybrid SWA
+         **{name: (False, False, False) for name in ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash",
+                                                     "llama-4-scout-17b-16e-instruct")}}  # hybrid SWA
 # hybrid SWA (issue 32): the full pool and the SWA pool (HybridSWAPoolConfigurator, SWARequestCapPoolConfigurator)
-SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash")
+SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct")
 LAUNCHES_PER_MODEL = 4
 LAUNCHES_PER_ADDED_MODEL = 3
 GPUS = {"H200": 143771 * MiB, "B200": 183359 * MiB}   # cpu_workarounds.GPU_FACTS, the suite's own table
@@ -344,6 +345,7 @@ def test_random_launches_agree_key_for_key(sglang_ready, name):
 
 # launches the random draw found disagreeing, checked on every run (fixed since in glm_kv)
 _B200 = {"gpu": "B200", "pre_model_load_bytes": 189_707_837_347, "weights_bytes": 60 * GiB}
+PLANT_H200 = {"gpu": "H200", "pre_model_load_bytes": 147_412_123_456, "weights_bytes": 40 * GiB}
 FOUND = [
     # seed 1488805360: SGLang's auto strategy reads --page-size as given (the Blackwell backend's 64-token
     # page comes after it): no_buffer, which trtllm_mha (Nemotron's Blackwell default) refuses
@@ -359,6 +361,11 @@ FOUND = [
     # fresh-clone seed 1435354290: ... and trtllm_mha on 64-token pages with the radix cache off
     ("qwen3.5-35b-a3b", {**_B200, "tp_size": 1, "page_size": 128, "disable_radix_cache": True,
                          "max_running_requests": 256}),
+    # issue 32, seed 12: MiMo-V2 prefill CP takes zigzag only (refused alike); with zigzag it starts
+    ("mimo-v2-flash", {**PLANT_H200, "tp_size": 2, "disable_radix_cache": True, "attn_cp_size": 2,
+                       "enable_prefill_cp": True, "cp_strategy": "interleave", "disaggregation_mode": "prefill"}),
+    ("mimo-v2-flash", {**PLANT_H200, "tp_size": 2, "disable_radix_cache": True, "attn_cp_size": 2,
+                       "enable_prefill_cp": True, "cp_strategy": "zigzag", "disaggregation_mode": "prefill"}),
 ]
 # --enable-two-batch-overlap under DP attention, every model (issue 30): SGLang drops the breakable prefill
 # graph before the fraction (MLA's flat 1.5 GiB, the other backends' 8 MiB per capture size; Kimi-K3's KDA
@@ -572,7 +579,8 @@ SWA_MORE_LAUNCHES = [
     {**PLANT, "tp_size": 4, "enable_hierarchical_cache": True, "hicache_size": 100},
     {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 64, "disaggregation_decode_extra_slots": 9},
 ]
-SWA_MORE = [(name, launch) for name in ("gemma-4-26b-a4b", "mimo-v2-flash") for launch in SWA_MORE_LAUNCHES]
+SWA_MORE = [(name, launch) for name in ("gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct")
+            for launch in SWA_MORE_LAUNCHES]
 
 
 @pytest.mark.parametrize("name,launch", SWA_MORE, ids=[f"{n}-{i % len(SWA_MORE_LAUNCHES)}"
@@ -617,6 +625,27 @@ def test_a_planted_mimo_window_read_as_gpt_oss_is_caught(sglang_ready, monkeypat
 
     problems = planted(monkeypatch, "mimo-v2-flash", PLANT, lambda mp: mp.setattr(
         model_layers, "sliding_window_size", lambda cfg, where: cfg.text["sliding_window"] - 1))
+    assert "token.sliding_window_size" in {p.split(":")[0] for p in problems}, problems
+
+
+def test_a_planted_llama4_split_off_by_one_is_caught(sglang_ready, monkeypatch):
+    """Planted: Llama-4's full layers counted from 0 (i % 4 == 0: 0, 4, ...) rather than get_hybrid_layer_ids'
+    (i + 1) % 4 == 0 (3, 7, ...): the same counts per pool, other layer ids."""
+    from glm_kv.inputs import swa
+
+    problems = planted(monkeypatch, "llama-4-scout-17b-16e-instruct", PLANT, lambda mp: mp.setattr(
+        swa, "llama4_layer_types", lambda t: ["full_attention" if i % 4 == 0 else "sliding_attention"
+                                              for i in range(t["num_hidden_layers"])]))
+    assert "model.full_attention_layers" in {p.split(":")[0] for p in problems}, problems
+
+
+def test_a_planted_llama4_window_is_caught(sglang_ready, monkeypatch):
+    """Planted: Llama-4's chunk read minus one (8191), as the classes with a window method give theirs."""
+    import glm_kv.ledgers.model_layers as model_layers
+
+    real = model_layers.sliding_window_size
+    problems = planted(monkeypatch, "llama-4-scout-17b-16e-instruct", PLANT, lambda mp: mp.setattr(
+        model_layers, "sliding_window_size", lambda cfg, where: real(cfg, where) - 1))
     assert "token.sliding_window_size" in {p.split(":")[0] for p in problems}, problems
 
 

@@ -133,10 +133,11 @@ def _sglang_host_side(name: str, launch: dict, tokens: int, slots: int) -> dict:
         strategy.build = spy_build
         return strategy
 
-    def spy_host(configurator, sa, v, hybrid, dsa, _tokens, _max_reqs, r):
+    def spy_host(configurator, sa, v, hybrid, dsa, _tokens, _max_reqs, r, swa_tokens=None):
+        # swa_tokens: the oracle's SWA pool size (issue 32); these cases build no SWA pool (None)
         if hybrid:
             get_context().override("glm-kv host buffers: small pools", max_mamba_cache_size=slots)
-        return original_host(configurator, sa, v, hybrid, dsa, tokens, REQS, r)
+        return original_host(configurator, sa, v, hybrid, dsa, tokens, REQS, r, swa_tokens=swa_tokens)
 
     O._host, H._select_strategy = spy_host, select
     try:

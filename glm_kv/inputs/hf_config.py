@@ -82,6 +82,8 @@ SHIPPED: dict[str, tuple[str, str]] = {
     "mimo-v2-flash": ("XiaomiMiMo--MiMo-V2-Flash", "XiaomiMiMo/MiMo-V2-Flash"),
     "llama-4-scout-17b-16e-instruct": ("meta-llama--Llama-4-Scout-17B-16E-Instruct",
                                        "meta-llama/Llama-4-Scout-17B-16E-Instruct"),
+    "llama-4-maverick-17b-128e-instruct": ("meta-llama--Llama-4-Maverick-17B-128E-Instruct",
+                                           "meta-llama/Llama-4-Maverick-17B-128E-Instruct"),
 }
 # provenance files of the vendored configs: SOURCE.json (the aiconfigurator-core 0.12.0 wheel),
 # SOURCE_GITHUB.json (files of a public GitHub repository at a stated commit, not in that wheel) and

@@ -207,8 +207,8 @@ def _mlp_counts(cfg: HfConfig, layers: ModelLayers, q: str) -> tuple[WeightCount
         kept += WeightCounts(replicated=n_moe * t["n_routed_experts"] * h)
         return quant, kept
     if fam == "gqa_swa" and cfg.model_type == "llama4":   # Llama-4: every interleave_moe_layer_step-th layer MoE
-        n, step = layers.num_hidden_layers, _g(t, "interleave_moe_layer_step", 1) or 1   # (routed + one shared
-        n_moe = sum(1 for i in range(n) if (i + 1) % step == 0)                          # expert), else dense
+        n, step = layers.num_hidden_layers, _g(t, "interleave_moe_layer_step", 1)   # (routed + one shared
+        n_moe = sum(1 for i in range(n) if step and (i + 1) % step == 0)            # expert), else dense (0: none)
         e = t["num_local_experts"]
         quant += WeightCounts(over_tp=n_moe * (e + 1) * 3 * h * t["intermediate_size"]
                               + (n - n_moe) * 3 * h * _g(t, "intermediate_size_mlp", t["intermediate_size"]))

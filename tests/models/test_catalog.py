@@ -72,7 +72,8 @@ def test_more_hybrid_swa_configs_are_listed(capsys):
     mimo = archs["MiMoV2FlashForCausalLM"]
     assert mimo["family"] == "gqa_swa" and [c["model"] for c in mimo["configs"]] == ["mimo-v2-flash"]
     llama = archs["Llama4ForConditionalGeneration"]
-    assert llama["family"] == "gqa_swa" and [c["model"] for c in llama["configs"]] == ["llama-4-scout-17b-16e-instruct"]
+    assert llama["family"] == "gqa_swa" and [c["model"] for c in llama["configs"]] == [
+        "llama-4-scout-17b-16e-instruct", "llama-4-maverick-17b-128e-instruct"]
 
 
 def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys):

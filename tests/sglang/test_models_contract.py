@@ -69,16 +69,17 @@ MODELS_ADDED = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-h-56b-ba
                 # from config.json's kv_cache_scheme (Qwen3.6-27B) or hf_quant_config.json (Nemotron-3.5 Lightning)
                 "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4",
                 # more hybrid-SWA models (issue 32): the SWA pool with its own heads / head dims
-                "gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct"]
+                "gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct", "llama-4-maverick-17b-128e-instruct"]
 # (state layers, DSA indexer, compress tail): facts of the shipped configs, read by neither side here
 FACTS = {"kimi-k3": (True, False, False), "qwen3.5-35b-a3b": (True, False, False),
          "nemotron-3-super-120b-a12b-fp8": (True, False, False), "deepseek-v3.2": (False, True, False),
          "glm-5.1": (False, True, False), "glm-5.3-flash": (True, True, True),
          **{name: (True, False, False) for name in MODELS_ADDED},
          **{name: (False, False, False) for name in ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash",
-                                                     "llama-4-scout-17b-16e-instruct")}}  # hybrid SWA
+                                                     "llama-4-scout-17b-16e-instruct", "llama-4-maverick-17b-128e-instruct")}}  # hybrid SWA
 # hybrid SWA (issue 32): the full pool and the SWA pool (HybridSWAPoolConfigurator, SWARequestCapPoolConfigurator)
-SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct")
+SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct",
+              "llama-4-maverick-17b-128e-instruct")
 LAUNCHES_PER_MODEL = 4
 LAUNCHES_PER_ADDED_MODEL = 3
 GPUS = {"H200": 143771 * MiB, "B200": 183359 * MiB}   # cpu_workarounds.GPU_FACTS, the suite's own table
@@ -579,7 +580,8 @@ SWA_MORE_LAUNCHES = [
     {**PLANT, "tp_size": 4, "enable_hierarchical_cache": True, "hicache_size": 100},
     {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 64, "disaggregation_decode_extra_slots": 9},
 ]
-SWA_MORE = [(name, launch) for name in ("gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct")
+SWA_MORE = [(name, launch) for name in ("gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct",
+                                        "llama-4-maverick-17b-128e-instruct")
             for launch in SWA_MORE_LAUNCHES]
 
 

@@ -32,13 +32,11 @@ NOT_PLANNED: tuple[tuple[str, str, str, str], ...] = (
      "SGLang 0.5.23 sizes its own pools (is_hybrid_swa_compress: a sliding-window pool, c4 and c128 compressed "
      "KV pools and their compress-state pools, _PoolSizes.c4_* / c128_*); real configs exist "
      "(aiconfigurator-core 0.12.0: DeepSeek-V4-Flash, DeepSeek-V4-Pro) but are not vendored until planned"),
-    ("sliding-window hybrids (Gemma4, MiMoV2Flash, Step3p7, Llama4, ...)",
-     "gemma4, mimo_v2_flash, step3p7, llama4", NOT_MODELLED,
-     "the SWA pool beside the full-attention pool is planned for gpt-oss (gqa_swa: HybridSWAPoolConfigurator, "
-     "--swa-full-tokens-ratio, HiCache, DFLASH, PD); these need what gpt-oss does not: Gemma-4 and MiMo-V2-Flash SGLang's "
-     "compressed SWA (is_hybrid_swa_compress), Step-3.7 its own SWA heads (attention_other_setting), Llama-4 its "
-     "chunked attention (every 4th layer full) and a VL wrapper; real configs exist (aiconfigurator-core 0.12.0: "
-     "gemma-4-26B-A4B, MiMo-V2-Flash, Step-3.7-Flash, Llama-4 Scout / Maverick) but are not vendored until planned"),
+    ("Step3p7ForConditionalGeneration", "step3p7", NO_CONFIG,
+     "SGLang 0.5.23 sizes Step-3.7's VL wrapper with the SWA pool (its SWA heads from attention_other_setting), "
+     "but the only public config here (aiconfigurator-core 0.12.0: Step-3.7-Flash and -FP8) names "
+     "Step3p7FlashForCausalLM: not one of is_hybrid_swa_model's architectures (SGLang would build one full pool) "
+     "and no model class SGLang registers (ModelRegistry falls back to TransformersForCausalLM)"),
     ("InklingModelConfig / InklingMMConfig", "inkling_model, inkling_mm_model", NOT_MODELLED,
      "sliding-window attention beside its conv state layers (is_hybrid_swa_model, InklingConvStateShape)"),
     ("FalconH1Config", "falcon_h1", NO_CONFIG,

@@ -42,6 +42,9 @@ SUPPORTED_MODEL_TYPES: dict[str, str] = {
     "glm_moe_dsa": "mla_dsa",          # GLM-5 / GLM-5.1 (GlmMoeDsaForCausalLM)
     "jet_nemotron": "gqa+jet",         # Jet-Nemotron (JetNemotronForCausalLM): GQA + JetBlock (issue 32)
     "gpt_oss": "gqa_swa",              # gpt-oss (GptOssForCausalLM): GQA full pool + sliding-window GQA SWA pool
+    "gemma4": "gqa_swa",               # Gemma-4 (Gemma4ForConditionalGeneration, text_config gemma4_text): the same
+    "mimo_v2_flash": "gqa_swa",        # MiMo-V2-Flash (MiMoV2FlashForCausalLM): hybrid_layer_pattern, K 192 / V 128
+    "llama4": "gqa_swa",               # Llama-4 (Llama4ForConditionalGeneration): chunked attention in the SWA pool
 }
 
 # The six models glm-kv ships configs for: short name -> (file stem, Hugging Face id).
@@ -74,6 +77,13 @@ SHIPPED: dict[str, tuple[str, str]] = {
     # a hybrid-SWA model (is_hybrid_swa_model): the full pool and the SWA pool beside it
     "gpt-oss-120b": ("openai--gpt-oss-120b", "openai/gpt-oss-120b"),
     "gpt-oss-20b": ("openai--gpt-oss-20b", "openai/gpt-oss-20b"),
+    # Gemma-4 (issue 32): the SWA pool with its own heads and head dim (SGLang's swa_* from the config's shapes)
+    "gemma-4-26b-a4b": ("google--gemma-4-26B-A4B", "google/gemma-4-26B-A4B"),
+    "mimo-v2-flash": ("XiaomiMiMo--MiMo-V2-Flash", "XiaomiMiMo/MiMo-V2-Flash"),
+    "llama-4-scout-17b-16e-instruct": ("meta-llama--Llama-4-Scout-17B-16E-Instruct",
+                                       "meta-llama/Llama-4-Scout-17B-16E-Instruct"),
+    "llama-4-maverick-17b-128e-instruct": ("meta-llama--Llama-4-Maverick-17B-128E-Instruct",
+                                           "meta-llama/Llama-4-Maverick-17B-128E-Instruct"),
 }
 # provenance files of the vendored configs: SOURCE.json (the aiconfigurator-core 0.12.0 wheel),
 # SOURCE_GITHUB.json (files of a public GitHub repository at a stated commit, not in that wheel) and

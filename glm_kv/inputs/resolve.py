@@ -602,6 +602,11 @@ def resolve_page(p: Profile, facts: ModelFacts, gpu: Gpu, rules: SglangRules) ->
     pooled index group"; the article's layout: 64); others: the family's backend default on this GPU."""
     if facts.is_dsa:
         return ARTICLE_PAGE_SIZE * (facts.index_kpool if rules.page_times_kpool else 1)
+    if mimo_v2_fa4(facts, gpu):
+        # model_overrides/mimo_v2.py: MiMo-V2 on SM100 (no --attention-backend) runs fa4, whose page constraint
+        # (overrides.py _fa4_page_constraint) forces 128-token pages over any --page-size, except under an EAGLE
+        # topk above 1 (issue 32)
+        return 128 if (p.speculative_eagle_topk or 0) <= 1 else (p.page_size or 1)
     if facts.family == "gqa+gdn" and gpu.sm >= 100:
         # model_overrides/qwen3_5.py (Qwen3-Next / Qwen3.5 on SM100, no --attention-backend): trtllm_mha on
         # 64-token pages unless the radix cache is on with no extra buffer and no speculative decoding (the
@@ -614,6 +619,11 @@ def resolve_page(p: Profile, facts: ModelFacts, gpu: Gpu, rules: SglangRules) ->
     if rules.default_backend_is_trtllm_mha(facts.family, gpu.sm) and not nemotron_spec_trtllm(p):
         return p.page_size or 1   # model_overrides/nemotron_h.py: triton under EAGLE tree verify (topk > 1)
     return rules.page_size(facts.family, gpu.sm, p.page_size)
+
+
+def mimo_v2_fa4(facts: ModelFacts, gpu: Gpu) -> bool:
+    """``_mimo_v2_overrides``: a MiMo-V2 model on SM100 / SM103 (``is_sm100``) gets the fa4 attention backend."""
+    return gpu.sm >= 100 and any(a in ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM") for a in facts.architectures)
 
 
 def nemotron_spec_trtllm(p: Profile) -> bool:
@@ -648,6 +658,13 @@ def validate_cp_model(p: Profile, config: HfConfig) -> None:
     if config.model_type in ("nemotron_h", "nemotron_h_puzzle") and p.attn_cp_size > 1:
         raise ProfileError("attn_cp_size", "SGLang 0.5.23 refuses it: \"Nemotron-H does not support --attn-cp-size "
                                            "> 1\" (arg_groups/parallel_hook.py)")
+    # MiMo-V2 (issue 32): prefill CP with zigzag only (a missing --cp-strategy too, checked first); its text-only
+    # rule binds MiMoV2ForCausalLM's multimodal configs, not MiMo-V2-Flash's
+    archs = config.architectures
+    if (p.enable_prefill_cp and archs and archs[0] in ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM")
+            and p.cp_strategy != "zigzag"):
+        raise ProfileError("cp_strategy", "SGLang 0.5.23 refuses it: \"MiMo V2 prefill CP only supports "
+                                          "--cp-strategy zigzag.\" (arg_groups/parallel_hook.py)")
 
 
 def resolve_dsa_prefill_cp(p: Profile, facts: ModelFacts) -> Profile:

@@ -39,3 +39,66 @@ def refuse_swa_flags(model: str | None, inert: list[str]) -> None:
         if flag == "--swa-prefix-tails" and values and values[0].lstrip("-").isdigit() and int(values[0]) < 0:
             raise ProfileError(flag, "SGLang 0.5.23 refuses it: \"--swa-prefix-tails should be a non-negative "
                                      "integer.\" (arg_groups/kv_cache_hook.py)")
+
+
+def mimo_layer_types(t: dict) -> list[str]:
+    """MiMo-V2-Flash's layers as ``get_hybrid_layer_ids`` splits them (``MIMO_V2_MODEL_ARCHS``): 1 in
+    ``hybrid_layer_pattern`` is a sliding-window layer, 0 a full-attention one, one entry per layer of
+    ``num_hidden_layers`` (transformers' own ``layer_types`` default is not what SGLang reads). Anything else
+    is refused: SGLang would put that layer in neither pool, and without the pattern it fails at start-up."""
+    pattern, n = t.get("hybrid_layer_pattern"), t.get("num_hidden_layers")
+    where = "model.hybrid_layer_pattern"
+    if (not isinstance(pattern, list) or not pattern or len(pattern) > 4096
+            or not all(type(x) is int and x in (0, 1) for x in pattern)):
+        raise ProfileError(where, f"must be a list of 0 (full attention) and 1 (sliding window), one per layer; "
+                                  f"got {str(pattern)[:60]}")
+    if type(n) is not int or len(pattern) < n:
+        raise ProfileError(where, f"must name every one of the num_hidden_layers ({n}) layers, got {len(pattern)}")
+    return ["sliding_attention" if x == 1 else "full_attention" for x in pattern[:n]]
+
+
+def llama4_layer_types(t: dict) -> list[str]:
+    """Llama-4's layers as ``get_hybrid_layer_ids`` splits them for ``Llama4ForConditionalGeneration``: every 4th
+    layer (``(i + 1) % 4 == 0``) full attention, the rest chunked attention in the SWA pool; the config's own
+    fields (``no_rope_layers``, ``layer_types``) are not read for the split."""
+    n = t.get("num_hidden_layers")
+    if type(n) is not int or not 1 <= n <= 4096:
+        raise ProfileError("model.num_hidden_layers", f"must be an integer in [1, 4096], got {str(n)[:40]}")
+    return ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(n)]
+
+
+def sglang_swa_view(cfg):
+    """The hybrid-SWA config as SGLang 0.5.23's ``ModelConfig`` reads it: a copy of ``cfg`` whose text part
+    states the full-attention shapes in ``head_dim`` / ``num_key_value_heads`` and the sliding-window ones in
+    ``swa_head_dim`` / ``swa_v_head_dim`` / ``swa_num_key_value_heads`` (gpt-oss: unchanged, it names none).
+
+    Why: Gemma-4 states its shapes SWA-first (``head_dim``, ``num_key_value_heads`` are the sliding layers';
+    ``global_head_dim``, ``num_global_key_value_heads`` the full ones), and SGLang flips them at load
+    (``hf_transformers/config.py`` ``_apply_gemma4_attention_overrides`` over transformers'
+    ``Gemma4TextConfig.__post_init__``): the full layers take ``global_head_dim`` (512 when absent) and,
+    when ``attention_k_eq_v``, ``num_global_key_value_heads``; the last layer is forced to full attention;
+    ``use_bidirectional_attention: "all"`` halves the window (``sliding_window // 2 + 1``). KV-shared layers
+    (``num_kv_shared_layers``) still get their own rows: SWAKVPool allocates every layer id it is given."""
+    import dataclasses
+
+    if cfg.model_type == "mimo_v2_flash":
+        return dataclasses.replace(cfg, text={**cfg.text, "layer_types": mimo_layer_types(cfg.text)})
+    if cfg.model_type == "llama4":
+        return dataclasses.replace(cfg, text={**cfg.text, "layer_types": llama4_layer_types(cfg.text)})
+    if cfg.model_type != "gemma4":
+        return cfg
+    t = dict(cfg.text)
+    full_hd = t.get("global_head_dim", 512)
+    full_kv = t.get("num_global_key_value_heads") if t.get("attention_k_eq_v", False) else None
+    swa_hd, swa_kv = t.get("head_dim"), t.get("num_key_value_heads")
+    types = t.get("layer_types")
+    if isinstance(types, list) and types:
+        t["layer_types"] = [*types[:-1], "full_attention"]
+    if t.get("use_bidirectional_attention") == "all" and isinstance(t.get("sliding_window"), int):
+        t["sliding_window"] = t["sliding_window"] // 2 + 1
+    t.update(head_dim=full_hd, v_head_dim=None, swa_head_dim=swa_hd, swa_v_head_dim=swa_hd)
+    if swa_kv is not None:
+        t["swa_num_key_value_heads"] = swa_kv
+    if full_kv is not None:
+        t["num_key_value_heads"] = full_kv
+    return dataclasses.replace(cfg, text=t)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..errors import ProfileError
 from ..inputs.rules import SglangRules, rules_for
 from ..units import GB, GiB, index_page_count
-from .layers import STATE_KINDS, SWA_KINDS, DsaIndexerK, MlaKv
+from .layers import STATE_KINDS, SWA_KINDS, DsaIndexerK, GqaKv, MlaKv
 from .model_layers import ModelLayers
 from .token import TokenLedger
 
@@ -81,9 +81,20 @@ def host_entries(layers: ModelLayers, rules: SglangRules) -> tuple[str, ...]:
         + (("swa",) if layers.specs(SWA_KINDS) else ())   # _SwaStrategy: KV + SWA (hybrid SWA, issue 32)
 
 
+ASYMMETRIC_MHA_HOST_POOL_CLASS = "AsymmetricMHATokenToKVPoolHost"   # K and V rows of two head dims (MiMo-V2)
+
+
 def host_classes(layers: ModelLayers, entries: tuple[str, ...]) -> tuple[str, ...]:
+    """Each entry's host pool class; an MHA one is ``get_mha_host_pool_cls``'s: the asymmetric class when its
+    device pool's K and V head dims differ (MiMo-V2-Flash: 192 / 128, both the KV and the SWA pool)."""
     mla = bool(layers.specs((MlaKv,)))
-    return tuple(MHA_HOST_POOL_CLASS if e == "kv" and not mla else HOST_POOL_CLASSES[e] for e in entries)
+
+    def mha(kinds) -> str:
+        specs = layers.specs(kinds)
+        asym = any(getattr(s, "head_dim", 0) != getattr(s, "v_head_dim", 0) for s in specs)
+        return ASYMMETRIC_MHA_HOST_POOL_CLASS if asym else MHA_HOST_POOL_CLASS
+    return tuple(mha((GqaKv,)) if e == "kv" and not mla else mha(SWA_KINDS) if e == "swa" else HOST_POOL_CLASSES[e]
+                 for e in entries)
 
 
 def host_size(device_capacity: int, page_size: int, ratio: float, size_gb: float, per_unit: int) -> int:

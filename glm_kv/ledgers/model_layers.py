@@ -28,6 +28,7 @@ from ..errors import ProfileError, shown
 from ..inputs.hf_config import HfConfig, config_where, config_int as _int, nemotron_pattern
 from ..inputs.model import LINEAR_LAYER_TYPES
 from ..inputs.rules import SglangRules
+from ..inputs.swa import sglang_swa_view
 from ..units import DTYPE_BYTES
 from .layers import (STATE_KINDS, SWA_KINDS, TOKEN_KINDS, DsaIndexerK, GatedDeltaNetState, GqaKv, JetBlockState,
                      KdaState, LayerSpec, Mamba2State, MlaKv, SlidingWindowKv)
@@ -253,6 +254,8 @@ def build_layers(cfg: HfConfig, args: CacheArgs, rules: SglangRules) -> ModelLay
         for i, kind in enumerate(types):
             layers.append((i, (jet,) if kind == "jet" else (gqa,)))
     elif fam == "gqa_swa":
+        cfg = sglang_swa_view(cfg)   # Gemma-4: SGLang's full / SWA shapes from its SWA-first config
+        t = cfg.text
         types = swa_layer_types(t, where)
         n = len(types)
         gqa = _gqa(cfg, args, where)
@@ -297,7 +300,14 @@ def swa_layer_types(t: dict, where: str) -> list[str]:
 
 def sliding_window_size(cfg: HfConfig, where: str) -> int:
     """``resolve_sliding_window_size``: the model class's ``get_attention_sliding_window_size``
-    (GptOssForCausalLM: ``config.sliding_window - 1``)."""
+    (GptOssForCausalLM, Gemma4ForConditionalGeneration: ``sliding_window - 1``); MiMoV2FlashForCausalLM has
+    none, so SGLang takes ``ModelConfig.sliding_window_size`` (``sliding_window_size``, else ``sliding_window``,
+    else ``window_size``: MiMo-V2-Flash's 128), and without any of them ``attention_chunk_size`` (Llama-4)."""
+    if cfg.model_type in ("mimo_v2_flash", "llama4"):   # no such method: ModelConfig.sliding_window_size (the
+        # first of these keys given), else ModelConfig.attention_chunk_size (Llama-4's chunked attention: 8192)
+        key = next((k for k in ("sliding_window_size", "sliding_window", "window_size", "attention_chunk_size")
+                    if cfg.text.get(k) is not None), "sliding_window_size")
+        return _int(cfg.text, key, where, lo=1)
     return _int(cfg.text, "sliding_window", where, lo=2) - 1
 
 

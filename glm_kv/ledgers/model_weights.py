@@ -191,6 +191,29 @@ def _mlp_counts(cfg: HfConfig, layers: ModelLayers, q: str) -> tuple[WeightCount
         if n_mlp:
             quant += WeightCounts(over_tp=n_mlp * 2 * h * t["intermediate_size"])
         return quant, kept
+    if fam == "gqa_swa" and cfg.model_type == "gemma4":   # Gemma-4: every layer a dense MLP, plus (enable_moe_block)
+        n = layers.num_hidden_layers                      # num_experts x gate / up / down beside it; router bf16
+        quant += WeightCounts(over_tp=n * 3 * h * t["intermediate_size"])
+        if t.get("enable_moe_block") and _g(t, "num_experts", 0):
+            quant += WeightCounts(over_tp=n * t["num_experts"] * 3 * h * t["moe_intermediate_size"])
+            kept += WeightCounts(replicated=n * t["num_experts"] * h)
+        return quant, kept
+    if fam == "gqa_swa" and cfg.model_type == "mimo_v2_flash":   # moe_layer_freq[i] 1: MoE (no shared expert),
+        freq = t.get("moe_layer_freq") or []                     # else a dense MLP; router bf16
+        n = layers.num_hidden_layers
+        n_moe = sum(1 for i in range(n) if i < len(freq) and freq[i])
+        quant += WeightCounts(over_tp=n_moe * t["n_routed_experts"] * 3 * h * t["moe_intermediate_size"]
+                              + (n - n_moe) * 3 * h * t["intermediate_size"])
+        kept += WeightCounts(replicated=n_moe * t["n_routed_experts"] * h)
+        return quant, kept
+    if fam == "gqa_swa" and cfg.model_type == "llama4":   # Llama-4: every interleave_moe_layer_step-th layer MoE
+        n, step = layers.num_hidden_layers, _g(t, "interleave_moe_layer_step", 1)   # (routed + one shared
+        n_moe = sum(1 for i in range(n) if step and (i + 1) % step == 0)            # expert), else dense (0: none)
+        e = t["num_local_experts"]
+        quant += WeightCounts(over_tp=n_moe * (e + 1) * 3 * h * t["intermediate_size"]
+                              + (n - n_moe) * 3 * h * _g(t, "intermediate_size_mlp", t["intermediate_size"]))
+        kept += WeightCounts(replicated=n_moe * e * h)
+        return quant, kept
     if fam == "gqa_swa":      # gpt-oss: every layer MoE, num_local_experts x (fused gate_up + down); router bf16
         n, n_experts = layers.num_hidden_layers, t["num_local_experts"]
         quant += WeightCounts(over_tp=n * n_experts * 3 * h * t["intermediate_size"])

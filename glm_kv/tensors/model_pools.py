@@ -44,6 +44,7 @@ import torch
 
 from ..errors import ProfileError
 from ..inputs.hf_config import HfConfig, config_where, config_int as _int, nemotron_pattern  # the config rules
+from ..inputs.swa import sglang_swa_view
 from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP, index_page_count
 from . import memory_pool
 from .budget import check_budget, storage_bytes
@@ -275,7 +276,7 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
     Refuses by name (``NotBuilt``) what it does not build: ReplaySSM rings, HiSparse, a kpool-compressed
     indexer, and the verify scratch of a non-KDA state model (SGLang's deduplicated conv-window layout).
     """
-    cfg, args = plan.config, plan.args
+    cfg, args = sglang_swa_view(plan.config), plan.args   # Gemma-4: SGLang's full / SWA shapes
     p = args.profile
     t, tp, state_tp, page = cfg.text, args.attn_tp_size, args.linear_attn_tp_size, args.page_size
     hybrid_swa = not getattr(p, "disable_hybrid_swa_memory", False)   # --disable-hybrid-swa-memory: one full pool

@@ -62,6 +62,20 @@ def test_the_round_five_configs_are_listed(capsys):
     assert gpt["configs"][0]["source"].startswith("aiconfigurator-core 0.12.0 wheel")
 
 
+def test_more_hybrid_swa_configs_are_listed(capsys):
+    """Issue 32: more sliding-window hybrids SGLang 0.5.23 sizes with SWAKVPool, from the aiconfigurator wheel."""
+    archs = {r["architecture"]: r for r in models_json(capsys)["planned"]}
+    gemma = archs["Gemma4ForConditionalGeneration"]
+    assert gemma["family"] == "gqa_swa" and gemma["model_types"] == ["gemma4"]
+    assert [c["model"] for c in gemma["configs"]] == ["gemma-4-26b-a4b"]
+    assert gemma["configs"][0]["source"].startswith("aiconfigurator-core 0.12.0 wheel")
+    mimo = archs["MiMoV2FlashForCausalLM"]
+    assert mimo["family"] == "gqa_swa" and [c["model"] for c in mimo["configs"]] == ["mimo-v2-flash"]
+    llama = archs["Llama4ForConditionalGeneration"]
+    assert llama["family"] == "gqa_swa" and [c["model"] for c in llama["configs"]] == [
+        "llama-4-scout-17b-16e-instruct", "llama-4-maverick-17b-128e-instruct"]
+
+
 def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys):
     cat = models_json(capsys)
     planned_types = {t for r in cat["planned"] for t in r["model_types"]}
@@ -69,7 +83,7 @@ def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys
     for r in cat["not_planned"]:
         assert r["reason"] in (NO_CONFIG, NOT_MODELLED) and r["detail"]
         assert not {t.strip() for t in r["model_types"].split(",")} & planned_types, r
-    for mt in ("jet_vlm", "deepseek_v4", "falcon_h1", "lfm2", "gemma4", "mamba", "zaya"):
+    for mt in ("jet_vlm", "deepseek_v4", "falcon_h1", "lfm2", "mamba", "zaya", "step3p7"):
         assert any(mt in r["model_types"].split(", ") for r in cat["not_planned"]), mt
 
 

@@ -90,6 +90,23 @@ def sglang_contract(name: str, launch: dict) -> dict:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def model_class_window(mc) -> int:
+    """SGLang's own ``resolve_sliding_window_size`` (load_model_utils.py) on a stand-in for the model: the model
+    class SGLang registers for the architecture (``ModelRegistry.resolve_model_cls``), no weights built. Its
+    ``get_attention_sliding_window_size`` is called on a stand-in holding the config SGLang loaded when the class
+    has one (GptOssForCausalLM, Gemma4ForConditionalGeneration: sliding_window - 1); without one SGLang reads
+    ``ModelConfig.sliding_window_size`` (MiMo-V2-Flash: 128), else ``attention_chunk_size`` (Llama-4: 8192)."""
+    from sglang.srt.model_executor.model_runner_components.load_model_utils import resolve_sliding_window_size
+    from sglang.srt.models.registry import ModelRegistry
+
+    cls, _ = ModelRegistry.resolve_model_cls(mc.hf_config.architectures)
+    model = SimpleNamespace()
+    if hasattr(cls, "get_attention_sliding_window_size"):
+        this = SimpleNamespace(config=mc.hf_config)
+        model.get_attention_sliding_window_size = lambda: cls.get_attention_sliding_window_size(this)
+    return resolve_sliding_window_size(model, mc)
+
+
 def _contract(path: str, launch: dict, gpu) -> dict:
     import torch
 
@@ -150,8 +167,7 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     # model_runner.resolve_sliding_window_size: the model class's window (GptOssForCausalLM: sliding_window - 1)
     window = None
     if swa:
-        from sglang.srt.models.gpt_oss import get_attention_sliding_window_size
-        window = get_attention_sliding_window_size(mc.hf_config)
+        window = model_class_window(mc)
     # layer_setup.resolve_layer_indices without pipeline parallelism: every layer, split as the config splits them
     info = ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n,
                           swa_attention_layer_ids=mc.swa_attention_layer_ids if swa else None,
@@ -164,7 +180,8 @@ def _contract(path: str, launch: dict, gpu) -> dict:
             model_dtype=torch.bfloat16, page_size=v.page_size, sliding_window_size=window,
             spec_algorithm=spec, is_draft_worker=False,
             post_capture_kv_active=False, spec_aux_config=aux,
-            is_hybrid_swa=swa, is_hybrid_swa_compress=False, use_mla_backend=use_mla,
+            is_hybrid_swa=swa, is_hybrid_swa_compress=bool(getattr(mc, "is_hybrid_swa_compress", False)),
+            use_mla_backend=use_mla,   # model_runner.py hands ModelConfig's own flag (Gemma-4: True)
             layer_info=info, forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
             memory_pool_config=None)
 

@@ -40,7 +40,10 @@ STEMS = {"kimi-k3": "moonshotai--Kimi-K3", "qwen3.5-35b-a3b": "Qwen--Qwen3.5-35B
          "jet-nemotron-2b": "jet-ai--Jet-Nemotron-2B", "jet-nemotron-4b": "jet-ai--Jet-Nemotron-4B",
          "qwen3.6-35b-a3b": "Qwen--Qwen3.6-35B-A3B", "qwen3.6-27b-nvfp4": "nvidia--Qwen3.6-27B-NVFP4",
          "nemotron-3.5-lightning-30b-a3b-nvfp4": "nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4",
-         "gpt-oss-120b": "openai--gpt-oss-120b", "gpt-oss-20b": "openai--gpt-oss-20b"}
+         "gpt-oss-120b": "openai--gpt-oss-120b", "gpt-oss-20b": "openai--gpt-oss-20b",
+         "gemma-4-26b-a4b": "google--gemma-4-26B-A4B", "mimo-v2-flash": "XiaomiMiMo--MiMo-V2-Flash",
+         "llama-4-scout-17b-16e-instruct": "meta-llama--Llama-4-Scout-17B-16E-Instruct",
+         "llama-4-maverick-17b-128e-instruct": "meta-llama--Llama-4-Maverick-17B-128E-Instruct"}
 _PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "dsa_prefill_backend", "dsa_decode_backend", "page_size",
          "mamba_ssm_dtype", "disable_radix_cache", "disable_overlap_schedule", "max_running_requests",
          "max_total_tokens", "max_mamba_cache_size", "mamba_full_memory_ratio", "context_length",

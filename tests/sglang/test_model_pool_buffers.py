@@ -25,6 +25,9 @@ CASES = [("qwen3.5-35b-a3b", {"tp_size": 4}),
          ("deepseek-v3.2", {"tp_size": 8, "gpu": "B200", "pre_model_load_bytes": 189_707_837_347,
                             "kv_cache_dtype": "fp8_e4m3"}),
          ("gpt-oss-120b", {"tp_size": 2}),
+         ("gemma-4-26b-a4b", {"tp_size": 2}),   # SWA pool with its own heads and head dim (issue 32)
+         ("mimo-v2-flash", {"tp_size": 4}),     # K 192 / V 128 rows in both pools (issue 32)
+         ("llama-4-scout-17b-16e-instruct", {"tp_size": 4}),   # chunked attention in the SWA pool (issue 32)
          ("jet-nemotron-2b", {"tp_size": 1, "weights_bytes": 5 * GiB}),
          # speculative verify scratch (MTP / NEXTN): a linear chain dedups the conv windows, a tree keeps them dense
          ("qwen3.5-35b-a3b", {"tp_size": 4, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,

@@ -67,15 +67,19 @@ MODELS_ADDED = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "nemotron-h-56b-ba
                 "jet-nemotron-2b", "jet-nemotron-4b", "gpt-oss-120b", "gpt-oss-20b",
                 # Qwen3.6 MoE (GQA + Gated DeltaNet); ModelOpt MIXED_PRECISION checkpoints whose FP8 KV SGLang reads
                 # from config.json's kv_cache_scheme (Qwen3.6-27B) or hf_quant_config.json (Nemotron-3.5 Lightning)
-                "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4"]
+                "qwen3.6-35b-a3b", "qwen3.6-27b-nvfp4", "nemotron-3.5-lightning-30b-a3b-nvfp4",
+                # more hybrid-SWA models (issue 32): the SWA pool with its own heads / head dims
+                "gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct", "llama-4-maverick-17b-128e-instruct"]
 # (state layers, DSA indexer, compress tail): facts of the shipped configs, read by neither side here
 FACTS = {"kimi-k3": (True, False, False), "qwen3.5-35b-a3b": (True, False, False),
          "nemotron-3-super-120b-a12b-fp8": (True, False, False), "deepseek-v3.2": (False, True, False),
          "glm-5.1": (False, True, False), "glm-5.3-flash": (True, True, True),
          **{name: (True, False, False) for name in MODELS_ADDED},
-         "gpt-oss-120b": (False, False, False), "gpt-oss-20b": (False, False, False)}   # hybrid SWA: no state
+         **{name: (False, False, False) for name in ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash",
+                                                     "llama-4-scout-17b-16e-instruct", "llama-4-maverick-17b-128e-instruct")}}  # hybrid SWA
 # hybrid SWA (issue 32): the full pool and the SWA pool (HybridSWAPoolConfigurator, SWARequestCapPoolConfigurator)
-SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b")
+SWA_MODELS = ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct",
+              "llama-4-maverick-17b-128e-instruct")
 LAUNCHES_PER_MODEL = 4
 LAUNCHES_PER_ADDED_MODEL = 3
 GPUS = {"H200": 143771 * MiB, "B200": 183359 * MiB}   # cpu_workarounds.GPU_FACTS, the suite's own table
@@ -342,6 +346,7 @@ def test_random_launches_agree_key_for_key(sglang_ready, name):
 
 # launches the random draw found disagreeing, checked on every run (fixed since in glm_kv)
 _B200 = {"gpu": "B200", "pre_model_load_bytes": 189_707_837_347, "weights_bytes": 60 * GiB}
+PLANT_H200 = {"gpu": "H200", "pre_model_load_bytes": 147_412_123_456, "weights_bytes": 40 * GiB}
 FOUND = [
     # seed 1488805360: SGLang's auto strategy reads --page-size as given (the Blackwell backend's 64-token
     # page comes after it): no_buffer, which trtllm_mha (Nemotron's Blackwell default) refuses
@@ -357,6 +362,11 @@ FOUND = [
     # fresh-clone seed 1435354290: ... and trtllm_mha on 64-token pages with the radix cache off
     ("qwen3.5-35b-a3b", {**_B200, "tp_size": 1, "page_size": 128, "disable_radix_cache": True,
                          "max_running_requests": 256}),
+    # issue 32, seed 12: MiMo-V2 prefill CP takes zigzag only (refused alike); with zigzag it starts
+    ("mimo-v2-flash", {**PLANT_H200, "tp_size": 2, "disable_radix_cache": True, "attn_cp_size": 2,
+                       "enable_prefill_cp": True, "cp_strategy": "interleave", "disaggregation_mode": "prefill"}),
+    ("mimo-v2-flash", {**PLANT_H200, "tp_size": 2, "disable_radix_cache": True, "attn_cp_size": 2,
+                       "enable_prefill_cp": True, "cp_strategy": "zigzag", "disaggregation_mode": "prefill"}),
 ]
 # --enable-two-batch-overlap under DP attention, every model (issue 30): SGLang drops the breakable prefill
 # graph before the fraction (MLA's flat 1.5 GiB, the other backends' 8 MiB per capture size; Kimi-K3's KDA
@@ -558,6 +568,87 @@ SWA_LAUNCHES = [
 def test_gpt_oss_fixed_launches_agree_key_for_key(sglang_ready, launch):
     problems, sg = check("gpt-oss-120b", launch)
     assert "errors" not in sg and problems == [], (problems, sg.get("errors"))
+
+
+# more hybrid-SWA models (issue 32), each on a few fixed launches: its own SWA heads / head dims across TP widths,
+# fp8 KV and big pages, the ratio, no SWA pool, HiCache's two host pools and a PD decode server's request cap
+SWA_MORE_LAUNCHES = [
+    {**PLANT},
+    {**PLANT, "tp_size": 2, "kv_cache_dtype": "fp8_e4m3", "page_size": 64},
+    {**_B200, "tp_size": 4, "swa_full_tokens_ratio": 0.3, "max_total_tokens": 1_000_003},
+    {**PLANT, "tp_size": 1, "weights_bytes": 50 * GiB, "disable_hybrid_swa_memory": True},
+    {**PLANT, "tp_size": 4, "enable_hierarchical_cache": True, "hicache_size": 100},
+    {**PLANT, "disaggregation_mode": "decode", "max_running_requests": 64, "disaggregation_decode_extra_slots": 9},
+]
+SWA_MORE = [(name, launch) for name in ("gemma-4-26b-a4b", "mimo-v2-flash", "llama-4-scout-17b-16e-instruct",
+                                        "llama-4-maverick-17b-128e-instruct")
+            for launch in SWA_MORE_LAUNCHES]
+
+
+@pytest.mark.parametrize("name,launch", SWA_MORE, ids=[f"{n}-{i % len(SWA_MORE_LAUNCHES)}"
+                                                       for i, (n, _) in enumerate(SWA_MORE)])
+def test_more_swa_models_fixed_launches_agree_key_for_key(sglang_ready, name, launch):
+    problems, sg = check(name, launch)
+    assert "errors" not in sg and problems == [], (problems, sg.get("errors"))
+
+
+def test_a_planted_gemma4_swa_first_reading_is_caught(sglang_ready, monkeypatch):
+    """Planted: Gemma-4's config read as it is written (SWA-first: head_dim 256 / 8 KV heads for every layer,
+    global_head_dim and num_global_key_value_heads ignored), not as SGLang flips it at load."""
+    import glm_kv.ledgers.model_layers as model_layers
+    import glm_kv.tensors.model_pools as model_pools
+
+    def plant(mp):
+        mp.setattr(model_layers, "sglang_swa_view", lambda cfg: cfg)
+        mp.setattr(model_pools, "sglang_swa_view", lambda cfg: cfg)
+    problems = planted(monkeypatch, "gemma-4-26b-a4b", {**PLANT, "tp_size": 2}, plant)
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.cell_size_bytes", "capacity.max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_mimo_symmetric_swa_row_is_caught(sglang_ready, monkeypatch):
+    """Planted: MiMo-V2-Flash's SWA rows with V as wide as K (swa_v_head_dim 128 dropped: 192 both)."""
+    import glm_kv.ledgers.model_layers as model_layers
+    from glm_kv.inputs import swa
+
+    def plant(mp):
+        def view(cfg):
+            v = swa.sglang_swa_view(cfg)
+            return dataclasses_replace(v, text={k: x for k, x in v.text.items() if k != "swa_v_head_dim"})
+        mp.setattr(model_layers, "sglang_swa_view", view)
+    problems = planted(monkeypatch, "mimo-v2-flash", PLANT, plant)
+    keys = {p.split(":")[0] for p in problems}
+    assert {"token.swa_kv_bytes_per_token", "token.cell_size_bytes", "capacity.max_total_num_tokens"} <= keys, problems
+
+
+def test_a_planted_mimo_window_read_as_gpt_oss_is_caught(sglang_ready, monkeypatch):
+    """Planted: MiMo-V2-Flash's window as gpt-oss's (sliding_window - 1: 127), not ModelConfig's 128."""
+    import glm_kv.ledgers.model_layers as model_layers
+
+    problems = planted(monkeypatch, "mimo-v2-flash", PLANT, lambda mp: mp.setattr(
+        model_layers, "sliding_window_size", lambda cfg, where: cfg.text["sliding_window"] - 1))
+    assert "token.sliding_window_size" in {p.split(":")[0] for p in problems}, problems
+
+
+def test_a_planted_llama4_split_off_by_one_is_caught(sglang_ready, monkeypatch):
+    """Planted: Llama-4's full layers counted from 0 (i % 4 == 0: 0, 4, ...) rather than get_hybrid_layer_ids'
+    (i + 1) % 4 == 0 (3, 7, ...): the same counts per pool, other layer ids."""
+    from glm_kv.inputs import swa
+
+    problems = planted(monkeypatch, "llama-4-scout-17b-16e-instruct", PLANT, lambda mp: mp.setattr(
+        swa, "llama4_layer_types", lambda t: ["full_attention" if i % 4 == 0 else "sliding_attention"
+                                              for i in range(t["num_hidden_layers"])]))
+    assert "model.full_attention_layers" in {p.split(":")[0] for p in problems}, problems
+
+
+def test_a_planted_llama4_window_is_caught(sglang_ready, monkeypatch):
+    """Planted: Llama-4's chunk read minus one (8191), as the classes with a window method give theirs."""
+    import glm_kv.ledgers.model_layers as model_layers
+
+    real = model_layers.sliding_window_size
+    problems = planted(monkeypatch, "llama-4-scout-17b-16e-instruct", PLANT, lambda mp: mp.setattr(
+        model_layers, "sliding_window_size", lambda cfg, where: real(cfg, where) - 1))
+    assert "token.sliding_window_size" in {p.split(":")[0] for p in problems}, problems
 
 
 def test_a_planted_swa_layer_in_the_full_pool_is_caught(sglang_ready, monkeypatch):

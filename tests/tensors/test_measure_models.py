@@ -35,6 +35,10 @@ MODELS = {   # name -> (tp, the buffers its layer kinds put in the pools)
     "deepseek-v3.2": (8, ("full_kv_pool.kv_buffer[", "full_kv_pool.index_key_cache.buffer[")),
     "gpt-oss-120b": (2, ("full_kv_pool.k_buffer[", "swa_kv_pool.k_buffer[")),
     "jet-nemotron-2b": (1, ("full_kv_pool.k_buffer[", "mamba_pool.conv[0]", "mamba_pool.temporal")),
+    # issue 32: more hybrid-SWA models (their own SWA heads / dims; K 192 / V 128; chunked attention)
+    "gemma-4-26b-a4b": (2, ("full_kv_pool.k_buffer[", "swa_kv_pool.k_buffer[")),
+    "mimo-v2-flash": (4, ("full_kv_pool.v_buffer[", "swa_kv_pool.v_buffer[")),
+    "llama-4-scout-17b-16e-instruct": (4, ("full_kv_pool.k_buffer[", "swa_kv_pool.k_buffer[")),
 }
 
 

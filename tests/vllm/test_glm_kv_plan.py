@@ -209,6 +209,74 @@ def test_glm_kv_agrees_without_the_hybrid_manager(vllm_plan, which):
     compare(NO_HMA[which], vllm_plan(NO_HMA[which]))
 
 
+# Public anchor: vllm-project/recipes PR #906 (GLM-5.3-Flash on 4 x H200, TP 4, --max-num-seqs 512; the vLLM
+# build is not stated). Its boot printed "38.43 GiB KV cache, 3,511,589 tokens, full 1M context at 3.35x".
+# The memory is the recipe's print as bytes (int(38.43 * 2**30)), the only KV memory figure it gives.
+RECIPE_906 = {"model": "glm-5.3-flash", "gpu": "H200", "tp": 4, "max_num_seqs": 512,
+              "kv_cache_memory_bytes": 41263607971}
+RECIPE_906_PRINTED = ("38.43", 3_511_589, "3.35x", 1_048_576)   # GiB, tokens, concurrency, tokens per request
+# vLLM 0.33.0's own answer for that launch (the oracle's boot line, 2026-12-04; glm-kv's figures before this
+# test existed: the gap was not a glm-kv error).
+VLLM_033_LINE = "GPU KV cache size: 3,489,579 tokens, Maximum concurrency for 1,048,576 tokens per request: 3.33x"
+_CKPT, _STRIDE = "no_prefill_checkpoint_blocks", "no_block_stride_alignment"
+# vLLM 0.33.0's own sizing with one or both of its terms taken out (oracle.py WHAT_IF); the last launch at the
+# least memory that holds one block more of the what-if's 13,394,304 bytes (3081 x 13,394,304), checked below
+# to print as the recipe's "38.43 GiB".
+RECIPE_906_WHAT_IF = [{**RECIPE_906, "what_if": [_CKPT]}, {**RECIPE_906, "what_if": [_STRIDE]},
+                      {**RECIPE_906, "what_if": [_CKPT, _STRIDE]},
+                      {**RECIPE_906, "what_if": [_CKPT, _STRIDE], "kv_cache_memory_bytes": 41267850624}]
+
+
+def _blocks_per_request(plan: dict) -> int:
+    """Maximum concurrency = num_blocks / blocks per request (get_max_concurrency_for_kv_cache_config)."""
+    per_request = round(plan["num_blocks"] / plan["maximum_concurrency"])
+    assert plan["num_blocks"] / per_request == plan["maximum_concurrency"]
+    return per_request
+
+
+def _line(plan: dict) -> str:
+    return plan["vllm_log"][-1].split("] ", 1)[1]
+
+
+def test_glm_kv_agrees_on_recipe_906(vllm_plan):
+    """glm-kv's plan is vLLM 0.33.0's, key for key, and both give 3.33x where the recipe printed 3.35x."""
+    theirs = vllm_plan(RECIPE_906)
+    assert _line(theirs) == VLLM_033_LINE, theirs["vllm_log"]
+    compare(RECIPE_906, theirs)
+
+
+def test_recipe_906_gap_is_two_vllm_033_terms(vllm_plan):
+    """The recipe's 3.35x / 3,511,589 against vLLM 0.33.0's 3.33x / 3,489,579: vLLM 0.33.0's own sizing with two
+    of its terms taken out gives the recipe's line. (1) the prefill checkpoint block each Mamba (GDN) group holds
+    per request in align mode: 924 -> 920 blocks per request, one per GDN group; (2) the bytes per block rounded
+    up to the lcm of the sparse MLA row (1024 B) and the indexer row (132 B): 13,415,424 -> 13,394,304, 3075 ->
+    3080 blocks; with both, 3.35x and 3,510,450 tokens at exactly 38.43 GiB, and the recipe's 3,511,589 with one
+    block more, which any memory printing 38.43 GiB from 3081 x 13,394,304 bytes up holds. A build without
+    these two terms explains the line; which build the recipe ran is not stated, so this is a consistent
+    explanation, not a proof."""
+    base = vllm_plan(RECIPE_906)
+    ckpt, stride, both, both_hi = (vllm_plan(launch) for launch in RECIPE_906_WHAT_IF)
+    gdn_groups = sum(g["kind"] == "MambaSpec" for g in base["groups"])
+    assert gdn_groups == 4 and base["mamba_cache_mode"] == "align"
+    # (1) one block per request per GDN group, the memory untouched
+    assert ckpt["num_blocks"] == base["num_blocks"]
+    assert _blocks_per_request(ckpt) == _blocks_per_request(base) - gdn_groups
+    # (2) the block is the attention group's pages, unrounded; the per-request blocks untouched
+    raw = max(sum(base["layers"][n]["page_size_bytes"] for n in g["layer_names"]) for g in base["groups"])
+    stride_bytes = {t["block_stride_bytes"] for t in stride["kv_cache_tensors"]}
+    assert stride_bytes == {raw} and {t["block_stride_bytes"] for t in base["kv_cache_tensors"]} != {raw}
+    assert stride["num_blocks"] == RECIPE_906["kv_cache_memory_bytes"] // raw > base["num_blocks"]
+    assert _blocks_per_request(stride) == _blocks_per_request(base)
+    # both: the recipe's concurrency at its printed memory; its tokens with one block more
+    gib, tokens, conc, per_request = RECIPE_906_PRINTED
+    assert both["maximum_concurrency_printed"] == conc and both["gpu_kv_cache_size_tokens"] < tokens
+    hi = both_hi["kv_cache_memory_bytes"]
+    assert hi == (both["num_blocks"] + 1) * raw and f"{hi / GiB:.2f}" == gib
+    assert both_hi["num_blocks"] == both["num_blocks"] + 1
+    assert _line(both_hi) == (f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {per_request:,} "
+                              f"tokens per request: {conc}")
+
+
 @pytest.mark.parametrize("which", [0, 1])
 def test_glm_kv_agrees_on_memory_pair(vllm_plan, which):
     launch = memory_pair()[which]
@@ -232,6 +300,10 @@ def launches_of(item) -> list[dict]:
         return [MTP[params["which"]]]
     if name == "test_glm_kv_agrees_without_the_hybrid_manager":
         return [NO_HMA[params["which"]]]
+    if name == "test_glm_kv_agrees_on_recipe_906":
+        return [RECIPE_906]
+    if name == "test_recipe_906_gap_is_two_vllm_033_terms":
+        return [RECIPE_906, *RECIPE_906_WHAT_IF]
     if name == "test_glm_kv_agrees_on_memory_pair":
         return [memory_pair()[params["which"]]]
     return []

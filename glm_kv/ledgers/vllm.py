@@ -55,8 +55,9 @@ What is modelled (``vllm_plan(config, args)``):
 * ``--disable-hybrid-kv-cache-manager`` (``_unify_hybrid_kv_cache_specs``): the DSA models size as with
   the hybrid manager; the Mamba hybrids are refused in vLLM's words.
 
-Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; fp8 MLA caches on
-H200 (sm_90: backend choice and row layout); on B200, a launch whose first valid attention backend is past
+Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; on H200, the DSA
+models' fp8 sparse MLA (FLASHMLA_SPARSE's 656-byte fp8_ds_mla row) and fp8 MLA past FLASHMLA /
+FLASHINFER_MLA_SPARSE_SM90 (fp8_e5m2, a --block-size not a multiple of 64); on B200, a launch whose first valid attention backend is past
 the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out, or
 FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); speculative methods other than MTP
 (refused where the launch is read, ``inputs/vllm_launch.py``), MTP with k not a multiple of a checkpoint's
@@ -261,6 +262,7 @@ class Backend:
 FLASHINFER_MLA_SPARSE_SM90 = Backend("FLASHINFER_MLA_SPARSE_SM90", (64,), 1)   # mla/flashinfer_mla_sparse_sm90.py:160
 FLASH_ATTN_MLA_SPARSE = Backend("FLASH_ATTN_MLA_SPARSE", (64,), 1)             # mla/flashattn_mla_sparse.py:50-55
 FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", (16,))                              # mla/flashattn_mla.py
+FLASHMLA = Backend("FLASHMLA", (64,))                                          # mla/flashmla.py:57-58 ([64]); fp8
 DEEPSEEK_V32_INDEXER = Backend("DEEPSEEK_V32_INDEXER", (64,))                  # mla/indexer.py:285-286 ([64])
 FLASH_ATTN = Backend("FLASH_ATTN", (16,))                                      # flash_attn.py (MultipleOf(16))
 
@@ -285,15 +287,34 @@ def glm5next_indexer(kpool: int) -> Backend:
     return Backend("DEEPSEEK_V32_INDEXER", (kpool * 32, kpool * 64))
 
 
-def _h200_backends(m: "_Model", roles: set, kpool: int) -> dict:
+def _h200_fp8_mla_check(m: "_Model", kvd: str, user_block: Optional[int]) -> None:
+    """An fp8 MLA cache on H200 (sm_90): the launches whose backend glm-kv derives, the rest NotModelled.
+    The sm_90 MLA lists (platforms/cuda.py:139-157): dense FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, ...;
+    sparse head 512 (GLM-5.3-Flash, rope-free) FLASHINFER_MLA_SPARSE_SM90, FLASH_ATTN_MLA_SPARSE,
+    FLASHMLA_SPARSE, head 576 (the DSA models) FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE_SM90.
+    FLASH_ATTN_MLA and FLASH_ATTN_MLA_SPARSE take no fp8 (mla/flashattn_mla.py:42-46,
+    mla/flashattn_mla_sparse.py:43-47); FLASHMLA (mla/flashmla.py:48-58, kernel block 64) and
+    FLASHINFER_MLA_SPARSE_SM90 (mla/flashinfer_mla_sparse_sm90.py:148-160, kernel block 64) take fp8 and
+    fp8_e4m3 as a plain 1-byte row; FLASHMLA_SPARSE (head 576) takes fp8 as the 656-byte fp8_ds_mla row."""
+    if m.mamba_kind != "kda" and any(r == "mla_sparse" for _, r in m.layers):
+        raise NotModelled("H200 FLASHMLA_SPARSE with an fp8 cache (the fp8_ds_mla row layout)")
+    if kvd not in ("fp8", "fp8_e4m3"):
+        raise NotModelled(f"H200 MLA backend for kv cache {kvd!r} (past FLASHMLA / FLASHINFER_MLA_SPARSE_SM90)")
+    if user_block is not None and user_block % 64:
+        raise NotModelled(f"H200 fp8 MLA backend for --block-size {user_block} (FLASHMLA / "
+                          "FLASHINFER_MLA_SPARSE_SM90 need a multiple of 64)")
+
+
+def _h200_backends(m: "_Model", roles: set, kpool: int, quantized: bool = False) -> dict:
     """H200 (sm_90), as the harness's vLLM picks them (tests/vllm/README.md: GLM-5.3-Flash's sparse MLA on
-    FLASHINFER_MLA_SPARSE_SM90, the DSA models' on FLASH_ATTN_MLA_SPARSE, dense MLA on FLASH_ATTN_MLA,
-    full attention on FLASH_ATTN; platforms/cuda.py:139-157, 169-182)."""
+    FLASHINFER_MLA_SPARSE_SM90, the DSA models' on FLASH_ATTN_MLA_SPARSE, dense MLA on FLASH_ATTN_MLA, or on
+    FLASHMLA with an fp8 cache (``_h200_fp8_mla_check``), full attention on FLASH_ATTN;
+    platforms/cuda.py:139-157, 169-182)."""
     out: dict = {}
     if "mla_sparse" in roles:
         out["mla_sparse"] = FLASHINFER_MLA_SPARSE_SM90 if m.mamba_kind == "kda" else FLASH_ATTN_MLA_SPARSE
     if "mla" in roles:
-        out["mla"] = FLASH_ATTN_MLA
+        out["mla"] = FLASHMLA if quantized else FLASH_ATTN_MLA
     if "indexer" in roles:
         out["indexer"] = glm5next_indexer(kpool) if m.mamba_kind == "kda" else DEEPSEEK_V32_INDEXER
     if "gqa" in roles:
@@ -660,8 +681,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         kvd_resolved = kvd
     # CacheConfig.cache_dtype: the flag as given; "auto" becomes the checkpoint's fp8 (ModelOpt) only
     cache_dtype_str = "fp8_e4m3" if (kvd == "auto" and m.kv_cache_auto == "fp8_e4m3") else kvd
-    if m.use_mla and kvd_resolved == "fp8_e4m3" and not sm100:
-        raise NotModelled("fp8 MLA KV caches on H200 (sm_90: backend choice and row layout)")
+    if m.use_mla and kvd.startswith("fp8") and not sm100:
+        _h200_fp8_mla_check(m, kvd, a.block_size)
     kv_item = "uint8" if kvd_resolved == "fp8_e4m3" else "bfloat16"
 
     # --- per-layer raw specs (block size filled in below)
@@ -671,7 +692,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     kpool = int(t.get("index_kpool", 1) or 1)
     # the indexer K row: index_head_dim fp8 + index_head_dim/128 x 4 B scales (v1/attention/backends/mla/indexer.py)
     index_row = index_dim + index_dim // 128 * 4
-    backends = _b200_backends(cfg, m, roles, kvd, tp, a.block_size) if sm100 else _h200_backends(m, roles, kpool)
+    backends = (_b200_backends(cfg, m, roles, kvd, tp, a.block_size) if sm100
+                else _h200_backends(m, roles, kpool, quantized=kvd.startswith("fp8")))
 
     # --- the attention block size (platforms/interface.py update_block_size_for_backend)
     order = [r for r in ("indexer", "mla_sparse", "mla", "gqa") if r in backends]

@@ -55,9 +55,9 @@ What is modelled (``vllm_plan(config, args)``):
 * ``--disable-hybrid-kv-cache-manager`` (``_unify_hybrid_kv_cache_specs``): the DSA models size as with
   the hybrid manager; the Mamba hybrids are refused in vLLM's words.
 
-Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; on H200, the DSA
-models' fp8 sparse MLA (FLASHMLA_SPARSE's 656-byte fp8_ds_mla row) and fp8 MLA past FLASHMLA /
-FLASHINFER_MLA_SPARSE_SM90 (fp8_e5m2, a --block-size not a multiple of 64); on B200, a launch whose first valid attention backend is past
+Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; on H200, fp8 MLA
+past FLASHMLA / FLASHMLA_SPARSE / FLASHINFER_MLA_SPARSE_SM90 (fp8_e5m2, an explicit fp8_ds_mla, a
+--block-size not a multiple of 64); on B200, a launch whose first valid attention backend is past
 the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out, or
 FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); speculative methods other than MTP
 (refused where the launch is read, ``inputs/vllm_launch.py``), MTP with k not a multiple of a checkpoint's
@@ -142,6 +142,7 @@ class Spec:
     num_prefill_checkpoint_blocks: int = 0
     page_size_padded: Optional[int] = None
     block_stride_alignment: int = 1      # bytes (row alignment of sparse MLA backends); 1: none
+    state_content_bytes: Optional[int] = None   # the ds_mla rows' opaque per-token bytes (fp8_ds_mla: 656)
     role: str = ""                       # which vLLM module the layer is (indexer, mla, ...): grouping key
 
     @property
@@ -152,7 +153,10 @@ class Spec:
     def state_content_size_bytes(self) -> int:
         if self.kind == "MambaSpec":
             return sum(math.prod(s) * DTYPE_BYTES[d] for s, d in zip(self.shapes, self.dtypes))
-        # AttentionSpec.state_content_size_bytes: (head_size + head_size_v) x dtype size
+        # AttentionSpec.state_content_size_bytes: (head_size + head_size_v) x dtype size, unless given
+        # (MLAAttention.get_kv_cache_spec: state_content_bytes {"fp8_ds_mla": 656}, mla_attention.py:1375-1388)
+        if self.state_content_bytes is not None:
+            return self.state_content_bytes
         return (self.head_size + self.head_size_v) * DTYPE_BYTES[self.dtype]
 
     @property
@@ -263,6 +267,9 @@ FLASHINFER_MLA_SPARSE_SM90 = Backend("FLASHINFER_MLA_SPARSE_SM90", (64,), 1)   #
 FLASH_ATTN_MLA_SPARSE = Backend("FLASH_ATTN_MLA_SPARSE", (64,), 1)             # mla/flashattn_mla_sparse.py:50-55
 FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", (16,))                              # mla/flashattn_mla.py
 FLASHMLA = Backend("FLASHMLA", (64,))                                          # mla/flashmla.py:57-58 ([64]); fp8
+# FlashMLA sparse with a quantized cache off SM100: [MultipleOf(64)], block_stride_alignment MultipleOf(64) (the
+# page of gcd(64, block) tokens: moves nothing), no row alignment (mla/flashmla_sparse.py:158-175)
+FLASHMLA_SPARSE_FP8_SM90 = Backend("FLASHMLA_SPARSE", (64,), 0)
 DEEPSEEK_V32_INDEXER = Backend("DEEPSEEK_V32_INDEXER", (64,))                  # mla/indexer.py:285-286 ([64])
 FLASH_ATTN = Backend("FLASH_ATTN", (16,))                                      # flash_attn.py (MultipleOf(16))
 
@@ -295,24 +302,27 @@ def _h200_fp8_mla_check(m: "_Model", kvd: str, user_block: Optional[int]) -> Non
     FLASH_ATTN_MLA and FLASH_ATTN_MLA_SPARSE take no fp8 (mla/flashattn_mla.py:42-46,
     mla/flashattn_mla_sparse.py:43-47); FLASHMLA (mla/flashmla.py:48-58, kernel block 64) and
     FLASHINFER_MLA_SPARSE_SM90 (mla/flashinfer_mla_sparse_sm90.py:148-160, kernel block 64) take fp8 and
-    fp8_e4m3 as a plain 1-byte row; FLASHMLA_SPARSE (head 576) takes fp8 as the 656-byte fp8_ds_mla row."""
-    if m.mamba_kind != "kda" and any(r == "mla_sparse" for _, r in m.layers):
-        raise NotModelled("H200 FLASHMLA_SPARSE with an fp8 cache (the fp8_ds_mla row layout)")
+    fp8_e4m3 as a plain 1-byte row; FLASHMLA_SPARSE (head 576) takes fp8 as the 656-byte fp8_ds_mla row.
+    The DSA models' "fp8" thus becomes FLASHMLA_SPARSE's fp8_ds_mla (``_canonicalize_sparse_mla_kv_cache_dtype``,
+    model_executor/layers/attention/mla_attention.py:359-369), their "fp8_e4m3" (not in FLASHMLA_SPARSE's list,
+    mla/flashmla_sparse.py:148-154) FLASHINFER_MLA_SPARSE_SM90's plain row. Returns True for fp8_ds_mla."""
     if kvd not in ("fp8", "fp8_e4m3"):
         raise NotModelled(f"H200 MLA backend for kv cache {kvd!r} (past FLASHMLA / FLASHINFER_MLA_SPARSE_SM90)")
     if user_block is not None and user_block % 64:
-        raise NotModelled(f"H200 fp8 MLA backend for --block-size {user_block} (FLASHMLA / "
+        raise NotModelled(f"H200 fp8 MLA backend for --block-size {user_block} (FLASHMLA / FLASHMLA_SPARSE / "
                           "FLASHINFER_MLA_SPARSE_SM90 need a multiple of 64)")
+    return kvd == "fp8" and m.mamba_kind != "kda" and any(r == "mla_sparse" for _, r in m.layers)
 
 
-def _h200_backends(m: "_Model", roles: set, kpool: int, quantized: bool = False) -> dict:
+def _h200_backends(m: "_Model", roles: set, kpool: int, quantized: bool = False, ds_mla: bool = False) -> dict:
     """H200 (sm_90), as the harness's vLLM picks them (tests/vllm/README.md: GLM-5.3-Flash's sparse MLA on
     FLASHINFER_MLA_SPARSE_SM90, the DSA models' on FLASH_ATTN_MLA_SPARSE, dense MLA on FLASH_ATTN_MLA, or on
     FLASHMLA with an fp8 cache (``_h200_fp8_mla_check``), full attention on FLASH_ATTN;
     platforms/cuda.py:139-157, 169-182)."""
     out: dict = {}
     if "mla_sparse" in roles:
-        out["mla_sparse"] = FLASHINFER_MLA_SPARSE_SM90 if m.mamba_kind == "kda" else FLASH_ATTN_MLA_SPARSE
+        out["mla_sparse"] = (FLASHMLA_SPARSE_FP8_SM90 if ds_mla else FLASHINFER_MLA_SPARSE_SM90
+                             if m.mamba_kind == "kda" or quantized else FLASH_ATTN_MLA_SPARSE)
     if "mla" in roles:
         out["mla"] = FLASHMLA if quantized else FLASH_ATTN_MLA
     if "indexer" in roles:
@@ -681,8 +691,11 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         kvd_resolved = kvd
     # CacheConfig.cache_dtype: the flag as given; "auto" becomes the checkpoint's fp8 (ModelOpt) only
     cache_dtype_str = "fp8_e4m3" if (kvd == "auto" and m.kv_cache_auto == "fp8_e4m3") else kvd
+    ds_mla = False
     if m.use_mla and kvd.startswith("fp8") and not sm100:
-        _h200_fp8_mla_check(m, kvd, a.block_size)
+        ds_mla = _h200_fp8_mla_check(m, kvd, a.block_size)
+    if ds_mla:   # the cache config's dtype becomes the backend's (mla_attention.py:1383-1390)
+        cache_dtype_str = kvd = "fp8_ds_mla"
     kv_item = "uint8" if kvd_resolved == "fp8_e4m3" else "bfloat16"
 
     # --- per-layer raw specs (block size filled in below)
@@ -693,7 +706,7 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     # the indexer K row: index_head_dim fp8 + index_head_dim/128 x 4 B scales (v1/attention/backends/mla/indexer.py)
     index_row = index_dim + index_dim // 128 * 4
     backends = (_b200_backends(cfg, m, roles, kvd, tp, a.block_size) if sm100
-                else _h200_backends(m, roles, kpool, quantized=kvd.startswith("fp8")))
+                else _h200_backends(m, roles, kpool, quantized=kvd.startswith("fp8"), ds_mla=ds_mla))
 
     # --- the attention block size (platforms/interface.py update_block_size_for_backend)
     order = [r for r in ("indexer", "mla_sparse", "mla", "gqa") if r in backends]
@@ -746,7 +759,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         elif role in ("mla", "mla_sparse"):
             b = backends[role]
             spec = Spec("MLAAttentionSpec", block, num_kv_heads=1, head_size=mla_head, dtype=kv_item,
-                        cache_dtype_str=kvd, role=role)
+                        cache_dtype_str=kvd, role=role,
+                        state_content_bytes=656 if kvd == "fp8_ds_mla" else None)
             if b.stride_rows:   # sparse_utils.align_blocks_to_rows(spec, rows): stride = whole row pages
                 spec = replace(spec, block_stride_alignment=b.stride_rows * spec.state_content_size_bytes)
         elif role == "indexer":

@@ -211,8 +211,9 @@ def test_glm_kv_agrees_without_the_hybrid_manager(vllm_plan, which):
 
 # fp8 MLA caches on H200 (sm_90), pinned whatever the seed draws: GLM-5.3-Flash's rope-free sparse MLA stays on
 # FLASHINFER_MLA_SPARSE_SM90 with a 512-byte fp8 row (its hybrid block moves: 1152 -> 2176 at TP 4); Kimi-K3's
-# dense MLA leaves FLASH_ATTN_MLA (no fp8) for FLASHMLA (kernel block 64, a 576-byte row); the DSA models'
-# FLASHMLA_SPARSE fp8_ds_mla row is not modelled (an xfail naming it).
+# dense MLA leaves FLASH_ATTN_MLA (no fp8) for FLASHMLA (kernel block 64, a 576-byte row); the DSA models' "fp8"
+# goes to FLASHMLA_SPARSE as its 656-byte fp8_ds_mla row (kv_cache_dtype reported fp8_ds_mla), their "fp8_e4m3"
+# (not in FLASHMLA_SPARSE's list) to FLASHINFER_MLA_SPARSE_SM90's 576-byte row.
 H200_FP8 = [
     {"model": "glm-5.3-flash", "gpu": "H200", "tp": 4, "max_num_seqs": 512, "kv_cache_memory_bytes": 41263607971,
      "kv_cache_dtype": "fp8"},
@@ -228,6 +229,12 @@ H200_FP8 = [
     {"model": "kimi-k3", "gpu": "H200", "tp": 4, "kv_cache_memory_bytes": 50 * GiB, "kv_cache_dtype": "fp8",
      "block_size": 128},
     {"model": "deepseek-v3.2", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB, "kv_cache_dtype": "fp8"},
+    {"model": "deepseek-v3.2", "gpu": "H200", "tp": 4, "kv_cache_memory_bytes": 40 * GiB,
+     "kv_cache_dtype": "fp8_e4m3", "enable_prefix_caching": False},
+    {"model": "glm-5.1", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 50 * GiB, "kv_cache_dtype": "fp8",
+     "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}},
+    {"model": "glm-5.1", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 50 * GiB, "kv_cache_dtype": "fp8",
+     "block_size": 128},
 ]
 
 

@@ -306,12 +306,13 @@ def _h200_fp8_mla_check(m: "_Model", kvd: str, user_block: Optional[int]) -> Non
     The DSA models' "fp8" thus becomes FLASHMLA_SPARSE's fp8_ds_mla (``_canonicalize_sparse_mla_kv_cache_dtype``,
     model_executor/layers/attention/mla_attention.py:359-369), their "fp8_e4m3" (not in FLASHMLA_SPARSE's list,
     mla/flashmla_sparse.py:148-154) FLASHINFER_MLA_SPARSE_SM90's plain row. Returns True for fp8_ds_mla."""
-    if kvd not in ("fp8", "fp8_e4m3"):
+    dsa = m.mamba_kind != "kda" and any(r == "mla_sparse" for _, r in m.layers)
+    if kvd not in ("fp8", "fp8_e4m3") and not (dsa and kvd == "fp8_ds_mla"):
         raise NotModelled(f"H200 MLA backend for kv cache {kvd!r} (past FLASHMLA / FLASHINFER_MLA_SPARSE_SM90)")
     if user_block is not None and user_block % 64:
         raise NotModelled(f"H200 fp8 MLA backend for --block-size {user_block} (FLASHMLA / FLASHMLA_SPARSE / "
                           "FLASHINFER_MLA_SPARSE_SM90 need a multiple of 64)")
-    return kvd == "fp8" and m.mamba_kind != "kda" and any(r == "mla_sparse" for _, r in m.layers)
+    return dsa and kvd in ("fp8", "fp8_ds_mla")
 
 
 def _h200_backends(m: "_Model", roles: set, kpool: int, quantized: bool = False, ds_mla: bool = False) -> dict:
@@ -371,8 +372,9 @@ def _b200_backends(cfg: HfConfig, m: "_Model", roles: set, cache_dtype: str, tp:
                     and flashinfer_sparse_ok() and block_ok(FLASH_ATTN_MLA_SPARSE_FA4))
 
         def flashmla_sparse_ok() -> bool:        # mla/flashmla_sparse.py:147-245: head 512 is SM90-only
-            return (mla_head == 576 and cache_dtype in ("auto", "bfloat16", "fp8")
-                    and block_ok(FLASHMLA_SPARSE))
+            if quantized:                        # SM100 quantized: kernel block [64] exactly (:158-165)
+                return mla_head == 576 and cache_dtype in ("fp8", "fp8_ds_mla") and user_block in (None, 64)
+            return mla_head == 576 and cache_dtype in ("auto", "bfloat16") and block_ok(FLASHMLA_SPARSE)
 
         if quantized:                            # platforms/cuda.py:101-107: fp8 prefers FlashInfer
             order = [(FLASHINFER_MLA_SPARSE, flashinfer_sparse_ok), (FLASHMLA_SPARSE, flashmla_sparse_ok)]
@@ -385,10 +387,11 @@ def _b200_backends(cfg: HfConfig, m: "_Model", roles: set, cache_dtype: str, tp:
         if pick is None:
             raise NotModelled(f"B200 sparse MLA backend for kv cache {cache_dtype!r}, {heads} heads per rank "
                               f"(none of {[b.name for b, _ in order]} derived valid: vLLM falls further)")
-        if pick is FLASHMLA_SPARSE and quantized:
+        if pick is FLASHMLA_SPARSE and quantized and cache_dtype != "fp8_ds_mla":
             # _canonicalize_sparse_mla_kv_cache_dtype: fp8 becomes the 656-byte fp8_ds_mla row
-            # (model_executor/layers/attention/mla_attention.py:359-369, 1383-1390)
-            raise NotModelled("B200 FLASHMLA_SPARSE with an fp8 cache (the fp8_ds_mla row layout)")
+            # (model_executor/layers/attention/mla_attention.py:359-369, 1383-1390); only an explicit
+            # fp8_ds_mla reaches it here (FLASHINFER_MLA_SPARSE refuses that dtype, :134-135)
+            raise NotModelled("B200 FLASHMLA_SPARSE with an fp8 cache given as 'fp8' (the fp8_ds_mla row layout)")
         out["mla_sparse"] = pick
     if "mla" in roles:
         # the dense MLA list starts with FLASHINFER_MLA (platforms/cuda.py:123-133); its checks:
@@ -683,7 +686,12 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
             kvd = "fp8_e4m3"
         elif m.arch == "Glm5NextForConditionalGeneration" and t.get("index_topk") is not None:
             kvd = "fp8"
-    if kvd == "fp8":
+    dsa = any(r == "mla_sparse" for _, r in m.layers) and m.mamba_kind != "kda"
+    if kvd == "fp8_ds_mla" and not dsa:
+        # vLLM: FLASHMLA_SPARSE only (GLM-5.3-Flash's NoPE 512 in the 656-byte row; Kimi-K3 refused at model
+        # build, no backend; tests/vllm/README.md) -- sized here for the DSA models only
+        raise NotModelled(f"kv cache 'fp8_ds_mla' on {m.arch} (glm-kv sizes it for the DSA models only)")
+    if kvd in ("fp8", "fp8_ds_mla"):     # fp8_ds_mla: fp8 (uint8) rows of 656 bytes (Spec.state_content_bytes)
         kvd_resolved = "fp8_e4m3"
     elif kvd == "auto":
         kvd_resolved = m.kv_cache_auto

@@ -142,6 +142,11 @@ B200 = [
     # FLASHINFER with ModelOpt's fp8 cache, a bf16 SSM state
     {"model": "nemotron-3-super-120b-a12b-fp8", "gpu": "B200", "tp": 1, "kv_cache_memory_bytes": 45 * GiB,
      "mamba_ssm_cache_dtype": "bfloat16"},
+    # FLASHMLA_SPARSE with an explicit fp8_ds_mla (FLASHINFER_MLA_SPARSE refuses that dtype): the 656-byte row,
+    # kernel block 64 only, rows aligned to one row
+    {"model": "deepseek-v3.2", "gpu": "B200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB, "kv_cache_dtype": "fp8_ds_mla"},
+    {"model": "glm-5.1", "gpu": "B200", "tp": 8, "kv_cache_memory_bytes": 50 * GiB, "kv_cache_dtype": "fp8_ds_mla",
+     "enable_prefix_caching": False},
 ]
 
 
@@ -235,6 +240,9 @@ H200_FP8 = [
      "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}},
     {"model": "glm-5.1", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 50 * GiB, "kv_cache_dtype": "fp8",
      "block_size": 128},
+    # an explicit fp8_ds_mla: FLASHMLA_SPARSE as "fp8" (glm-kv sizes it for the DSA models only)
+    {"model": "deepseek-v3.2", "gpu": "H200", "tp": 4, "kv_cache_memory_bytes": 40 * GiB,
+     "kv_cache_dtype": "fp8_ds_mla"},
 ]
 
 

@@ -69,7 +69,7 @@ VLLM_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2
                      "turboquant_3bit_nc", "octave_k3v4", "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit",
                      "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6")
 # the ones glm_kv/ledgers/vllm.py derives (the others: NotModelled)
-MODELLED_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3")
+MODELLED_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_ds_mla")
 MAMBA_DTYPES = ("auto", "bfloat16", "float16", "float32")   # argparse choices (MambaDType)
 
 

@@ -55,8 +55,9 @@ What is modelled (``vllm_plan(config, args)``):
 * ``--disable-hybrid-kv-cache-manager`` (``_unify_hybrid_kv_cache_specs``): the DSA models size as with
   the hybrid manager; the Mamba hybrids are refused in vLLM's words.
 
-Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; fp8 MLA caches on
-H200 (sm_90: backend choice and row layout); on B200, a launch whose first valid attention backend is past
+Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; on H200, fp8 MLA
+past FLASHMLA / FLASHMLA_SPARSE / FLASHINFER_MLA_SPARSE_SM90 (fp8_e5m2, an explicit fp8_ds_mla, a
+--block-size not a multiple of 64); on B200, a launch whose first valid attention backend is past
 the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out, or
 FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); speculative methods other than MTP
 (refused where the launch is read, ``inputs/vllm_launch.py``), MTP with k not a multiple of a checkpoint's
@@ -141,6 +142,7 @@ class Spec:
     num_prefill_checkpoint_blocks: int = 0
     page_size_padded: Optional[int] = None
     block_stride_alignment: int = 1      # bytes (row alignment of sparse MLA backends); 1: none
+    state_content_bytes: Optional[int] = None   # the ds_mla rows' opaque per-token bytes (fp8_ds_mla: 656)
     role: str = ""                       # which vLLM module the layer is (indexer, mla, ...): grouping key
 
     @property
@@ -151,7 +153,10 @@ class Spec:
     def state_content_size_bytes(self) -> int:
         if self.kind == "MambaSpec":
             return sum(math.prod(s) * DTYPE_BYTES[d] for s, d in zip(self.shapes, self.dtypes))
-        # AttentionSpec.state_content_size_bytes: (head_size + head_size_v) x dtype size
+        # AttentionSpec.state_content_size_bytes: (head_size + head_size_v) x dtype size, unless given
+        # (MLAAttention.get_kv_cache_spec: state_content_bytes {"fp8_ds_mla": 656}, mla_attention.py:1375-1388)
+        if self.state_content_bytes is not None:
+            return self.state_content_bytes
         return (self.head_size + self.head_size_v) * DTYPE_BYTES[self.dtype]
 
     @property
@@ -261,6 +266,10 @@ class Backend:
 FLASHINFER_MLA_SPARSE_SM90 = Backend("FLASHINFER_MLA_SPARSE_SM90", (64,), 1)   # mla/flashinfer_mla_sparse_sm90.py:160
 FLASH_ATTN_MLA_SPARSE = Backend("FLASH_ATTN_MLA_SPARSE", (64,), 1)             # mla/flashattn_mla_sparse.py:50-55
 FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", (16,))                              # mla/flashattn_mla.py
+FLASHMLA = Backend("FLASHMLA", (64,))                                          # mla/flashmla.py:57-58 ([64]); fp8
+# FlashMLA sparse with a quantized cache off SM100: [MultipleOf(64)], block_stride_alignment MultipleOf(64) (the
+# page of gcd(64, block) tokens: moves nothing), no row alignment (mla/flashmla_sparse.py:158-175)
+FLASHMLA_SPARSE_FP8_SM90 = Backend("FLASHMLA_SPARSE", (64,), 0)
 DEEPSEEK_V32_INDEXER = Backend("DEEPSEEK_V32_INDEXER", (64,))                  # mla/indexer.py:285-286 ([64])
 FLASH_ATTN = Backend("FLASH_ATTN", (16,))                                      # flash_attn.py (MultipleOf(16))
 
@@ -285,15 +294,38 @@ def glm5next_indexer(kpool: int) -> Backend:
     return Backend("DEEPSEEK_V32_INDEXER", (kpool * 32, kpool * 64))
 
 
-def _h200_backends(m: "_Model", roles: set, kpool: int) -> dict:
+def _h200_fp8_mla_check(m: "_Model", kvd: str, user_block: Optional[int]) -> None:
+    """An fp8 MLA cache on H200 (sm_90): the launches whose backend glm-kv derives, the rest NotModelled.
+    The sm_90 MLA lists (platforms/cuda.py:139-157): dense FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, ...;
+    sparse head 512 (GLM-5.3-Flash, rope-free) FLASHINFER_MLA_SPARSE_SM90, FLASH_ATTN_MLA_SPARSE,
+    FLASHMLA_SPARSE, head 576 (the DSA models) FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE_SM90.
+    FLASH_ATTN_MLA and FLASH_ATTN_MLA_SPARSE take no fp8 (mla/flashattn_mla.py:42-46,
+    mla/flashattn_mla_sparse.py:43-47); FLASHMLA (mla/flashmla.py:48-58, kernel block 64) and
+    FLASHINFER_MLA_SPARSE_SM90 (mla/flashinfer_mla_sparse_sm90.py:148-160, kernel block 64) take fp8 and
+    fp8_e4m3 as a plain 1-byte row; FLASHMLA_SPARSE (head 576) takes fp8 as the 656-byte fp8_ds_mla row.
+    The DSA models' "fp8" thus becomes FLASHMLA_SPARSE's fp8_ds_mla (``_canonicalize_sparse_mla_kv_cache_dtype``,
+    model_executor/layers/attention/mla_attention.py:359-369), their "fp8_e4m3" (not in FLASHMLA_SPARSE's list,
+    mla/flashmla_sparse.py:148-154) FLASHINFER_MLA_SPARSE_SM90's plain row. Returns True for fp8_ds_mla."""
+    dsa = m.mamba_kind != "kda" and any(r == "mla_sparse" for _, r in m.layers)
+    if kvd not in ("fp8", "fp8_e4m3") and not (dsa and kvd == "fp8_ds_mla"):
+        raise NotModelled(f"H200 MLA backend for kv cache {kvd!r} (past FLASHMLA / FLASHINFER_MLA_SPARSE_SM90)")
+    if user_block is not None and user_block % 64:
+        raise NotModelled(f"H200 fp8 MLA backend for --block-size {user_block} (FLASHMLA / FLASHMLA_SPARSE / "
+                          "FLASHINFER_MLA_SPARSE_SM90 need a multiple of 64)")
+    return dsa and kvd in ("fp8", "fp8_ds_mla")
+
+
+def _h200_backends(m: "_Model", roles: set, kpool: int, quantized: bool = False, ds_mla: bool = False) -> dict:
     """H200 (sm_90), as the harness's vLLM picks them (tests/vllm/README.md: GLM-5.3-Flash's sparse MLA on
-    FLASHINFER_MLA_SPARSE_SM90, the DSA models' on FLASH_ATTN_MLA_SPARSE, dense MLA on FLASH_ATTN_MLA,
-    full attention on FLASH_ATTN; platforms/cuda.py:139-157, 169-182)."""
+    FLASHINFER_MLA_SPARSE_SM90, the DSA models' on FLASH_ATTN_MLA_SPARSE, dense MLA on FLASH_ATTN_MLA, or on
+    FLASHMLA with an fp8 cache (``_h200_fp8_mla_check``), full attention on FLASH_ATTN;
+    platforms/cuda.py:139-157, 169-182)."""
     out: dict = {}
     if "mla_sparse" in roles:
-        out["mla_sparse"] = FLASHINFER_MLA_SPARSE_SM90 if m.mamba_kind == "kda" else FLASH_ATTN_MLA_SPARSE
+        out["mla_sparse"] = (FLASHMLA_SPARSE_FP8_SM90 if ds_mla else FLASHINFER_MLA_SPARSE_SM90
+                             if m.mamba_kind == "kda" or quantized else FLASH_ATTN_MLA_SPARSE)
     if "mla" in roles:
-        out["mla"] = FLASH_ATTN_MLA
+        out["mla"] = FLASHMLA if quantized else FLASH_ATTN_MLA
     if "indexer" in roles:
         out["indexer"] = glm5next_indexer(kpool) if m.mamba_kind == "kda" else DEEPSEEK_V32_INDEXER
     if "gqa" in roles:
@@ -340,8 +372,9 @@ def _b200_backends(cfg: HfConfig, m: "_Model", roles: set, cache_dtype: str, tp:
                     and flashinfer_sparse_ok() and block_ok(FLASH_ATTN_MLA_SPARSE_FA4))
 
         def flashmla_sparse_ok() -> bool:        # mla/flashmla_sparse.py:147-245: head 512 is SM90-only
-            return (mla_head == 576 and cache_dtype in ("auto", "bfloat16", "fp8")
-                    and block_ok(FLASHMLA_SPARSE))
+            if quantized:                        # SM100 quantized: kernel block [64] exactly (:158-165)
+                return mla_head == 576 and cache_dtype in ("fp8", "fp8_ds_mla") and user_block in (None, 64)
+            return mla_head == 576 and cache_dtype in ("auto", "bfloat16") and block_ok(FLASHMLA_SPARSE)
 
         if quantized:                            # platforms/cuda.py:101-107: fp8 prefers FlashInfer
             order = [(FLASHINFER_MLA_SPARSE, flashinfer_sparse_ok), (FLASHMLA_SPARSE, flashmla_sparse_ok)]
@@ -354,10 +387,11 @@ def _b200_backends(cfg: HfConfig, m: "_Model", roles: set, cache_dtype: str, tp:
         if pick is None:
             raise NotModelled(f"B200 sparse MLA backend for kv cache {cache_dtype!r}, {heads} heads per rank "
                               f"(none of {[b.name for b, _ in order]} derived valid: vLLM falls further)")
-        if pick is FLASHMLA_SPARSE and quantized:
+        if pick is FLASHMLA_SPARSE and quantized and cache_dtype != "fp8_ds_mla":
             # _canonicalize_sparse_mla_kv_cache_dtype: fp8 becomes the 656-byte fp8_ds_mla row
-            # (model_executor/layers/attention/mla_attention.py:359-369, 1383-1390)
-            raise NotModelled("B200 FLASHMLA_SPARSE with an fp8 cache (the fp8_ds_mla row layout)")
+            # (model_executor/layers/attention/mla_attention.py:359-369, 1383-1390); only an explicit
+            # fp8_ds_mla reaches it here (FLASHINFER_MLA_SPARSE refuses that dtype, :134-135)
+            raise NotModelled("B200 FLASHMLA_SPARSE with an fp8 cache given as 'fp8' (the fp8_ds_mla row layout)")
         out["mla_sparse"] = pick
     if "mla" in roles:
         # the dense MLA list starts with FLASHINFER_MLA (platforms/cuda.py:123-133); its checks:
@@ -652,7 +686,12 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
             kvd = "fp8_e4m3"
         elif m.arch == "Glm5NextForConditionalGeneration" and t.get("index_topk") is not None:
             kvd = "fp8"
-    if kvd == "fp8":
+    dsa = any(r == "mla_sparse" for _, r in m.layers) and m.mamba_kind != "kda"
+    if kvd == "fp8_ds_mla" and not dsa:
+        # vLLM: FLASHMLA_SPARSE only (GLM-5.3-Flash's NoPE 512 in the 656-byte row; Kimi-K3 refused at model
+        # build, no backend; tests/vllm/README.md) -- sized here for the DSA models only
+        raise NotModelled(f"kv cache 'fp8_ds_mla' on {m.arch} (glm-kv sizes it for the DSA models only)")
+    if kvd in ("fp8", "fp8_ds_mla"):     # fp8_ds_mla: fp8 (uint8) rows of 656 bytes (Spec.state_content_bytes)
         kvd_resolved = "fp8_e4m3"
     elif kvd == "auto":
         kvd_resolved = m.kv_cache_auto
@@ -660,8 +699,11 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         kvd_resolved = kvd
     # CacheConfig.cache_dtype: the flag as given; "auto" becomes the checkpoint's fp8 (ModelOpt) only
     cache_dtype_str = "fp8_e4m3" if (kvd == "auto" and m.kv_cache_auto == "fp8_e4m3") else kvd
-    if m.use_mla and kvd_resolved == "fp8_e4m3" and not sm100:
-        raise NotModelled("fp8 MLA KV caches on H200 (sm_90: backend choice and row layout)")
+    ds_mla = False
+    if m.use_mla and kvd.startswith("fp8") and not sm100:
+        ds_mla = _h200_fp8_mla_check(m, kvd, a.block_size)
+    if ds_mla:   # the cache config's dtype becomes the backend's (mla_attention.py:1383-1390)
+        cache_dtype_str = kvd = "fp8_ds_mla"
     kv_item = "uint8" if kvd_resolved == "fp8_e4m3" else "bfloat16"
 
     # --- per-layer raw specs (block size filled in below)
@@ -671,7 +713,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     kpool = int(t.get("index_kpool", 1) or 1)
     # the indexer K row: index_head_dim fp8 + index_head_dim/128 x 4 B scales (v1/attention/backends/mla/indexer.py)
     index_row = index_dim + index_dim // 128 * 4
-    backends = _b200_backends(cfg, m, roles, kvd, tp, a.block_size) if sm100 else _h200_backends(m, roles, kpool)
+    backends = (_b200_backends(cfg, m, roles, kvd, tp, a.block_size) if sm100
+                else _h200_backends(m, roles, kpool, quantized=kvd.startswith("fp8"), ds_mla=ds_mla))
 
     # --- the attention block size (platforms/interface.py update_block_size_for_backend)
     order = [r for r in ("indexer", "mla_sparse", "mla", "gqa") if r in backends]
@@ -724,7 +767,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         elif role in ("mla", "mla_sparse"):
             b = backends[role]
             spec = Spec("MLAAttentionSpec", block, num_kv_heads=1, head_size=mla_head, dtype=kv_item,
-                        cache_dtype_str=kvd, role=role)
+                        cache_dtype_str=kvd, role=role,
+                        state_content_bytes=656 if kvd == "fp8_ds_mla" else None)
             if b.stride_rows:   # sparse_utils.align_blocks_to_rows(spec, rows): stride = whole row pages
                 spec = replace(spec, block_stride_alignment=b.stride_rows * spec.state_content_size_bytes)
         elif role == "indexer":

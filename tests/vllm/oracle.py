@@ -275,9 +275,11 @@ def _spec_dict(spec) -> dict:
 def vllm_plan(launch: dict, prepared: "Prepared | None" = None) -> dict:
     """vLLM 0.33.0's KV sizing for one launch: model, gpu, tp, and the FLAGS (missing: vLLM's default).
     ``prepared``: the process state of ``prepare(gpu)`` (the server's children get it from their parent)."""
-    unknown = set(launch) - {"model", "gpu", "tp", "config_overrides", *FLAGS}
+    unknown = set(launch) - {"model", "gpu", "tp", "config_overrides", "what_if", *FLAGS}
     if unknown:
         raise ValueError(f"launch: unknown key(s) {sorted(unknown)}")
+    if set(launch.get("what_if", ())) - set(WHAT_IF):
+        raise ValueError(f"launch: unknown what_if {sorted(set(launch['what_if']) - set(WHAT_IF))}")
     if launch.get("kv_cache_memory_bytes") is None:
         raise ValueError("launch: kv_cache_memory_bytes is required (no GPU memory profile on a CPU)")
     gpu = GPUS[launch["gpu"]]
@@ -356,7 +358,7 @@ def _plan(path: str, launch: dict, prepared: Prepared, tp: int) -> dict:
             model, draft = _build_models(vllm_config)
         except Exception as e:  # noqa: BLE001
             raise Refused("model", e)
-        return _size(vllm_config, platform, model)
+        return _size(vllm_config, platform, model, launch.get("what_if", ()))
 
 
 def _build_models(vllm_config):
@@ -388,7 +390,21 @@ def _build_models(vllm_config):
     return model, draft
 
 
-def _size(vllm_config, platform, model) -> dict:
+# Test-only counterfactuals (a launch's ``what_if``): vLLM 0.33.0's own sizing with one of its terms taken out
+# of every layer's spec right after the runner's get_kv_cache_spec, to measure what that term moves (the
+# recipes #906 anchor in test_glm_kv_plan.py). Never in a launch that glm-kv's plan is compared against.
+WHAT_IF = {
+    # MambaSpec.num_prefill_checkpoint_blocks (align mode: 2 + speculative + checkpoint blocks per request,
+    # v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes) set to 0, as a build without it
+    "no_prefill_checkpoint_blocks": lambda s: (replace(s, num_prefill_checkpoint_blocks=0)
+                                               if hasattr(s, "num_prefill_checkpoint_blocks") else s),
+    # KVCacheSpec.block_stride_alignment (sparse_utils.align_blocks_to_rows, the indexer's row) set to None:
+    # the bytes per block not rounded up to the lcm of the row alignments
+    "no_block_stride_alignment": lambda s: replace(s, block_stride_alignment=None),
+}
+
+
+def _size(vllm_config, platform, model, what_if=()) -> dict:
     from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
     from vllm.v1.attention.backends.utils import (get_supported_kv_cache_layouts, record_kv_cache_layout,
                                                   resolve_kv_cache_layout)
@@ -403,6 +419,8 @@ def _size(vllm_config, platform, model) -> dict:
         stage = "get_kv_cache_spec"
         register_all_kvcache_specs(vllm_config)
         specs = _kv_cache_spec(vllm_config)
+        for name in what_if:
+            specs = {layer: WHAT_IF[name](s) for layer, s in specs.items()}
         stage = "resolve_kv_cache_layout"
         # the worker's get_supported_kv_cache_layouts, the core's resolve, the worker's set_kv_cache_layout
         supported = [lay.name for lay in get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))]

@@ -37,6 +37,20 @@ if ENABLED:
     sys.path.insert(0, str(HERE))  # oracle, compare, profiles, cpu_workarounds
 
 
+def pytest_sessionstart(session):
+    """SGLang's model registry, loaded once per process before any test runs. ``import_model_classes`` imports every
+    model module the first time an architecture is resolved and caches the result (``lru_cache``): a module that
+    fails to import then (a test's CPU stand-ins for the GPU platform in force, say) is left out for the rest of the
+    process, and its architecture resolves to the Transformers fallback class, as a real server never sees it. The
+    fresh-clone run with seed 1232541259 met it: Gemma-4's window read as 1024 (the fallback's config value) instead
+    of its model class's sliding_window - 1."""
+    if not ENABLED:
+        return
+    from sglang.srt.models.registry import ModelRegistry
+
+    ModelRegistry.get_supported_archs()
+
+
 def pytest_collection_modifyitems(config, items):
     from tests.pytest_glm_kv import skip_folder_unless
 
@@ -53,4 +67,7 @@ def sglang_ready():
     from cpu_workarounds import quiet_sglang_logs
 
     quiet_sglang_logs()
+    from sglang.srt.models.registry import ModelRegistry
+
+    ModelRegistry.get_supported_archs()   # loaded (once) before the test that asks: see pytest_sessionstart
     return True

@@ -99,7 +99,11 @@ def model_class_window(mc) -> int:
     from sglang.srt.model_executor.model_runner_components.load_model_utils import resolve_sliding_window_size
     from sglang.srt.models.registry import ModelRegistry
 
-    cls, _ = ModelRegistry.resolve_model_cls(mc.hf_config.architectures)
+    cls, arch = ModelRegistry.resolve_model_cls(mc.hf_config.architectures)
+    if arch not in mc.hf_config.architectures:   # the Transformers fallback: SGLang's own class failed to import here
+        raise RuntimeError(f"SGLang's model registry resolves {mc.hf_config.architectures} to {arch} in this process: "
+                           "a model module failed to import when the registry was loaded (tests/sglang/conftest.py "
+                           "pytest_sessionstart loads it first)")
     model = SimpleNamespace()
     if hasattr(cls, "get_attention_sliding_window_size"):
         this = SimpleNamespace(config=mc.hf_config)

@@ -30,6 +30,7 @@ from .capacity import pool_sizes, swa_fixed_tokens, swa_pool_tokens, swa_request
 from .host import HICACHE_HOST_MEMORY_FRACTION, HICACHE_HOST_MEMORY_RESERVE_BYTES
 from .host import ranks_per_host as host_ranks_per_host
 from .plan import Plan, compute_plan, swa_chunk
+from .request import mamba_tracking_slots
 
 ENTRY = "python -m sglang.launch_server"
 DEFAULT_RATIO = 0.9              # SGLang 0.5.23's --mamba-full-memory-ratio default
@@ -59,11 +60,9 @@ def resident_slots_per_request(plan: Plan) -> int:
     strategy = plan.request.mamba_strategy
     if plan.request.slots_per_request == 0:   # no state layers: no slot held
         return 0
-    if strategy == "extra_buffer":
-        return 1 + (1 if plan.profile.disable_overlap_schedule else 2)
-    if strategy == "extra_buffer_lazy":
-        return 2
-    return 1
+    return 1 + mamba_tracking_slots(extra_buffer=strategy in ("extra_buffer", "extra_buffer_lazy"),
+                                    overlap=not plan.profile.disable_overlap_schedule,
+                                    lazy=strategy == "extra_buffer_lazy")
 
 
 @dataclass(frozen=True)

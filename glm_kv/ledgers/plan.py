@@ -20,7 +20,7 @@ from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger
                      no_memory_rule)
 from .model_layers import ModelLayers, layers_for
 from .parallel import ParallelLedger, parallel_ledger
-from .request import RequestLedger, replayssm_fixed_bytes, replayssm_pool_ring_bytes, request_ledger
+from .request import RequestLedger, mamba_tracking_slots, replayssm_fixed_bytes, replayssm_pool_ring_bytes, request_ledger
 from .tail import TailLedger, indexed_layers, tail_ledger
 from .token import TokenLedger, token_ledger
 
@@ -263,8 +263,8 @@ def _decode_mamba_pool_slots(args, cap) -> int | None:
     (``build_mamba_host_pool``: ``mamba_pool.size`` x ratio) follows the raised size. Elsewhere the budget's."""
     if cap is None or not cap.max_mamba_cache_size or args.profile.disaggregation_mode != "decode":
         return cap.max_mamba_cache_size if cap else None
-    extra_buffer = args.mamba_strategy in ("extra_buffer", "extra_buffer_lazy")
-    tracking = (1 if args.profile.disable_overlap_schedule else 2) if extra_buffer else 0
+    tracking = mamba_tracking_slots(extra_buffer=args.mamba_strategy in ("extra_buffer", "extra_buffer_lazy"),
+                                    overlap=not args.profile.disable_overlap_schedule)   # lazy=False, as SGLang asks
     needed = (cap.max_running_requests_per_worker + args.decode_extra_slots) * (1 + tracking)
     return max(cap.max_mamba_cache_size, needed)
 

@@ -36,6 +36,16 @@ class RequestLedger:
         return self.state_slot_bytes + self.replayssm_ring_bytes_per_slot
 
 
+def mamba_tracking_slots(*, extra_buffer: bool, overlap: bool, lazy: bool = False) -> int:
+    """``get_mamba_tracking_slots`` (mem_cache/allocation_sizing.py): the tracking slots a running request holds
+    beside its own under extra_buffer, 2 with the overlap scheduler and 1 without; lazy defers the second."""
+    if not extra_buffer:
+        return 0
+    if lazy:
+        return 1
+    return 2 if overlap else 1
+
+
 def slots_per_request(p, strategy: str) -> int:
     """``_calculate_mamba_ratio``: base 3, +2 overlap / +1 otherwise or lazy, -1 skip-decode-lock."""
     if strategy == "none":

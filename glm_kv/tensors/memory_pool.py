@@ -86,8 +86,37 @@ def default_device() -> str:
 # --------------------------------------------------------------------------- geometry
 
 
+class RankPoolSizes:
+    """The sizes every pool geometry derives alike from its fields (``full_attention_layer_ids``,
+    ``linear_attention_layer_ids``, ``size``, ``page_size``, ``max_running_requests_per_worker``, ``context_len``,
+    ``extra_context_len``): GLM-5.3-Flash's ``PoolGeometry`` and the other models' ``ModelGeometry``."""
+
+    @property
+    def num_full_layers(self) -> int:
+        return len(self.full_attention_layer_ids)
+
+    @property
+    def num_linear_layers(self) -> int:
+        return len(self.linear_attention_layer_ids)
+
+    @property
+    def index_num_pages(self) -> int:
+        """IndexKeyCache pages per layer: (index_buf_size + page_size + 1) // page_size."""
+        return index_page_count(self.size, self.page_size)
+
+    @property
+    def req_to_token_rows(self) -> int:
+        """``ReqToTokenPool``: max_reqs + 1 rows (row 0 is the padding row)."""
+        return self.max_running_requests_per_worker + 1
+
+    @property
+    def max_context_len(self) -> int:
+        """req_to_token columns: context_len + the extra headroom (HybridReqToTokenPool's max_context_len)."""
+        return self.context_len + self.extra_context_len
+
+
 @dataclass(frozen=True)
-class PoolGeometry:
+class PoolGeometry(RankPoolSizes):
     """Everything that fixes the shape of every device buffer, for one rank."""
 
     layout: str
@@ -137,14 +166,6 @@ class PoolGeometry:
         return rules_for(self.layout)
 
     @property
-    def num_full_layers(self) -> int:
-        return len(self.full_attention_layer_ids)
-
-    @property
-    def num_linear_layers(self) -> int:
-        return len(self.linear_attention_layer_ids)
-
-    @property
     def index_bytes_per_token_unpooled(self) -> int:
         """index_head_dim + index_head_dim / 128 x 4 (fp8 key + one fp32 scale per 128)."""
         return self.index_head_dim + self.index_head_dim // FP8_SCALE_GROUP * FP8_SCALE_BYTES
@@ -157,11 +178,6 @@ class PoolGeometry:
         return self.page_size * self.index_bytes_per_token_unpooled
 
     @property
-    def index_num_pages(self) -> int:
-        """IndexKeyCache pages per layer: (index_buf_size + page_size + 1) // page_size."""
-        return index_page_count(self.size, self.page_size)
-
-    @property
     def num_pages(self) -> int:
         """Token pages the allocator hands out (page 0 is padding)."""
         return self.size // self.page_size
@@ -171,16 +187,6 @@ class PoolGeometry:
         """Compress-tail rows: ``req_to_token.shape[0] + 1`` (the pool gets the req_to_token rows as
         max_running_requests and adds one sentinel row) = max_running_requests + 2."""
         return self.req_to_token_rows + 1
-
-    @property
-    def req_to_token_rows(self) -> int:
-        """``ReqToTokenPool``: max_reqs + 1 rows (row 0 is the padding row)."""
-        return self.max_running_requests_per_worker + 1
-
-    @property
-    def max_context_len(self) -> int:
-        """req_to_token columns: context_len + the extra headroom (HybridReqToTokenPool's max_context_len)."""
-        return self.context_len + self.extra_context_len
 
     @property
     def kv_row_bytes(self) -> int:

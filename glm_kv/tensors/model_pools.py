@@ -49,7 +49,7 @@ from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP, index_page_count
 from . import memory_pool
 from .budget import check_budget, storage_bytes
 from .memory_pool_host import host_pool_size
-from .memory_pool import (CONV_STATE_DTYPE, PoolGeometry, ReqToTokenPool, _alloc, default_device,
+from .memory_pool import (CONV_STATE_DTYPE, PoolGeometry, RankPoolSizes, ReqToTokenPool, _alloc, default_device,
                           kv_store_dtype, mla_kv_cache_dim, pool_geometry, req_to_token_extra_context_len,
                           torch_dtype)
 
@@ -105,7 +105,7 @@ def _indexed(cfg: HfConfig, layers: list[int]) -> list[bool]:
 
 
 @dataclass(frozen=True)
-class ModelGeometry:
+class ModelGeometry(RankPoolSizes):
     """Every shape of one rank's device buffers for a model other than GLM-5.3-Flash.
 
     The interface ``measure`` reads is ``PoolGeometry``'s: the sizes (``size``, ``mamba_size``,
@@ -151,30 +151,10 @@ class ModelGeometry:
         if self.swa_layer_ids and (self.swa_size <= 0 or self.swa_size % self.page_size):
             raise ValueError(f"swa_size {self.swa_size} must be a positive multiple of page_size {self.page_size}")
 
-    # -- derived, per SGLang's constructors --
-    @property
-    def num_full_layers(self) -> int:
-        return len(self.full_attention_layer_ids)
-
-    @property
-    def num_linear_layers(self) -> int:
-        return len(self.linear_attention_layer_ids)
-
+    # -- derived, per SGLang's constructors (the layer counts and request rows: RankPoolSizes) --
     @property
     def num_swa_layers(self) -> int:
         return len(self.swa_layer_ids)
-
-    @property
-    def req_to_token_rows(self) -> int:
-        return self.max_running_requests_per_worker + 1
-
-    @property
-    def max_context_len(self) -> int:
-        return self.context_len + self.extra_context_len
-
-    @property
-    def index_num_pages(self) -> int:
-        return index_page_count(self.size, self.page_size)
 
     @property
     def mha(self) -> bool:

@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ProfileError, shown
-from .ib_devices import check_ib_devices, validated_at_startup
-from .load_publish import check_load_publish
 from .swa import refuse_swa_flags
 from .profile import (CP_STRATEGY_CHOICES, CUDA_GRAPH_BACKEND_CHOICES, DISAGGREGATION_MODE_CHOICES, DSA_DECODE_CHOICES, DSA_PREFILL_CHOICES,
                       LINEAR_ATTN_BACKEND_CHOICES, MAMBA_STRATEGY_CHOICES, MOE_A2A_BACKEND_CHOICES)
@@ -771,6 +769,8 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
         fields["dp_size"], fields["enable_dp_attention"] = attn_dp[1], True
     _refuse_inert_combinations(given)
     if ib_device is not None:
+        from .ib_devices import check_ib_devices, validated_at_startup   # only a command that names the flag
+
         if validated_at_startup(fields.get("disaggregation_mode"), _first(given, "--disaggregation-transfer-backend"),
                                 _first(given, "--encoder-transfer-backend")):
             check_ib_devices(ib_device[1])   # what holds on any machine; the plan notes the rest
@@ -779,8 +779,11 @@ def parse_launch_command(command: str, layout: Optional[str] = None) -> tuple[di
             inert.append(shlex.join(list(ib_device)))
     # SGLang's port-range checks of the load publisher over its DP ranks (replicas x attention-DP groups: dp_size
     # here either way, after the --attn-dp-size rewrite above)
-    check_load_publish(_first(given, "--load-publish-endpoint"), _first(given, "--kv-events-config"),
-                       fields.get("dp_size", 1))
+    if "--load-publish-endpoint" in given or "--kv-events-config" in given:   # else nothing to check (and no import)
+        from .load_publish import check_load_publish
+
+        check_load_publish(_first(given, "--load-publish-endpoint"), _first(given, "--kv-events-config"),
+                           fields.get("dp_size", 1))
     refuse_swa_flags(fields.get("model"), inert)   # issue 32: inert on GLM-5.3-Flash, not on a hybrid-SWA model
     if pending is not None:
         raise pending

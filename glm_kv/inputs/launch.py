@@ -28,7 +28,8 @@ from typing import Any, Optional
 from ..errors import ProfileError, shown
 from .swa import refuse_swa_flags
 from .profile import (CP_STRATEGY_CHOICES, CUDA_GRAPH_BACKEND_CHOICES, DISAGGREGATION_MODE_CHOICES, DSA_DECODE_CHOICES, DSA_PREFILL_CHOICES,
-                      LINEAR_ATTN_BACKEND_CHOICES, MAMBA_STRATEGY_CHOICES, MOE_A2A_BACKEND_CHOICES)
+                      HICACHE_HOST_MEMORY_MODE_CHOICES, HICACHE_STORAGE_BACKEND_CHOICES, LINEAR_ATTN_BACKEND_CHOICES,
+                      MAMBA_STRATEGY_CHOICES, MOE_A2A_BACKEND_CHOICES)
 
 COMMAND_MAX_CHARS = 100_000
 
@@ -91,6 +92,9 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--hicache-size": ("hicache_size", "int"),
     "--hicache-mem-layout": ("hicache_mem_layout", "str"),
     "--hicache-io-backend": ("hicache_io_backend", "str"),
+    "--hicache-host-memory-mode": ("hicache_host_memory_mode", "str"),
+    "--hicache-storage-backend": ("hicache_storage_backend", "str"),
+    "--hicache-host-memory-fraction": ("hicache_host_memory_fraction", "float"),
     "--nnodes": ("nnodes", "int"),
     "--disaggregation-decode-extra-slots": ("disaggregation_decode_extra_slots", "int"),
     "--disaggregation-decode-enable-radix-cache": ("disaggregation_decode_enable_radix_cache", "flag"),
@@ -196,6 +200,12 @@ MODELLED: dict[str, str] = {
     "hicache_size": "host: host pool size in GB, split over the pools",
     "hicache_mem_layout": "host: pool layout (mamba host pool needs page_first*)",
     "hicache_io_backend": "host: layout/backend validation",
+    "hicache_host_memory_mode": ("host: buffer_only defaults the ratio to 1.2, not 2.0 (handle_hicache_ratio_default), "
+                                 "and needs a storage backend; refused on a decode server"),
+    "hicache_storage_backend": ("host: no pool moves with it; --hicache-host-memory-mode buffer_only needs one "
+                                "(validate_hicache_host_memory_mode)"),
+    "hicache_host_memory_fraction": ("host: the share of the host's RAM after the 10 GiB reserve that HiCache's "
+                                     "auto-size gives the machine's ranks (hicache_auto_size)"),
     "nnodes": ("host: SGLang's ranks per host, tp x pp // nnodes (pool_host/base.py ranks_per_host), which "
                "split the host RAM of HiCache's auto-size and host-memory check; tp x pp must be a multiple "
                "of it (check_server_args)"),
@@ -241,6 +251,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "cuda_graph_backend_decode": CUDA_GRAPH_BACKEND_CHOICES, "cuda_graph_backend_prefill": CUDA_GRAPH_BACKEND_CHOICES,
     "hicache_mem_layout": ("layer_first", "page_first", "page_first_direct", "page_first_kv_split", "page_head"),
     "hicache_io_backend": ("direct", "kernel", "kernel_ascend"),
+    "hicache_host_memory_mode": HICACHE_HOST_MEMORY_MODE_CHOICES,
+    "hicache_storage_backend": HICACHE_STORAGE_BACKEND_CHOICES,
 }
 # What 0.5.23 calls a flag the article's SGLang (or a habit) spells differently.
 RENAMED_IN_0523 = {

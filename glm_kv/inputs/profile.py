@@ -61,6 +61,11 @@ SPECULATIVE_ALGORITHM_CHOICES = ("EAGLE", "NEXTN", "DFLASH", "DSPARK")
 CUDA_GRAPH_BACKEND_CHOICES = ("full", "breakable", "disabled")   # cuda_graph_config.Backend.ALL
 HICACHE_MEM_LAYOUT_CHOICES = ("layer_first", "page_first", "page_first_direct", "page_first_kv_split")
 HICACHE_IO_BACKEND_CHOICES = ("kernel", "direct")
+HICACHE_HOST_MEMORY_MODE_CHOICES = ("cache", "buffer_only")
+# SGLang 0.5.23's --hicache-storage-backend choices (arg_groups/fields/memory.py): where HiCache's L3 lives; no
+# pool of glm-kv's moves with it, but --hicache-host-memory-mode buffer_only needs one
+HICACHE_STORAGE_BACKEND_CHOICES = ("file", "sim", "mooncake", "npu_memcache", "hf3fs", "nixl", "aibrix", "dynamic",
+                                   "eic", "simm", "mori", "shm", "tensorcast", "seaweedfs")
 # SGLang accepts these but glm-kv does not model them: refused with that reason, not as unknown.
 NOT_MODELLED = {
     "kv_cache_dtype": ("fp8_e5m2", "mxfp8", "nvfp4", "fp4_mx_block16"),
@@ -259,6 +264,15 @@ FIELDS: dict[str, Field] = {
     # pool); read by no pool of a model without sliding-window layers
     "swa_full_tokens_ratio": Float(0.8, gt=0, le=1.0),
     "disable_hybrid_swa_memory": Bool(),
+    # --hicache-host-memory-mode (issue 30): buffer_only makes host memory a staging buffer in front of a storage
+    # backend; SGLang then defaults the ratio to 1.2, not 2.0 (hicache_hook.handle_hicache_ratio_default), and
+    # refuses it without --hicache-storage-backend or on a decode server (validate_hicache_host_memory_mode)
+    "hicache_host_memory_mode": Choice("cache", HICACHE_HOST_MEMORY_MODE_CHOICES),
+    "hicache_storage_backend": Choice(None, HICACHE_STORAGE_BACKEND_CHOICES, optional=True),
+    # --hicache-host-memory-fraction: the share of the host's RAM (after SGLang's 10 GiB reserve) that the HiCache
+    # host pools of all the machine's ranks may take when auto-sizing (hicache_auto_size; no --hicache-ratio or
+    # --hicache-size); SGLang refuses it outside (0, 1]
+    "hicache_host_memory_fraction": Float(0.8, gt=0, le=1.0),
 }
 
 

@@ -92,6 +92,7 @@ def validate_startup(p, strategy: str, model=None, config=None) -> None:
     if not rules_for(p).startup_refusals:   # the article's SGLang (upstream f4de6abee6) is not checked here
         return
     validate_two_batch_overlap(p, config, bool(getattr(model, "is_dsa", False)))
+    validate_host_memory_mode(p)   # arg_groups/hicache_hook.py, before the speculative hook
     # arg_groups/speculative_hook.py, on the final algorithm (NEXTN is EAGLE by then)
     if _decode_radix(p) and _spec(p) not in (None, "DSPARK", "EAGLE", "EAGLE3"):
         raise ProfileError("disaggregation_decode_enable_radix_cache", _says_text(
@@ -176,11 +177,28 @@ def _track_interval_refused(p, values: list[str], g) -> bool:
     return n % r.page_size != 0 or (r.draft_tokens > 0 and n < r.draft_tokens)
 
 
-def _hicache_host_mode_validated(p, given: dict) -> bool:
+def _hicache_host_mode_validated(p) -> bool:
     """hicache_hook.handle_hicache runs validate_hicache_host_memory_mode with HiCache, or on a decode server
     whose retraction backup is unset or host_pool (the decode offload flag is refused by the flag table)."""
-    backup = (given.get("--disaggregation-decode-retraction-backup") or [None])[0]
+    backup = getattr(p, "disaggregation_decode_retraction_backup", None)
     return p.enable_hierarchical_cache or (p.disaggregation_mode == "decode" and backup in (None, "host_pool"))
+
+
+def validate_host_memory_mode(p) -> None:
+    """``hicache_hook.validate_hicache_host_memory_mode``: buffer_only stages pages on their way to a storage
+    backend, so SGLang refuses it without one, and on a decode server, where it is validated at all."""
+    if p.hicache_host_memory_mode != "buffer_only" or not _hicache_host_mode_validated(p):
+        return
+    if p.hicache_storage_backend is None:
+        raise ProfileError("hicache_host_memory_mode", _says_text(
+            "--hicache-host-memory-mode buffer_only requires a storage backend (--hicache-storage-backend): host "
+            "memory is only a staging buffer and all cached data lives in storage.", "arg_groups/hicache_hook.py"))
+    if p.disaggregation_mode == "decode":
+        raise ProfileError("hicache_host_memory_mode", _says_text(
+            "--hicache-host-memory-mode buffer_only is not supported on decode instances: the decode-side prefetch "
+            "and offload paths bypass the buffer-mode pipeline, fetching without its prefix context and never "
+            "consuming its staged holds. Prefill instances share the standard scheduler path and are supported.",
+            "arg_groups/hicache_hook.py"))
 
 
 def _threshold(values: list[str]) -> float:
@@ -253,17 +271,6 @@ CONDITIONAL_REFUSALS: dict[str, tuple[tuple[Any, str, str], ...]] = {
         (lambda p, v, g: _track_interval_refused(p, v, g), "",
          "an AssertionError without a message in arg_groups/mamba_hook.py validate_mamba_extra_buffer: with the "
          "extra_buffer strategy the interval must be a multiple of the page size and at least the draft tokens"),),
-    "--hicache-host-memory-mode": (
-        (lambda p, v, g: v[:1] == ["buffer_only"] and _hicache_host_mode_validated(p, g.given)
-         and "--hicache-storage-backend" not in g.given,
-         "--hicache-host-memory-mode buffer_only requires a storage backend (--hicache-storage-backend): host "
-         "memory is only a staging buffer and all cached data lives in storage.", "arg_groups/hicache_hook.py"),
-        (lambda p, v, g: v[:1] == ["buffer_only"] and _hicache_host_mode_validated(p, g.given)
-         and p.disaggregation_mode == "decode",
-         "--hicache-host-memory-mode buffer_only is not supported on decode instances: the decode-side prefetch and "
-         "offload paths bypass the buffer-mode pipeline, fetching without its prefix context and never consuming its "
-         "staged holds. Prefill instances share the standard scheduler path and are supported.",
-         "arg_groups/hicache_hook.py")),
     "--disaggregation-decode-host-receive-threshold": (
         (lambda p, v, g: not 0 <= _threshold(v) <= 1,
          "--disaggregation-decode-host-receive-threshold must be between 0 and 1",
@@ -276,13 +283,8 @@ CONDITIONAL_REFUSALS: dict[str, tuple[tuple[Any, str, str], ...]] = {
 
 # Flags the table proves inert where they move no pool, but which move one beside other settings glm-kv does
 # not size yet: canonical flag -> (condition, glm-kv's refusal). Proven by tests/sglang/test_flags_conditional.py.
-CONDITIONALLY_UNSIZED: dict[str, tuple[Any, str]] = {
-    "--hicache-host-memory-mode": (
-        lambda p, v, g: v[:1] == ["buffer_only"] and p.enable_hierarchical_cache,
-        "buffer_only with HiCache moves SGLang 0.5.23's host pools (handle_hicache_ratio_default defaults "
-        "hicache_ratio to 1.2, a staging buffer, and the buffer-mode stack checks its own capacity), which glm-kv "
-        "does not size yet; leave it out for a plan"),
-}
+# (Empty since --hicache-host-memory-mode is modelled: buffer_only's default ratio, issue 30.)
+CONDITIONALLY_UNSIZED: dict[str, tuple[Any, str]] = {}
 
 
 def validate_inert_flags(p, given: dict[str, list[str]], resolve=None) -> None:

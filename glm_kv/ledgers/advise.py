@@ -27,7 +27,7 @@ from ..inputs.profile import Profile, make_profile
 from ..inputs.workload_spec import WorkloadSpec
 from ..units import GiB
 from .capacity import pool_sizes, swa_fixed_tokens, swa_pool_tokens, swa_request_tokens
-from .host import HICACHE_HOST_MEMORY_FRACTION, HICACHE_HOST_MEMORY_RESERVE_BYTES
+from .host import HICACHE_HOST_MEMORY_RESERVE_BYTES, host_budget, host_memory_fraction
 from .host import ranks_per_host as host_ranks_per_host
 from .plan import Plan, compute_plan, swa_chunk
 from .request import mamba_tracking_slots
@@ -390,7 +390,7 @@ def _host_advice(profile: Profile, plan: Plan, host_memory_bytes: int, t: int) -
     machine's ranks, times --hicache-host-memory-fraction), without auto-sizing's 2.0 cap.
     """
     ranks = host_ranks_per_host(profile)   # SGLang's launch ranks per node unless the profile states them
-    budget = int((host_memory_bytes - HICACHE_HOST_MEMORY_RESERVE_BYTES) // ranks * HICACHE_HOST_MEMORY_FRACTION)
+    budget = host_budget(host_memory_bytes, ranks, host_memory_fraction(profile))
     if budget <= 0:
         return HostAdvice(ranks, budget, None), [
             f"host_memory_bytes leaves nothing for HiCache after SGLang's {HICACHE_HOST_MEMORY_RESERVE_BYTES:,} B reserve"]

@@ -19,6 +19,7 @@ from .model_layers import ModelLayers
 from .token import TokenLedger
 
 DEFAULT_HICACHE_RATIO = 2.0                 # handle_hicache_ratio_default (cache mode)
+BUFFER_ONLY_HICACHE_RATIO = 1.2             # handle_hicache_ratio_default (buffer_only: a staging buffer)
 HICACHE_HOST_MEMORY_FRACTION = 0.8          # --hicache-host-memory-fraction default
 HICACHE_HOST_MEMORY_RESERVE_BYTES = 10 * GiB   # pool_host/base.py: RAM left to the OS
 ALLOCATION_SLACK_FRACTION = 0.05            # hicache_auto_size._ALLOCATION_SLACK_FRACTION
@@ -119,11 +120,31 @@ def explicit_ratio(p) -> bool:
     return fields_set is None or "hicache_ratio" in fields_set
 
 
-def auto_ratio(device_bytes: int, host_memory_bytes: int, ranks_per_host: int) -> tuple[float, int]:
-    """``auto_size_hicache``: (ratio, per-rank budget) from the machine's free RAM."""
-    budget = int((host_memory_bytes - HICACHE_HOST_MEMORY_RESERVE_BYTES) // max(ranks_per_host, 1)
-                 * HICACHE_HOST_MEMORY_FRACTION)
-    ratio = min(DEFAULT_HICACHE_RATIO, budget * (1 - ALLOCATION_SLACK_FRACTION) / device_bytes)
+def default_ratio(p) -> float:
+    """The ratio ``handle_hicache_ratio_default`` gives when --hicache-ratio is not: 2.0 in cache mode, 1.2 when
+    host memory is only a staging buffer (--hicache-host-memory-mode buffer_only)."""
+    buffer_only = getattr(p, "hicache_host_memory_mode", "cache") == "buffer_only"
+    return BUFFER_ONLY_HICACHE_RATIO if buffer_only else DEFAULT_HICACHE_RATIO
+
+
+def host_memory_fraction(p) -> float:
+    """--hicache-host-memory-fraction: the share of the RAM left after the reserve that auto-sizing may use."""
+    return getattr(p, "hicache_host_memory_fraction", HICACHE_HOST_MEMORY_FRACTION)
+
+
+def host_budget(host_memory_bytes: int, ranks_per_host: int, fraction: float = HICACHE_HOST_MEMORY_FRACTION) -> int:
+    """``auto_size_hicache``'s per-rank budget: RAM less the reserve, split over the machine's ranks, times the
+    fraction."""
+    return int((host_memory_bytes - HICACHE_HOST_MEMORY_RESERVE_BYTES) // max(ranks_per_host, 1) * fraction)
+
+
+def auto_ratio(device_bytes: int, host_memory_bytes: int, ranks_per_host: int,
+               requested: float = DEFAULT_HICACHE_RATIO,
+               fraction: float = HICACHE_HOST_MEMORY_FRACTION) -> tuple[float, int]:
+    """``auto_size_hicache``: (ratio, per-rank budget) from the machine's free RAM; the requested ratio (the
+    mode's default) is the cap."""
+    budget = host_budget(host_memory_bytes, ranks_per_host, fraction)
+    ratio = min(requested, budget * (1 - ALLOCATION_SLACK_FRACTION) / device_bytes)
     if ratio <= 0:
         raise ProfileError("host_memory_bytes", "no host memory is left for HiCache after the 10 GiB "
                                                 "reserve; give hicache_ratio or hicache_size")
@@ -245,6 +266,13 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                   mem_layout=p.hicache_mem_layout,
                   indexer_page_bytes=token.indexer_page_bytes * len(layers.layer_ids(DsaIndexerK)) if indexer else 0)
     swa_spt = token.swa_kv_bytes_per_token or 0
+    if (swa_spt and p.enable_hierarchical_cache and rules.startup_refusals
+            and getattr(p, "hicache_host_memory_mode", "cache") == "buffer_only"):
+        raise ProfileError("hicache_host_memory_mode", "buffer_only on a sliding-window model is not sized by glm-kv "
+                                                       "yet: SGLang 0.5.23's buffer-mode stack checks the SWA host "
+                                                       "staging pool against two retain windows, widened by draft "
+                                                       "reads (buffer_mode/pipeline.py validate_buffer_only_stack); "
+                                                       "plan it in cache mode")
     if swa_spt:
         ledger.update(swa_bytes_per_token=swa_spt, swa_layers=token.num_swa_layers)
     if not (p.enable_hierarchical_cache and device_tokens is not None):
@@ -265,15 +293,16 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
     size_gb = p.hicache_size
     ratio, ratio_src, auto_budget = p.hicache_ratio, "profile", None
     if size_gb > 0:   # the size wins; the ratio SGLang still resolves is the given one, else 2.0
-        ratio = p.hicache_ratio if explicit_ratio(p) else DEFAULT_HICACHE_RATIO
+        ratio = p.hicache_ratio if explicit_ratio(p) else default_ratio(p)
         ratio_src = "unused (hicache_size)"
     elif not explicit_ratio(p):
         host_mem = p.host_memory_bytes
         if host_mem is not None:
-            ratio, auto_budget = auto_ratio(kv_dev + mamba_dev + swa_dev + draft_dev, host_mem, ranks_per_host(p))
+            ratio, auto_budget = auto_ratio(kv_dev + mamba_dev + swa_dev + draft_dev, host_mem, ranks_per_host(p),
+                                            default_ratio(p), host_memory_fraction(p))
             ratio_src = "auto-size"
         else:
-            ratio, ratio_src = DEFAULT_HICACHE_RATIO, "default"
+            ratio, ratio_src = default_ratio(p), "default"
     if not rules.auto_hicache_ratio:   # sized as before 0.5.23: the ratio as given
         ratio, ratio_src = p.hicache_ratio, "profile"
     kv_share = mamba_share = swa_share = 0.0 if rules.split_hicache_size else float(size_gb)   # unsplit: each pool

@@ -253,7 +253,9 @@ SWA_HOST_KEYS = ("swa_bytes_per_token", "swa_layers", "swa_tokens", "swa_bytes")
 # profile fields echoed only when given a value other than their default (issues 30, 32): every earlier plan reads
 # the same
 ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None, "disaggregation_ib_device": None,
-                 "swa_full_tokens_ratio": 0.8, "disable_hybrid_swa_memory": False}
+                 "swa_full_tokens_ratio": 0.8, "disable_hybrid_swa_memory": False,
+                 "hicache_host_memory_mode": "cache", "hicache_storage_backend": None,
+                 "hicache_host_memory_fraction": 0.8}
 
 
 def _decode_mamba_pool_slots(args, cap) -> int | None:

@@ -18,7 +18,7 @@ from ..inputs.boot_log import LOOKED_FOR, POOL_KINDS, BootLog
 from ..inputs.profile import Profile
 from ..inputs.resolve import resolve
 from ..units import GB, GiB
-from .host import HICACHE_HOST_MEMORY_FRACTION, HICACHE_HOST_MEMORY_RESERVE_BYTES, device_kv_bytes
+from .host import device_kv_bytes, host_budget, host_memory_fraction
 from .host import ranks_per_host as host_ranks_per_host
 from .plan import Plan, plan_from_args
 
@@ -323,8 +323,8 @@ def verify_boot_log(profile: Profile, log: BootLog) -> VerifyResult:
                                       (round(lo, 4), round(hi, 4)) if hi - lo > 5e-5 else None, v[1], "",
                                       lo - 0.0005 - 1e-9 <= v[1] <= hi + 0.0005 + 1e-9,
                                       "then used as the ratio for the host pools"))
-                budget = int((profile.host_memory_bytes - HICACHE_HOST_MEMORY_RESERVE_BYTES)
-                             // host_ranks_per_host(profile) * HICACHE_HOST_MEMORY_FRACTION) / GiB
+                budget = host_budget(profile.host_memory_bytes, host_ranks_per_host(profile),
+                                     host_memory_fraction(profile)) / GiB
                 rows.append(VerifyRow(ln.line_no, ln.rank_label, "HiCache host budget per rank", round(budget, 3),
                                       None, v[2], "GiB", abs(budget - v[2]) <= 0.05 + 1e-9))
             else:

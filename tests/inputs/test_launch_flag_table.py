@@ -97,8 +97,8 @@ def test_the_word_ignored_needs_proof(monkeypatch):
     ("--mamba-track-interval 259", "--mamba-track-interval", ("multiple of the page size",)),
     ("--hicache-host-memory-mode buffer_only --enable-hicache", "--hicache-host-memory-mode",
      ("requires a storage backend",)),
-    ("--hicache-host-memory-mode buffer_only --hicache-storage-backend file --enable-hicache",
-     "--hicache-host-memory-mode", ("does not size yet",)),
+    ("--hicache-host-memory-mode buffer_only --enable-hicache --disaggregation-mode decode "
+     "--disaggregation-decode-enable-radix-cache --hicache-storage-backend file", "--hicache-host-memory-mode", ("not supported on decode instances",)),
     ("--disaggregation-mode decode --disaggregation-decode-enable-radix-cache --disaggregation-transfer-backend fake",
      "--disaggregation-transfer-backend", ("incompatible with --disaggregation-transfer-backend fake",)),
 ])

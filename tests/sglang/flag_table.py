@@ -49,7 +49,7 @@ PROOF_PROFILES = (
                              "speculative_algorithm": "EAGLE", "max_running_requests": 64},
      176 * GiB, 40 * GiB),
     ("h200-tp1-hicache", {"gpu": "H200", "tp_size": 1, "max_running_requests": None,
-                          "enable_hierarchical_cache": True, "host_memory_bytes": 2048 * GiB,
+                          "enable_hierarchical_cache": True, "host_memory_bytes": 128 * GiB,
                           "ranks_per_host": 1}, 139 * GiB, 70 * GiB),
     ("h200-tp2-decode", {"gpu": "H200", "tp_size": 2, "disaggregation_mode": "decode",
                          "max_running_requests": None}, 139 * GiB, 36 * GiB),

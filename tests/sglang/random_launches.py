@@ -64,6 +64,18 @@ def _hicache(rng: random.Random, args: list, hw: dict, limit: bool = False) -> N
         args += ["--hicache-io-backend", rng.choice(["kernel", "direct"])]
     if limit or rng.random() < 0.7:   # the host's free RAM: auto-size and the host-memory check read it
         hw["host_memory_bytes"] = rng.randrange(60, 3000) * 10**9
+    # issue 30: the host memory mode, the storage backend and the auto-size fraction, from a stream of their own
+    # keyed by the command so far (the main stream's draws stay what they were); buffer_only without a backend
+    # (and on a decode server) is SGLang's refusal, which glm-kv must give too
+    own = random.Random("hicache-mode " + shlex.join(args))
+    if own.random() < 0.25:
+        args += ["--hicache-host-memory-mode", "buffer_only"]
+        if own.random() < 0.85:
+            args += ["--hicache-storage-backend", own.choice(["file", "mooncake", "hf3fs", "nixl"])]
+    elif own.random() < 0.1:
+        args += ["--hicache-storage-backend", "file"]
+    if own.random() < 0.2:
+        args += ["--hicache-host-memory-fraction", str(round(own.uniform(0.05, 1.0), 2))]
 
 
 def launch(rng: random.Random, drafts: dict, kind: str | None = None) -> tuple[str, dict]:

@@ -55,14 +55,10 @@ FLAGS = [
     (["--mamba-track-interval", "259"], {"mamba_track_interval": 259}),
     (["--mamba-track-interval", "512"], {"mamba_track_interval": 512}),
     (["--mamba-track-interval", "2"], {"mamba_track_interval": 2}),
-    (["--hicache-host-memory-mode", "buffer_only"], {"hicache_host_memory_mode": "buffer_only"}),
-    (["--hicache-host-memory-mode", "buffer_only", "--hicache-storage-backend", "file"],
-     {"hicache_host_memory_mode": "buffer_only", "hicache_storage_backend": "file"}),
-    (["--hicache-host-memory-mode", "buffer_only", "--disaggregation-decode-retraction-backup", "cpu_tensor"],
-     {"hicache_host_memory_mode": "buffer_only", "disaggregation_decode_retraction_backup": "cpu_tensor"}),
 ]
-# (flag as typed): glm-kv refuses it where SGLang's pools move with it (startup.CONDITIONALLY_UNSIZED)
-UNSIZED = {"--hicache-host-memory-mode buffer_only --hicache-storage-backend file"}
+# (flag as typed): glm-kv refuses it where SGLang's pools move with it (startup.CONDITIONALLY_UNSIZED; none since
+# --hicache-host-memory-mode is modelled: test_flags_hicache_host_mode.py)
+UNSIZED: set[str] = set()
 
 
 @pytest.fixture(scope="module")
@@ -144,13 +140,3 @@ def test_planted_no_conditional_refusals_is_caught(base, monkeypatch):
     found = disagreements(base)
     assert found and all("SGLang refuses" in f for f in found), found
     assert {f.split(" on ")[0] for f in found} == {" ".join(a) for a, _ in FLAGS} - NEVER_REFUSED, found
-
-
-def test_planted_buffer_only_sized_is_caught(base, monkeypatch):
-    """glm-kv planning buffer_only with HiCache (no CONDITIONALLY_UNSIZED): SGLang's host pools move there."""
-    import glm_kv.inputs.startup as startup
-
-    monkeypatch.setattr(startup, "CONDITIONALLY_UNSIZED", {})
-    found = disagreements(base)
-    assert found == ["--hicache-host-memory-mode buffer_only --hicache-storage-backend file on h200-tp1-hicache: "
-                     "SGLang's pools move with it, glm-kv None"], found

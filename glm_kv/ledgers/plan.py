@@ -197,9 +197,12 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                        cap.max_total_num_tokens if cap else None,
                        mamba_pool_slots,
                        # the Gated DeltaNet ReplaySSM ring: the budget's reservation out, MambaPool's allocation in
+                       # and a decode server's raised MambaPool: _split_hicache_size reads the pool's own bytes
                        mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes - fixed
                                            + replayssm_pool_ring_bytes(args, cap.max_running_requests_per_worker, layers)
-                                           + replayssm_conv_window_bytes(args, req, cap.max_running_requests_per_worker))
+                                           + replayssm_conv_window_bytes(args, req, cap.max_running_requests_per_worker)
+                                           + (mamba_pool_slots - cap.max_mamba_cache_size)
+                                           * (cap.mamba_pool_bytes // (cap.max_mamba_cache_size + 1)))
                        if cap else None,
                        draft_layers=args.packed_draft_layers, rules=rules,
                        sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token,   # issue 30: DFLASH sidecar

@@ -150,9 +150,9 @@ def test_planted_draft_left_out_of_auto_size_is_caught(sglang_ready, tmp_path, m
     real = host.auto_ratio
     calls = []
 
-    def planted(device, ram, ranks):
+    def planted(device, ram, ranks, *rest):
         calls.append(device)
-        return real(device, ram, ranks)
+        return real(device, ram, ranks, *rest)
 
     monkeypatch.setattr(host, "auto_ratio", planted)
     import glm_kv.ledgers.plan as plan
@@ -164,8 +164,8 @@ def test_planted_draft_left_out_of_auto_size_is_caught(sglang_ready, tmp_path, m
         if not per or device_tokens is None:
             return real_ledger(model, p, token, slot, device_tokens, *a, **k)
         # the auto-size without the draft's device pool: its ratio, then the sidecar as SGLang builds it
-        monkeypatch.setattr(host, "auto_ratio", lambda d, ram, ranks: real(
-            d - (device_tokens + token.page_size) * per, ram, ranks))
+        monkeypatch.setattr(host, "auto_ratio", lambda d, ram, ranks, *rest: real(
+            d - (device_tokens + token.page_size) * per, ram, ranks, *rest))
         try:
             return real_ledger(model, p, token, slot, device_tokens, *a, **k)
         finally:

@@ -105,7 +105,7 @@ def test_host_auto_size_ignored_fails(sglang_ready, monkeypatch):
     import glm_kv.ledgers.host as host
 
     # the plant keeps a budget its own pools fit (the host-memory check is tested on its own)
-    monkeypatch.setattr(host, "auto_ratio", lambda device, ram, ranks: (2.0, 1 << 60))
+    monkeypatch.setattr(host, "auto_ratio", lambda device, ram, ranks, *rest: (2.0, 1 << 60))
     res = compare("host-auto-small-ram", BY_ID["host-auto-small-ram"])
     assert {"host.hicache_ratio", "host.kv_tokens"} <= _keys(res), res
 

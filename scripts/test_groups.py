@@ -63,6 +63,11 @@ def groups() -> list[Group]:
             ("make", "--no-print-directory", "html", "chromium"),
             (py, "scripts/screenshot_check.py", "--self-test", "--out", "_build/screenshots-self-test"),
             (py, "scripts/screenshot_check.py", "--html", "_build/html", "--out", "_build/screenshots"),
+            # a book for another model than GLM-5.3-Flash (issue 31), looked at the same way
+            (py, "-m", "glm_kv", "book", "--profile", "tests/book/profiles/qwen3.5-h200.yaml", "--out",
+             "_build/model-book"),
+            (py, "scripts/screenshot_check.py", "--html", "_build/model-book/qwen3.5-h200/html", "--out",
+             "_build/screenshots-model-book"),
             # the reader's view: page one answers, no scaffolding, tables fit, console empty, and the
             # knob calculator against glm-kv plan on 200 random settings
             (py, "scripts/reader_check.py", "--self-test"),
@@ -101,8 +106,9 @@ def summarise(output: str) -> tuple[str, dict[str, int]]:
     parts = [f"{counts[k]:,} {k}" for k in ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
              if counts.get(k)]
     if pages:
-        ok, bad = pages[-1]
-        parts.append(f"{int(ok):,} page(s) ok, {int(bad):,} with problems")
+        # every screenshot check of the group (the book, then a model book), summed
+        ok, bad = sum(int(p[0]) for p in pages), sum(int(p[1]) for p in pages)
+        parts.append(f"{ok:,} page(s) ok, {bad:,} with problems")
     reader = _READER.findall(output)
     if reader:
         bad, n = reader[-1]

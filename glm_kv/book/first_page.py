@@ -52,7 +52,7 @@ class FirstAnswer:
     requests_fit: int               # requests of context_length resident at once on one rank
     requested_per_rank: int         # max_running_requests per worker, as asked for
     token_cap: int                  # requests the token slots hold at context_length
-    state_cap: int                  # requests the state slots hold
+    state_cap: int | None           # requests the state slots hold (None: the model keeps no per-request state)
     binding: str                    # "requested", "tokens" or "mamba"
     memory_estimated: bool          # the plan's memory figure uses an estimate somewhere
     steps: tuple[Step, ...]
@@ -113,7 +113,8 @@ def first_answer(profile: "str | Profile") -> FirstAnswer:
         tokens_per_rank=int(cap.max_total_num_tokens), state_slots_per_rank=int(cap.max_mamba_cache_size),
         slots_per_request=int(req.slots_per_request), requests_fit=int(requests_fit(plan).value),
         requested_per_rank=int(cap.requested_max_running_requests_per_worker),
-        token_cap=int(cap.max_total_num_tokens // ctx), state_cap=int(cap.max_mamba_cache_size // req.slots_per_request),
+        token_cap=int(cap.max_total_num_tokens // ctx),
+        state_cap=int(cap.max_mamba_cache_size // req.slots_per_request) if req.slots_per_request else None,
         binding=binding_at_context(plan),
         memory_estimated="estimate" in how.lower() or plan.memory.pre_model_load_source == "estimate",
         steps=waterfall_steps(plan))
@@ -124,11 +125,14 @@ def answer_sentence(a: FirstAnswer) -> str:
     head = (f"One {a.gpu} rank of `{a.profile}` holds **{a.tokens_per_rank:,} tokens** of KV cache, and "
             f"**{a.requests_fit:,} requests** of {a.context_length:,} tokens fit at once.")
     if a.binding == "requested":
+        pools = min(a.token_cap, a.state_cap) if a.state_cap is not None else a.token_cap
         why = (f"The limit is `max_running_requests` ({a.requested_per_rank:,} per rank asked for), not the "
-               f"pools: they would hold {min(a.token_cap, a.state_cap):,}.")
+               f"pools: they would hold {pools:,}.")
     elif a.binding == "tokens":
-        why = (f"The KV pool's token slots (`max_total_num_tokens`) run out first; the state pool would hold "
-               f"{a.state_cap:,} and {a.requested_per_rank:,} are asked for.")
+        state = ("" if a.state_cap is None       # a model without per-request state (MLA / GQA / SWA only)
+                 else f"the state pool would hold {a.state_cap:,} and ")
+        why = (f"The KV pool's token slots (`max_total_num_tokens`) run out first; {state}"
+               f"{a.requested_per_rank:,} are asked for.")
     else:
         why = (f"The state pool's slots (`max_mamba_cache_size`, {a.slots_per_request} per request) run out "
                f"first; the KV pool would hold {a.token_cap:,} and {a.requested_per_rank:,} are asked for.")

@@ -237,10 +237,11 @@ def save_seconds(path: Path, seconds: dict[str, list[float]]) -> None:
 
 def run_jobs(jobs: Sequence[ProfileJob], *, workers: int, html: bool, strict: bool, kernel_name: str,
              timeout: int, builder: SphinxBuilder | None, execute: Callable, finish: Callable[[ProfileJob], None],
-             bar=None, order: Sequence[int] | None = None) -> None:
+             bar=None, order: Callable[[ProfileJob], Sequence[int]] | None = None) -> None:
     """Execute every job's notebooks on ``workers`` kernels, build each book, ``finish`` each job.
 
-    ``order``: the notebooks' indices in the order they are taken (default: book order).
+    ``order``: a job's notebooks' indices in the order they are taken (default: book order; a model book has
+    fewer notebooks than GLM-5.3-Flash's, so the order is per job).
     ``execute(job, rel, km)`` runs one notebook (raising BookError); ``finish(job)`` moves a
     complete job into place (called once per job, from whichever thread completed it). Raises the
     first failure in (profile, notebook) order after every running step has ended.
@@ -251,7 +252,7 @@ def run_jobs(jobs: Sequence[ProfileJob], *, workers: int, html: bool, strict: bo
 
     cond = threading.Condition()
     state = _State(collections.deque((j, i) for j in jobs
-                                     for i in (order if order is not None else range(len(j.notebooks)))))
+                                     for i in (order(j) if order is not None else range(len(j.notebooks)))))
     for j in jobs:
         j.left = len(j.notebooks)
 

@@ -24,6 +24,7 @@ them in place after a change.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -345,6 +346,37 @@ def _stage(root: Path, staging: Path) -> Path:
     return src
 
 
+def model_book(profile: str) -> tuple[str, tuple[str, ...]] | None:
+    """(model name, the documents of its book, root first) for a profile whose model is not GLM-5.3-Flash
+    (``model_page.model_book_documents``); None for GLM-5.3-Flash, whose book is ``_toc.yml``'s. The
+    chapters walk GLM-5.3-Flash's ledgers by name, so another model's book keeps the pages that read the same
+    for every model, resolved from the same plan ``glm-kv plan`` prints."""
+    from ..inputs.profile import load_profile
+    from ..ledgers.plan import compute_plan
+    from .model_page import is_glm53, model_book_documents
+
+    plan = compute_plan(load_profile(profile))
+    return None if is_glm53(plan) else (plan.config.name, model_book_documents(plan))
+
+
+def stage_model_book(src: Path, documents: Sequence[str], model: str) -> list[Path]:
+    """Rewrite the staged ``_toc.yml`` to ``documents`` and remove every other page from the staged copy, so
+    the (strict) Sphinx build sees only the model book's pages; the staged ``_config.yml`` takes the model's
+    title. Returns its notebooks, relative to ``src``."""
+    config = src / "_config.yml"
+    config.write_text(re.sub(r"(?m)^title: .*$", lambda _: "title: " + json.dumps(
+        f"{model}: its KV cache under SGLang 0.5.23 (glm-kv)"), config.read_text(), count=1))
+    toc = {"format": "jb-book", "root": documents[0], "chapters": [{"file": d} for d in documents[1:]]}
+    (src / "_toc.yml").write_text("# a model book (glm_kv.book.runner.stage_model_book)\n"
+                                  + yaml.safe_dump(toc, sort_keys=False))
+    keep = {src / f"{d}.ipynb" for d in documents} | {src / f"{d}.md" for d in documents}
+    for folder in ("book", "notebooks"):
+        for f in (src / folder).rglob("*"):
+            if f.suffix in (".ipynb", ".md") and f not in keep and "_static" not in f.parts:
+                f.unlink()
+    return [Path(f"{d}.ipynb") for d in documents if (src / f"{d}.ipynb").is_file()]
+
+
 def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_build/profiles", *,
              root: str | Path | None = None, html: bool = True, strict: bool = True,
              progress: bool = True, kernel_name: str = KERNEL_NAME, timeout: int = 600,
@@ -378,22 +410,23 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
     out_dir.mkdir(parents=True, exist_ok=True)
     staging_root = out_dir / ".staging"
     result = BookResult(out_dir)
-    steps_per_profile = len(notebooks) + (1 if html else 0)
-    bar = _progress(len(profiles) * steps_per_profile, progress)
-    say = log or (lambda m: (bar.write(m) if bar is not None else print(m, file=sys.stderr)))
-    builder = SphinxBuilder(bundle_cache_dir(root)).start() if html else None
     run: list[ProfileJob] = []
     for i, prof in enumerate(profiles):
         slug = profile_slug(prof)
         label = slug if slug == prof else f"{slug} ({prof})"
         staging = staging_root / slug
+        src = _stage(root, staging)
+        book = model_book(prof)   # another model than GLM-5.3-Flash: its own, shorter book
         run.append(ProfileJob(i, prof, slug, label, staging,
-                              {PARAMETER: prof, PROFILES_PARAMETER: list(profiles)}, notebooks,
-                              src=_stage(root, staging)))
+                              {PARAMETER: prof, PROFILES_PARAMETER: list(profiles)},
+                              notebooks if book is None else stage_model_book(src, book[1], book[0]), src=src))
+    bar = _progress(sum(len(j.notebooks) + (1 if html else 0) for j in run), progress)
+    say = log or (lambda m: (bar.write(m) if bar is not None else print(m, file=sys.stderr)))
+    builder = SphinxBuilder(bundle_cache_dir(root)).start() if html else None
     lock = threading.Lock()
     finished: dict[int, ProfileBook] = {}
     timings = bundle_cache_dir(root).parent / "notebook_seconds.json"
-    seconds: dict[str, list[float]] = {str(n): [] for n in notebooks}
+    seconds: dict[str, list[float]] = {str(n): [] for j in run for n in j.notebooks}
 
     def execute(job: ProfileJob, rel: Path, km) -> None:
         t0 = time.perf_counter()
@@ -409,13 +442,13 @@ def run_book(profiles: Sequence[str] | None = None, out_dir: str | Path = "_buil
                            out_dir / job.slug / "src", job.seconds_execute, job.seconds_html)
         with lock:
             finished[job.index] = book
-            say(f"{job.slug}: executed {len(notebooks)} notebooks in {job.seconds_execute:.1f} s"
+            say(f"{job.slug}: executed {len(job.notebooks)} notebooks in {job.seconds_execute:.1f} s"
                 + (f", HTML in {job.seconds_html:.1f} s -> {book.html}/index.html" if html else ""))
 
     try:
         run_jobs(run, workers=jobs, html=html, strict=strict, kernel_name=kernel_name, timeout=timeout,
                  builder=builder, execute=execute, finish=finish, bar=bar,
-                 order=longest_first(notebooks, load_seconds(timings)))
+                 order=lambda job, last=load_seconds(timings): longest_first(job.notebooks, last))
     finally:
         save_seconds(timings, seconds)
         if builder is not None:

@@ -34,9 +34,9 @@ from ..units import fmt_bytes, index_page_count
 from .budget import AllocationRefused, check_budget, free_memory_bytes, storage_bytes, storage_key
 from .cuda_allocator import AllocatorConfig, CachingAllocatorModel, live_model
 from .memory_pool import default_device, torch_dtype
-from .memory_pool_host import build_host_pool_group, host_pool_size, not_on_host
-from .model_pools import (ModelGeometry, ModelHostPools, NotBuilt, build_device_pools, check_host_buildable,
-                          geometry_for, host_shape_table, plan_requests_per_worker)
+from .memory_pool_host import not_on_host
+from .model_pools import (ModelHostPools, NotBuilt, build_device_pools, check_host_buildable, geometry_for,
+                          host_shape_table, plan_requests_per_worker)
 
 if TYPE_CHECKING:  # the plan is only read here, never built: no ledger formula is imported
     from ..ledgers.plan import Plan
@@ -302,8 +302,7 @@ def allocate_and_measure(plan: Plan, geometry, device: str, *, host_ratio: Optio
     host = None
     if host_ratio is not None:
         try:
-            host = (ModelHostPools(pools, host_ratio, fill=fill) if isinstance(geometry, ModelGeometry)
-                    else build_host_pool_group(pools, hicache_ratio=host_ratio, fill=fill))
+            host = ModelHostPools(pools, host_ratio, fill=fill)
         except (RuntimeError, MemoryError) as e:   # pinned host memory can fail below MemAvailable (CUDA OOM)
             del pools
             gc.collect()
@@ -423,21 +422,7 @@ def _predict_blocks(model: Optional[CachingAllocatorModel], pools) -> Optional[d
 def _host_shape_bytes(g, ratio: float) -> int:
     import math
 
-    if isinstance(g, ModelGeometry):
-        return sum(math.prod(shape) * torch_dtype(dt).itemsize for _, shape, dt in host_shape_table(g, ratio))
-
-    ps = g.page_size
-    host_tokens = host_pool_size(g.size, ps, ratio)
-    kv = host_tokens * g.num_full_layers * g.host_kv_row_bytes
-    idx = 0
-    if g.rules.host_indexer_pool:
-        live = sum(1 for s in g.skip_topk_layers if not s)
-        idx = index_page_count(host_tokens, ps) * live * g.index_page_bytes
-    slots = host_pool_size(g.mamba_size, 1, ratio)
-    per_slot = g.num_linear_layers * (
-        sum(math.prod(c) for c in g.conv_state_shapes) * torch_dtype(g.conv_dtype).itemsize
-        + math.prod(g.temporal_state_shape) * torch_dtype(g.temporal_dtype).itemsize)
-    return kv + idx + slots * per_slot
+    return sum(math.prod(shape) * torch_dtype(dt).itemsize for _, shape, dt in host_shape_table(g, ratio))
 
 
 # --------------------------------------------------------------------------- the whole check
@@ -518,14 +503,12 @@ def _swa_count(plan: Plan) -> int:
 
 
 def _base_geometry(plan: Plan, reqs: int):
-    """The one builder's geometry for this plan (GLM-5.3-Flash's PoolGeometry or ModelGeometry)."""
+    """The one builder's geometry for this plan (``ModelGeometry``, for every model)."""
     return geometry_for(plan, max_running_requests_per_worker=reqs, profile_name=plan.profile.label)
 
 
 def _full_sizes(base, tokens: int, mamba: int, spec_rows: int, swa: int):
-    if isinstance(base, ModelGeometry):
-        return base.with_sizes(size=tokens, mamba_size=mamba, spec_state_size=spec_rows, swa_size=swa or None)
-    return base.with_sizes(size=tokens, mamba_size=mamba, spec_state_size=spec_rows)
+    return base.with_sizes(size=tokens, mamba_size=mamba, spec_state_size=spec_rows, swa_size=swa or None)
 
 
 HOST_PINNED_SHARE = 0.5   # the share of free host memory a full-profile run pins for HiCache host pools
@@ -546,7 +529,6 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
 
     device = default_device() if device in (None, "auto") else device
     prof = plan.profile
-    other = plan.model is None   # not GLM-5.3-Flash: its pools come from tensors.model_pools
     if host is None:
         host = prof.enable_hierarchical_cache
     ratio = float(prof.hicache_ratio) if host else None
@@ -555,7 +537,7 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     ps = tok.page_size
     # shapes from the model config + resolved arguments only; the plan gives counts, never bytes
     base = _base_geometry(plan, reqs)
-    if host and other:
+    if host:
         check_host_buildable(plan, base)
     spec = bool(getattr(base, "speculative_num_draft_tokens", 0))   # 0 for a model without state layers
     swa_full = _swa_count(plan)
@@ -625,7 +607,7 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
             units.append(("host_token", "host_tokens",
                           plan.host.kv_bytes_per_token + plan.host.indexer_bytes_per_token,
                           "host.kv_bytes_per_token + host.indexer_bytes_per_token"))
-            if not other or base.num_linear_layers:
+            if base.num_linear_layers:
                 units.append(("host_mamba", "host_mamba_slots", plan.host.mamba_slot_bytes,
                               "host.mamba_slot_bytes"))
         counts = {"token": tokens_full, "mamba": mamba_full, "spec": reqs, "swa_token": swa_full}
@@ -692,11 +674,10 @@ def measure_profile(plan: Plan, *, device: Optional[str] = None, budget: Optiona
     if tok.draft_layers:
         not_allocated.append(dict(
             what=f"MTP draft KV pool ({tok.draft_layers} layer, {tok.draft_bytes_per_token:,} B/token in cell_size)",
-            why="built by SGLang's draft worker; its pool class for a kpool-4 DSA draft is not modelled here"
-            if not other else "built by SGLang's draft worker; its pool is not allocated here"))
-    missing = ([dict(what=x.what, why=x.why) for x in not_on_host(base)] if not other else
-               [dict(what="req_to_token", why="request-to-slot map; rebuilt from the tree, never backed up")]
-               ) if host else []
+            why=f"built by SGLang's draft worker; its pool class for a kpool-{base.index_kpool} DSA draft is not "
+                f"modelled here" if base.kpool_use_compress else "built by SGLang's draft worker; its pool is not "
+                                                                  "allocated here"))
+    missing = [dict(what=x.what, why=x.why) for x in not_on_host(base)] if host else []
     report = MeasureReport(prof.label, prof.sglang_layout, device, mode,
                            allocations, linear, full_rows, not_allocated, missing, cuda_note, notes)
     report.notes.extend(sorted({f"CUDA allocator {a.allocator}" for a in allocations

@@ -1,4 +1,4 @@
-"""Device pools that allocate real tensors, shaped exactly like SGLang's.
+"""SGLang's device-pool objects, shaped exactly like SGLang's, over tensors the one builder allocates.
 
 The object tree and the names follow SGLang (``sglang/srt/mem_cache/memory_pool.py``,
 ``index_key_cache.py``, ``allocator/``), so a reader can hold each buffer against theirs::
@@ -17,15 +17,18 @@ The object tree and the names follow SGLang (``sglang/srt/mem_cache/memory_pool.
       token_to_kv_pool_allocator: PagedTokenToKVPoolAllocator   free pages 1 .. size / page_size
       mamba_allocator: MambaSlotAllocator                       free slots 1 .. mamba_size
 
-Shapes are derived here, by ``pool_geometry``, from the model config (``glm_kv.inputs.model``)
-and the *resolved* server arguments (``glm_kv.inputs.resolve.ServerArgs``), restating the rules of
-SGLang 0.5.23's constructors (``calculate_mla_kv_cache_dim``, ``KimiLinearStateShape``,
-``DSATokenToKVPool``, ``IndexKeyCache``, ``MambaPool``, ``HybridReqToTokenPool``,
-``get_req_to_token_extra_context_len``). The only ledger module imported is ``parallel`` (which
-TP size splits the KDA heads: a resolution step, no bytes). No byte formula of the token,
-request, tail or host ledgers is imported and no plan byte field is read: those are what
-``glm_kv.tensors.measure`` compares the allocations against, so the two sides cannot agree by
-sharing a formula (``tests/tensors/test_measure.py`` plants an error in each ledger formula).
+Issue 31: one geometry and one builder for every model. The shapes come from
+``model_pools.model_geometry`` (``ModelGeometry``: GLM-5.3-Flash's MLA + DSA indexer with kpool paging and
+the compress tail + KDA state read from its config.json like any other model's) and every tensor is
+allocated by ``model_pools.ModelDevicePools`` from the geometry's shape table; ``model_pools.DevicePools``
+hands those tensors to the objects below. ``PoolGeometry``, ``pool_geometry`` and ``DevicePools`` are still
+importable from here (``__getattr__`` at the end).
+
+This module keeps SGLang's shape rules that the geometry applies (``calculate_mla_kv_cache_dim``,
+``KVCache.store_dtype``, ``get_req_to_token_extra_context_len``), the pool objects and the free lists.
+No ledger is imported and no plan byte field is read: those are what ``glm_kv.tensors.measure``
+compares the allocations against, so the two sides cannot agree by sharing a formula
+(``tests/tensors/test_measure.py`` plants an error in each ledger formula).
 
 Per layout (``sglang_layout``):
 
@@ -42,20 +45,15 @@ allocators never hand it out.
 """
 from __future__ import annotations
 
-import math
 from collections import deque
-from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
 import torch
 
-from ..errors import ProfileError
 from ..inputs.model import ModelConfig
 from ..inputs.resolve import ServerArgs
-from ..inputs.rules import RULES, SglangRules, rules_for
-from ..ledgers.parallel import parallel_ledger
-from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP, index_page_count
-from .budget import check_budget
+from ..inputs.rules import RULES
+from ..units import index_page_count
 
 LAYOUTS = tuple(RULES)
 REQ_TO_TOKEN_DTYPE = torch.int32
@@ -115,145 +113,6 @@ class RankPoolSizes:
         return self.context_len + self.extra_context_len
 
 
-@dataclass(frozen=True)
-class PoolGeometry(RankPoolSizes):
-    """Everything that fixes the shape of every device buffer, for one rank."""
-
-    layout: str
-    size: int                                   # token slots handed out (multiple of page_size)
-    page_size: int
-    full_attention_layer_ids: tuple[int, ...]
-    linear_attention_layer_ids: tuple[int, ...]
-    kv_cache_dim: int
-    store_dtype: str                            # SGLang's store_dtype: bfloat16, or uint8 for fp8
-    index_head_dim: int
-    index_kpool: int
-    skip_topk_layers: tuple[bool, ...]          # per full layer; True -> 0-row index/tail buffers
-    index_kpool_compress: bool
-    tail_width: int                             # index_kpool + speculative draft tokens
-    max_running_requests_per_worker: int        # as resolved (the mamba cap included)
-    context_len: int
-    mamba_size: int                             # mamba state slots handed out
-    conv_state_shapes: tuple[tuple[int, ...], ...]
-    temporal_state_shape: tuple[int, ...]
-    conv_dtype: str
-    temporal_dtype: str
-    host_kv_row_width: int                      # host KV row, in elements of the store dtype
-    kv_lora_rank: int = 512
-    qk_rope_head_dim: int = 0
-    extra_context_len: int = 0                  # req_to_token columns beyond context_len
-    speculative_num_draft_tokens: int = 0       # EAGLE/MTP verify: per-draft-token KDA scratch
-    spec_state_size: int = 0                    # requests the verify scratch is sized for
-    profile_name: str = ""
-    notes: tuple[str, ...] = field(default=())
-
-    def __post_init__(self):
-        if self.layout not in LAYOUTS:
-            raise ValueError(f"sglang_layout must be one of {LAYOUTS}, got {self.layout!r}")
-        if self.size <= 0 or self.size % self.page_size:
-            raise ValueError(f"size {self.size} must be a positive multiple of page_size {self.page_size}")
-        if self.page_size % self.index_kpool:
-            raise ValueError(f"page_size {self.page_size} must be a multiple of index_kpool {self.index_kpool}")
-        if self.mamba_size < 1:
-            raise ValueError(f"mamba_size must be >= 1, got {self.mamba_size}")
-        if len(self.skip_topk_layers) != len(self.full_attention_layer_ids):
-            raise ValueError("skip_topk_layers needs one entry per full-attention layer")
-
-    # -- derived, per SGLang's code (not from ledger totals) --
-    @property
-    def rules(self) -> SglangRules:
-        """This layout's SGLang version facts (which pools exist, pooled or unpooled rows)."""
-        return rules_for(self.layout)
-
-    @property
-    def index_bytes_per_token_unpooled(self) -> int:
-        """index_head_dim + index_head_dim / 128 x 4 (fp8 key + one fp32 scale per 128)."""
-        return self.index_head_dim + self.index_head_dim // FP8_SCALE_GROUP * FP8_SCALE_BYTES
-
-    @property
-    def index_page_bytes(self) -> int:
-        """One IndexKeyCache buffer row = one page of one layer, per layout (8,448 B here)."""
-        if self.rules.indexer_pooled_rows:
-            return self.page_size // self.index_kpool * self.index_bytes_per_token_unpooled
-        return self.page_size * self.index_bytes_per_token_unpooled
-
-    @property
-    def num_pages(self) -> int:
-        """Token pages the allocator hands out (page 0 is padding)."""
-        return self.size // self.page_size
-
-    @property
-    def tail_rows(self) -> int:
-        """Compress-tail rows: ``req_to_token.shape[0] + 1`` (the pool gets the req_to_token rows as
-        max_running_requests and adds one sentinel row) = max_running_requests + 2."""
-        return self.req_to_token_rows + 1
-
-    @property
-    def kv_row_bytes(self) -> int:
-        return self.kv_cache_dim * torch_dtype(self.store_dtype).itemsize
-
-    @property
-    def host_kv_row_bytes(self) -> int:
-        return self.host_kv_row_width * torch_dtype(self.store_dtype).itemsize
-
-    def with_sizes(self, *, size: Optional[int] = None, mamba_size: Optional[int] = None,
-                   max_running_requests_per_worker: Optional[int] = None,
-                   context_len: Optional[int] = None,
-                   spec_state_size: Optional[int] = None) -> "PoolGeometry":
-        """The same geometry with other pool sizes (shapes per slot unchanged)."""
-        return replace(
-            self,
-            spec_state_size=self.spec_state_size if spec_state_size is None else spec_state_size,
-            size=self.size if size is None else size,
-            mamba_size=self.mamba_size if mamba_size is None else mamba_size,
-            max_running_requests_per_worker=(self.max_running_requests_per_worker
-                                             if max_running_requests_per_worker is None
-                                             else max_running_requests_per_worker),
-            context_len=self.context_len if context_len is None else context_len,
-        )
-
-    # -- bytes the shapes imply (used for the budget check *before* allocating) --
-    def shape_table(self) -> list[tuple[str, tuple[int, ...], str]]:
-        """(buffer name, shape, dtype) of every device tensor, in allocation order."""
-        out: list[tuple[str, tuple[int, ...], str]] = []
-        out.append(("req_to_token_pool.req_to_token",
-                    (self.req_to_token_rows, self.max_context_len), "int32"))
-        for conv_i, conv_shape in enumerate(self.conv_state_shapes):
-            out.append((f"mamba_pool.conv[{conv_i}]",
-                        (self.num_linear_layers, self.mamba_size + 1, *conv_shape), self.conv_dtype))
-        out.append(("mamba_pool.temporal",
-                    (self.num_linear_layers, self.mamba_size + 1, *self.temporal_state_shape),
-                    self.temporal_dtype))
-        if self.speculative_num_draft_tokens:
-            d, rows = self.speculative_num_draft_tokens, self.spec_state_size + 1
-            out.append(("mamba_pool.intermediate_ssm",
-                        (self.num_linear_layers, rows, d, *self.temporal_state_shape), self.temporal_dtype))
-            for conv_i, conv_shape in enumerate(self.conv_state_shapes):
-                out.append((f"mamba_pool.intermediate_conv_window[{conv_i}]",
-                            (self.num_linear_layers, rows, d, *conv_shape), self.conv_dtype))
-        for i, layer in enumerate(self.full_attention_layer_ids):
-            out.append((f"full_kv_pool.kv_buffer[{i}]",
-                        (self.size + self.page_size, 1, self.kv_cache_dim), self.store_dtype))
-        for i, layer in enumerate(self.full_attention_layer_ids):
-            pages = 0 if self.skip_topk_layers[i] else self.index_num_pages
-            out.append((f"full_kv_pool.index_key_cache.buffer[{i}]",
-                        (pages, self.index_page_bytes), "uint8"))
-        if self.kpool_use_compress:
-            for name in ("_compress_tail_k", "_compress_tail_score"):
-                for i, layer in enumerate(self.full_attention_layer_ids):
-                    rows = 0 if self.skip_topk_layers[i] else self.tail_rows
-                    out.append((f"full_kv_pool.{name}[{i}]",
-                                (rows, self.tail_width, self.index_head_dim), "bfloat16"))
-        return out
-
-    @property
-    def kpool_use_compress(self) -> bool:
-        return self.index_kpool > 1 and self.index_kpool_compress
-
-    def shape_bytes(self) -> int:
-        return sum(math.prod(shape) * torch_dtype(dt).itemsize for _, shape, dt in self.shape_table())
-
-
 # --------------------------------------------------------------------------- SGLang's shape rules
 # Each function below restates one rule of SGLang 0.5.23's pool constructors, from the model
 # config and the resolved server arguments. None of them reads a ledger: the ledgers compute the
@@ -296,17 +155,6 @@ def kv_store_dtype(kv_cache_dtype: str) -> str:
     return "uint8" if kv_cache_dtype.startswith("fp8") else kv_cache_dtype
 
 
-def kimi_linear_state_shapes(model: ModelConfig, linear_tp: int) -> tuple[tuple[int, int], tuple[int, int, int]]:
-    """``KimiLinearStateShape.create``: conv (K - 1, (proj + 2 x proj_k) / tp), temporal (heads / tp, d, d)."""
-    heads, hd = model.kda_num_heads, model.kda_head_dim
-    proj = heads * hd
-    proj_k = proj  # num_k_heads defaults to num_heads
-    conv_dim = proj + 2 * proj_k
-    if conv_dim % linear_tp or heads % linear_tp:
-        raise ValueError(f"linear-attention TP {linear_tp} does not divide the KDA projection ({proj})")
-    return (model.short_conv_kernel_size - 1, conv_dim // linear_tp), (heads // linear_tp, hd, hd)
-
-
 def req_to_token_extra_context_len(args: ServerArgs) -> int:
     """``get_req_to_token_extra_context_len``: req_to_token columns beyond context_len.
 
@@ -325,68 +173,6 @@ def req_to_token_extra_context_len(args: ServerArgs) -> int:
             per_decode = max(pages * args.page_size * topk, draft)
         extra = max(extra, 2 * per_decode + args.page_size - 1)
     return extra
-
-
-def pool_geometry(args: ServerArgs, *, size: Optional[int] = None, mamba_size: Optional[int] = None,
-                  max_running_requests_per_worker: Optional[int] = None,
-                  context_len: Optional[int] = None, spec_state_size: Optional[int] = None,
-                  profile_name: Optional[str] = None) -> PoolGeometry:
-    """The shapes SGLang's constructors give every buffer, for resolved arguments and pool sizes.
-
-    From the model config: layer ids, kv_lora_rank, index_head_dim, index_kpool, KDA heads; from
-    the resolved arguments: layout, page size, KV dtype and DSA backends (row width), SSM dtype,
-    linear-attention TP, draft tokens, context length. Nothing here reads a ledger's bytes.
-
-    ``size`` (tokens) defaults to 4 pages and ``mamba_size`` to 1 slot: a small real allocation.
-    ``max_running_requests_per_worker`` defaults to the resolved per-worker count (refused when
-    it is automatic: then the capacity decides it, and the caller must pass it).
-    """
-    model, p = args.model, args.profile
-    layout = p.sglang_layout
-    page_size = args.page_size
-    linear_tp = parallel_ledger(args).linear_attn_tp_size
-    conv_shape, temporal_shape = kimi_linear_state_shapes(model, linear_tp)
-    kv_dim = mla_kv_cache_dim(model, args.kv_cache_dtype, args.dsa_prefill_backend, args.dsa_decode_backend,
-                              getattr(p, "disaggregation_mode", "null"))
-    reqs = max_running_requests_per_worker if max_running_requests_per_worker is not None else args.requests_per_worker
-    if reqs is None:
-        raise ProfileError("max_running_requests", "the pools need a request count: set "
-                                                   "max_running_requests or available_bytes in the profile")
-    indexed = set(model.dsa_indexed_layers)
-    full = tuple(model.full_attention_layers)
-    draft = args.draft_tokens
-    # Host KV row: the article's build_kv_host_pool passes no override_kv_cache_dim (512 wide even
-    # for a 528 device row); 0.5.23's MLATokenToKVPoolHost takes the device pool's kv_cache_dim.
-    host_width = kv_dim if rules_for(layout).host_row_is_device_row else model.kv_lora_rank + model.qk_rope_head_dim
-    return PoolGeometry(
-        layout=layout,
-        size=int(size) if size is not None else 4 * page_size,
-        page_size=page_size,
-        full_attention_layer_ids=full,
-        linear_attention_layer_ids=tuple(model.linear_attention_layers),
-        kv_cache_dim=kv_dim,
-        store_dtype=kv_store_dtype(args.kv_cache_dtype),
-        index_head_dim=model.index_head_dim,
-        index_kpool=model.index_kpool,
-        skip_topk_layers=tuple(i not in indexed for i in full),
-        index_kpool_compress=model.index_kpool_compress,
-        tail_width=model.index_kpool + draft,      # index_kpool + max_speculative_num_draft_tokens
-        max_running_requests_per_worker=int(reqs),
-        context_len=int(context_len if context_len is not None else args.context_length),
-        extra_context_len=req_to_token_extra_context_len(args),
-        mamba_size=int(mamba_size) if mamba_size is not None else 1,
-        conv_state_shapes=(conv_shape,),
-        temporal_state_shape=temporal_shape,
-        conv_dtype=CONV_STATE_DTYPE,
-        temporal_dtype=p.mamba_ssm_dtype,
-        host_kv_row_width=host_width,
-        speculative_num_draft_tokens=args.verify_state_draft_tokens,   # none on a PD prefill server
-        spec_state_size=(int(spec_state_size) if spec_state_size is not None
-                         else (1 if args.verify_state_draft_tokens else 0)),
-        kv_lora_rank=model.kv_lora_rank,
-        qk_rope_head_dim=model.qk_rope_head_dim,
-        profile_name=profile_name if profile_name is not None else p.label,
-    )
 
 
 # --------------------------------------------------------------------------- allocation
@@ -429,29 +215,23 @@ class ReqToTokenPool:
 class MambaPool:
     """KDA state per (layer, slot): conv windows and the temporal (recurrent) state.
 
-    Row ``mamba_size`` + 1 exists because slot 0 is the padding slot, as in SGLang.
+    Row ``mamba_size`` + 1 exists because slot 0 is the padding slot, as in SGLang. The tensors are the
+    ones ``model_pools.ModelDevicePools`` allocated (``mamba_pool.*`` rows of the geometry's shape table);
+    this object gives them SGLang's attribute names.
     """
 
-    def __init__(self, *, size: int, conv_state_shapes, temporal_state_shape, conv_dtype,
-                 temporal_dtype, mamba_layer_ids, device: str, fill: str = "zeros",
-                 speculative_num_draft_tokens: int = 0, spec_state_size: int = 0):
+    def __init__(self, *, size: int, mamba_layer_ids, device: str, conv: list[torch.Tensor],
+                 temporal: torch.Tensor, intermediate_ssm: Optional[torch.Tensor] = None,
+                 intermediate_conv_window: Optional[list[torch.Tensor]] = None):
         self.size = size
         self.device = device
         self.mamba_layer_ids = list(mamba_layer_ids)
-        n = len(self.mamba_layer_ids)
-        self.conv = [_alloc((n, size + 1, *s), torch_dtype(conv_dtype), device, fill)
-                     for s in conv_state_shapes]
-        self.temporal = _alloc((n, size + 1, *temporal_state_shape), torch_dtype(temporal_dtype),
-                               device, fill)
+        self.conv = list(conv)
+        self.temporal = temporal
         # EAGLE/MTP target verify: per draft token, one temporal state and one conv window per
         # request slot (KDA keeps the dense conv-window layout: conv_window_dedup_enabled is False).
-        self.intermediate_ssm = self.intermediate_conv_window = None
-        if speculative_num_draft_tokens:
-            d, rows = speculative_num_draft_tokens, spec_state_size + 1
-            self.intermediate_ssm = _alloc((n, rows, d, *temporal_state_shape), torch_dtype(temporal_dtype),
-                                           device, fill)
-            self.intermediate_conv_window = [_alloc((n, rows, d, *s), torch_dtype(conv_dtype), device, fill)
-                                             for s in conv_state_shapes]
+        self.intermediate_ssm = intermediate_ssm
+        self.intermediate_conv_window = intermediate_conv_window if intermediate_ssm is not None else None
 
     def state_tensors(self) -> list[torch.Tensor]:
         return [*self.conv, self.temporal]
@@ -473,16 +253,12 @@ class MambaPool:
 class IndexKeyCache:
     """DSA indexer keys: one uint8 page buffer per full layer (fp8 key bytes, then scales)."""
 
-    def __init__(self, pool: "DSATokenToKVPool", index_buf_size: int, fill: str = "zeros"):
+    def __init__(self, pool: "DSATokenToKVPool", buffer: list[torch.Tensor]):
         g = pool.geometry
         self.pool = pool
-        self.num_pages = index_page_count(index_buf_size, pool.page_size)
+        self.num_pages = index_page_count(g.size, pool.page_size)   # index_buf_size = size
         self.row_bytes = g.index_page_bytes
-        self.buffer = [
-            _alloc((0 if g.skip_topk_layers[i] else self.num_pages, self.row_bytes),
-                   torch.uint8, pool.device, fill)
-            for i in range(pool.layer_num)
-        ]
+        self.buffer = list(buffer)
 
     def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
         for i, b in enumerate(self.buffer):
@@ -493,10 +269,11 @@ class DSATokenToKVPool:
     """MLA latent rows per full layer + the IndexKeyCache + the compress-tail pair.
 
     ``kv_buffer[i]`` has ``size + page_size`` rows: the first page is the padding page.
-    fp8 KV is stored as uint8 (SGLang's ``store_dtype``).
+    fp8 KV is stored as uint8 (SGLang's ``store_dtype``). The tensors are ``ModelDevicePools``'s
+    ``full_kv_pool.*`` rows, given SGLang's attribute names.
     """
 
-    def __init__(self, geometry: PoolGeometry, device: str, fill: str = "zeros"):
+    def __init__(self, geometry, device: str, buffers: dict[str, torch.Tensor]):
         g = geometry
         self.geometry = g
         self.size = g.size
@@ -507,15 +284,14 @@ class DSATokenToKVPool:
         self.store_dtype = torch_dtype(g.store_dtype)
         self.index_head_dim = g.index_head_dim
         self.index_kpool = g.index_kpool
-        self.kv_buffer = [_alloc((g.size + g.page_size, 1, g.kv_cache_dim), self.store_dtype, device, fill)
-                          for _ in range(self.layer_num)]
-        self.index_key_cache = IndexKeyCache(self, g.size, fill)
+        layers = range(self.layer_num)
+        self.kv_buffer = [buffers[f"full_kv_pool.kv_buffer[{i}]"] for i in layers]
+        self.index_key_cache = IndexKeyCache(self, [buffers[f"full_kv_pool.index_key_cache.buffer[{i}]"]
+                                                    for i in layers])
         self.kpool_use_compress = g.kpool_use_compress
         if self.kpool_use_compress:
-            rows = [0 if s else g.tail_rows for s in g.skip_topk_layers]
-            shape = lambda r: (r, g.tail_width, g.index_head_dim)  # noqa: E731
-            self._compress_tail_k = [_alloc(shape(r), torch.bfloat16, device, fill) for r in rows]
-            self._compress_tail_score = [_alloc(shape(r), torch.bfloat16, device, fill) for r in rows]
+            self._compress_tail_k = [buffers[f"full_kv_pool._compress_tail_k[{i}]"] for i in layers]
+            self._compress_tail_score = [buffers[f"full_kv_pool._compress_tail_score[{i}]"] for i in layers]
         else:
             self._compress_tail_k = self._compress_tail_score = None
 
@@ -538,14 +314,14 @@ class DSATokenToKVPool:
 class HybridLinearKVPool:
     """One pool for the hybrid model: full_kv_pool (DSA layers) + mamba_pool (KDA layers)."""
 
-    def __init__(self, geometry: PoolGeometry, device: str, mamba_pool: MambaPool, fill: str = "zeros"):
+    def __init__(self, geometry, device: str, full_kv_pool: DSATokenToKVPool, mamba_pool: MambaPool):
         self.geometry = geometry
         self.size = geometry.size
         self.page_size = geometry.page_size
         self.device = device
         self.full_attention_layer_id_mapping = {
             layer: i for i, layer in enumerate(geometry.full_attention_layer_ids)}
-        self.full_kv_pool = DSATokenToKVPool(geometry, device, fill)
+        self.full_kv_pool = full_kv_pool
         self.mamba_pool = mamba_pool
 
     def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
@@ -617,83 +393,6 @@ class MambaSlotAllocator:
         self.free_slots.extend(indices.view(-1).tolist())
 
 
-class DevicePools:
-    """The device side of one rank: SGLang's pools plus their allocators.
-
-    ``fill='zeros'`` mirrors SGLang (torch.zeros); ``fill='empty'`` allocates the same storage
-    without touching it (what measurement needs, and fast).
-    """
-
-    def __init__(self, geometry: PoolGeometry, device: Optional[str] = None, fill: str = "zeros",
-                 budget: Optional[int] = None):
-        self.geometry = geometry
-        self.device = device or default_device()
-        g = geometry
-        # Refuse before allocating anything: one line with what was asked and what is free.
-        check_budget(g.shape_bytes(), self.device, budget,
-                     what=f"the pools of profile {g.profile_name or '?'}")
-        self.req_to_token_pool = ReqToTokenPool(g.max_running_requests_per_worker, g.max_context_len, self.device, fill)
-        mamba_pool = MambaPool(size=g.mamba_size, conv_state_shapes=g.conv_state_shapes,
-                               temporal_state_shape=g.temporal_state_shape, conv_dtype=g.conv_dtype,
-                               temporal_dtype=g.temporal_dtype,
-                               mamba_layer_ids=g.linear_attention_layer_ids, device=self.device, fill=fill,
-                               speculative_num_draft_tokens=g.speculative_num_draft_tokens,
-                               spec_state_size=g.spec_state_size)
-        self.token_to_kv_pool = HybridLinearKVPool(g, self.device, mamba_pool, fill)
-        self.token_to_kv_pool_allocator = PagedTokenToKVPoolAllocator(g.size, g.page_size)
-        self.mamba_allocator = MambaSlotAllocator(g.mamba_size)
-
-    @property
-    def full_kv_pool(self) -> DSATokenToKVPool:
-        return self.token_to_kv_pool.full_kv_pool
-
-    @property
-    def mamba_pool(self) -> MambaPool:
-        return self.token_to_kv_pool.mamba_pool
-
-    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """Every device tensor, named by its path in SGLang's object tree."""
-        for name, b in self.req_to_token_pool.named_buffers():
-            yield f"req_to_token_pool.{name}", b
-        for name, b in self.token_to_kv_pool.named_buffers():
-            yield name, b
-
-    def free_counts(self) -> dict[str, int]:
-        return {"token_slots": self.token_to_kv_pool_allocator.available_size(),
-                "mamba_slots": self.mamba_allocator.available_size(),
-                "req_slots": self.req_to_token_pool.available_size()}
-
-    # ---- byte access used by the RadixTree / HiCache model ----
-    def read_token_rows(self, indices: torch.Tensor) -> list[torch.Tensor]:
-        """Per full layer, the kv_buffer rows of these token slots, as uint8 (n, row_bytes)."""
-        idx = indices.to(self.device)
-        return [b[idx].view(torch.uint8).reshape(len(idx), -1) for b in self.full_kv_pool.kv_buffer]
-
-    def write_token_rows(self, indices: torch.Tensor, rows: list[torch.Tensor]) -> None:
-        idx = indices.to(self.device)
-        for b, r in zip(self.full_kv_pool.kv_buffer, rows):
-            b.view(torch.uint8).view(b.shape[0], -1)[idx, : r.shape[1]] = r.to(self.device)
-
-    def read_index_pages(self, indices: torch.Tensor) -> list[torch.Tensor]:
-        """Per full layer, the IndexKeyCache pages holding these (page-aligned) token slots."""
-        pages = (indices.view(-1)[:: self.geometry.page_size] // self.geometry.page_size).to(self.device)
-        return [b[pages] for b in self.full_kv_pool.index_key_cache.buffer if b.shape[0]]
-
-    def write_index_pages(self, indices: torch.Tensor, rows: list[torch.Tensor]) -> None:
-        pages = (indices.view(-1)[:: self.geometry.page_size] // self.geometry.page_size).to(self.device)
-        live = [b for b in self.full_kv_pool.index_key_cache.buffer if b.shape[0]]
-        for b, r in zip(live, rows):
-            b[pages] = r.to(self.device)
-
-    def read_mamba_slot(self, slot: int) -> list[torch.Tensor]:
-        """One state slot across all KDA layers: [conv..., temporal], each (layers, ...) as uint8."""
-        return [t[:, slot].contiguous().view(torch.uint8) for t in self.mamba_pool.state_tensors()]
-
-    def write_mamba_slot(self, slot: int, parts: list[torch.Tensor]) -> None:
-        for t, p in zip(self.mamba_pool.state_tensors(), parts):
-            t[:, slot] = p.to(self.device).view(t.dtype).view(t[:, slot].shape)
-
-
 def write_reduced_model_config(path, *, full_layers: int = 2, kda_per_full: int = 3,
                                kda_heads: int = 2, kda_head_dim: int = 16) -> str:
     """Write a smaller copy of the shipped GLM-5.3-Flash config to ``path`` (a config.json).
@@ -723,3 +422,13 @@ def write_reduced_model_config(path, *, full_layers: int = 2, kda_per_full: int 
     out = Path(path)
     out.write_text(json.dumps(cfg, indent=1))
     return str(out)
+
+
+def __getattr__(name: str):
+    """``PoolGeometry``, ``pool_geometry`` and ``DevicePools`` live in ``model_pools`` (issue 31: one geometry and
+    one builder for every model); their old import path keeps working (looked up lazily: ``model_pools``
+    imports this module)."""
+    if name in ("PoolGeometry", "pool_geometry", "DevicePools"):
+        from . import model_pools
+        return getattr(model_pools, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

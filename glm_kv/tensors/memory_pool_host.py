@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import torch
 
 from ..units import index_page_count
-from .memory_pool import (DevicePools, DSATokenToKVPool, MambaPool, PagedTokenToKVPoolAllocator, PoolGeometry,
-                    torch_dtype)
+from .memory_pool import DSATokenToKVPool, MambaPool, PagedTokenToKVPoolAllocator, torch_dtype
+
+if TYPE_CHECKING:   # model_pools imports this module (host_pool_size)
+    from .model_pools import DevicePools, PoolGeometry
 
 
 def host_pool_size(device_capacity: int, page_size: int, host_to_device_ratio: float) -> int:

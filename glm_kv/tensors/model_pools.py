@@ -44,14 +44,14 @@ import torch
 
 from ..errors import ProfileError
 from ..inputs.hf_config import HfConfig, config_where, config_int as _int, nemotron_pattern  # the config rules
+from ..inputs.rules import RULES, SglangRules, rules_for
 from ..inputs.swa import sglang_swa_view
 from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP, index_page_count
-from . import memory_pool
 from .budget import check_budget, storage_bytes
 from .memory_pool_host import host_pool_size
-from .memory_pool import (CONV_STATE_DTYPE, PoolGeometry, RankPoolSizes, ReqToTokenPool, _alloc, default_device,
-                          kv_store_dtype, mla_kv_cache_dim, pool_geometry, req_to_token_extra_context_len,
-                          torch_dtype)
+from .memory_pool import (CONV_STATE_DTYPE, DSATokenToKVPool, HybridLinearKVPool, MambaPool, MambaSlotAllocator,
+                          PagedTokenToKVPoolAllocator, RankPoolSizes, ReqToTokenPool, _alloc, default_device,
+                          kv_store_dtype, mla_kv_cache_dim, req_to_token_extra_context_len, torch_dtype)
 
 TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}
 KDA_FAMILIES = ("mla+kda", "mla_dsa+kda")
@@ -69,7 +69,10 @@ def _layer_kinds(cfg: HfConfig, hybrid_swa: bool = True) -> tuple[list[int], lis
     t = cfg.text
     if cfg.family in KDA_FAMILIES:
         n = t["num_hidden_layers"]
-        kda = t["linear_attn_config"]["kda_layers"]
+        kda = t["linear_attn_config"].get("kda_layers")
+        if kda is None:   # a GLM-5.3-Flash config may name its layers by layer_types only
+            return ([i for i, x in enumerate(t["layer_types"]) if x != "linear_attention"],
+                    [i for i, x in enumerate(t["layer_types"]) if x == "linear_attention"])
         one_based = cfg.model_type in ("kimi_k3", "kimi_linear")
         state = [i for i in range(n) if (i + 1 if one_based else i) in kda]
     elif cfg.family == "gqa+gdn":
@@ -144,14 +147,76 @@ class ModelGeometry(RankPoolSizes):
     conv_kernel: int = 0                        # the state layers' conv kernel K (windows are K - 1 wide)
     profile_name: str = ""
     notes: tuple[str, ...] = field(default=())
+    # appended (issue 31): what a DSA indexer with kpool paging and the compress tail, and HiCache's host KV
+    # row, need -- GLM-5.3-Flash's config reads them like any other model's (1 / False / 0 where absent)
+    layout: str = "0.5.23"                      # sglang_layout: which SGLang version's rules (rules_for)
+    index_head_dim: int = 0
+    index_kpool: int = 1                        # the config's index_kpool (pooled rows per page under 0.5.23)
+    index_kpool_compress: bool = False
+    tail_width: int = 0                         # index_kpool + speculative draft tokens
+    host_kv_row_width: int = 0                  # MLA host KV row, in elements of the store dtype
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
 
     def __post_init__(self):
+        if self.layout not in RULES:
+            raise ValueError(f"sglang_layout must be one of {tuple(RULES)}, got {self.layout!r}")
         if self.size <= 0 or self.size % self.page_size:
             raise ValueError(f"size {self.size} must be a positive multiple of page_size {self.page_size}")
         if self.swa_layer_ids and (self.swa_size <= 0 or self.swa_size % self.page_size):
             raise ValueError(f"swa_size {self.swa_size} must be a positive multiple of page_size {self.page_size}")
+        if self.page_size % self.index_kpool:
+            raise ValueError(f"page_size {self.page_size} must be a multiple of index_kpool {self.index_kpool}")
+        if self.linear_attention_layer_ids and self.mamba_size < 1:
+            raise ValueError(f"mamba_size must be >= 1, got {self.mamba_size}")
+        if len(self.skip_topk_layers) != len(self.full_attention_layer_ids):
+            raise ValueError("skip_topk_layers needs one entry per full-attention layer")
 
     # -- derived, per SGLang's constructors (the layer counts and request rows: RankPoolSizes) --
+    @property
+    def rules(self) -> SglangRules:
+        """This layout's SGLang version facts (pooled or unpooled index rows, which host pools exist)."""
+        return rules_for(self.layout)
+
+    @property
+    def kv_cache_dim(self) -> int:
+        """The MLA row width (``calculate_mla_kv_cache_dim``; 0 for an MHA pool)."""
+        return self.mla_dim
+
+    @property
+    def index_bytes_per_token_unpooled(self) -> int:
+        """index_head_dim + index_head_dim / 128 x 4 (fp8 key + one fp32 scale per 128)."""
+        return self.index_head_dim + self.index_head_dim // FP8_SCALE_GROUP * FP8_SCALE_BYTES
+
+    @property
+    def index_page_bytes(self) -> int:
+        """One IndexKeyCache buffer row = one page of one layer (0: no indexer)."""
+        return self.index_row_bytes
+
+    @property
+    def num_pages(self) -> int:
+        """Token pages the allocator hands out (page 0 is padding)."""
+        return self.size // self.page_size
+
+    @property
+    def tail_rows(self) -> int:
+        """Compress-tail rows: ``req_to_token.shape[0] + 1`` (the pool gets the req_to_token rows as
+        max_running_requests and adds one sentinel row) = max_running_requests + 2."""
+        return self.req_to_token_rows + 1
+
+    @property
+    def kpool_use_compress(self) -> bool:
+        """``DSATokenToKVPool``: the compress-tail pair exists when the indexer pools k > 1 keys and compresses."""
+        return bool(self.index_row_bytes) and self.index_kpool > 1 and self.index_kpool_compress
+
+    @property
+    def kv_row_bytes(self) -> int:
+        return self.kv_cache_dim * torch_dtype(self.store_dtype).itemsize
+
+    @property
+    def host_kv_row_bytes(self) -> int:
+        return self.host_kv_row_width * torch_dtype(self.store_dtype).itemsize
+
     @property
     def num_swa_layers(self) -> int:
         return len(self.swa_layer_ids)
@@ -239,6 +304,11 @@ class ModelGeometry(RankPoolSizes):
             out += [(f"full_kv_pool.index_key_cache.buffer[{i}]",
                      (0 if skip else self.index_num_pages, self.index_row_bytes), "uint8")
                     for i, skip in enumerate(self.skip_topk_layers)]
+        if self.kpool_use_compress:   # _compress_tail_k, then _compress_tail_score: 0 rows where top-k is skipped
+            out += [(f"full_kv_pool.{name}[{i}]", (0 if skip else self.tail_rows, self.tail_width,
+                                                   self.index_head_dim), "bfloat16")
+                    for name in ("_compress_tail_k", "_compress_tail_score")
+                    for i, skip in enumerate(self.skip_topk_layers)]
         if self.swa_layer_ids:
             out += self._kv_table("swa_kv_pool", self.num_swa_layers, swa=True)
         return out
@@ -247,18 +317,28 @@ class ModelGeometry(RankPoolSizes):
         return sum(math.prod(shape) * torch_dtype(dt).itemsize for _, shape, dt in self.shape_table())
 
 
-def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional[int] = None,
-                   mamba_size: int = 1, spec_state_size: Optional[int] = None,
-                   profile_name: Optional[str] = None) -> ModelGeometry:
-    """The shapes SGLang 0.5.23's constructors give every buffer of a model other than GLM-5.3-Flash,
-    from its config and the resolved arguments (never from the plan's byte fields).
+def model_geometry(plan, *, max_running_requests_per_worker: Optional[int] = None, size: Optional[int] = None,
+                   mamba_size: Optional[int] = None, spec_state_size: Optional[int] = None,
+                   context_len: Optional[int] = None, profile_name: Optional[str] = None) -> ModelGeometry:
+    """The shapes SGLang 0.5.23's constructors give every buffer of any model -- GLM-5.3-Flash's included --
+    from its config (``args.config``) and the resolved arguments (never from the plan's byte fields).
 
-    Refuses by name (``NotBuilt``) what it does not build: ReplaySSM rings, HiSparse, a kpool-compressed
-    indexer, and the verify scratch of a non-KDA state model (SGLang's deduplicated conv-window layout).
+    ``plan``: a ``Plan`` or the resolved ``ServerArgs`` alone (the book and the pool tests build pools
+    with no plan). ``size`` (tokens) defaults to 4 pages and ``mamba_size`` to 1 slot: a small real
+    allocation. ``max_running_requests_per_worker`` defaults to the resolved per-worker count (refused
+    when it is automatic: then the capacity decides it, and the caller must pass it).
+
+    Refuses by name (``NotBuilt``) what it does not build: ReplaySSM rings and HiSparse.
     """
-    cfg, args = sglang_swa_view(plan.config), plan.args   # Gemma-4: SGLang's full / SWA shapes
+    args = getattr(plan, "args", plan)
+    cfg = sglang_swa_view(args.config)   # Gemma-4: SGLang's full / SWA shapes
     p = args.profile
+    reqs = max_running_requests_per_worker if max_running_requests_per_worker is not None else args.requests_per_worker
+    if reqs is None:
+        raise ProfileError("max_running_requests", "the pools need a request count: set "
+                                                   "max_running_requests or available_bytes in the profile")
     t, tp, state_tp, page = cfg.text, args.attn_tp_size, args.linear_attn_tp_size, args.page_size
+    rules = args.rules or rules_for(p.sglang_layout)
     hybrid_swa = not getattr(p, "disable_hybrid_swa_memory", False)   # --disable-hybrid-swa-memory: one full pool
     full, state = _layer_kinds(cfg, hybrid_swa)
     swa_layers = _swa_layers(cfg, hybrid_swa)
@@ -289,13 +369,15 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
             sh = max(1, t["swa_num_key_value_heads"] // tp) if "swa_num_key_value_heads" in t else heads
             shd = t.get("swa_head_dim") or hd
             svd = t.get("swa_v_head_dim") or (t.get("swa_head_dim") or vhd)
-    index_row = 0
+    index_row = index_d = 0
+    kpool, compress = 1, False
     if dsa:
-        d, kpool = t["index_head_dim"], args.index_kpool
-        if kpool > 1:
-            raise NotBuilt("index_kpool", f"measure builds a kpool-{kpool} indexer for GLM-5.3-Flash's "
-                                          f"config reading only, not for {cfg.family}")
-        index_row = page * (d + d // FP8_SCALE_GROUP * FP8_SCALE_BYTES)
+        # IndexKeyCache: a page of fp8 keys + one fp32 scale per 128, per token; under 0.5.23 (indexer_pooled_rows)
+        # a row holds page // index_kpool pooled keys (get_dsa_index_kpool: the config's index_kpool, 1 when absent)
+        index_d, kpool = t["index_head_dim"], int(t.get("index_kpool") or 1)
+        compress = bool(t.get("index_kpool_compress", False))
+        keys = page // kpool if rules.indexer_pooled_rows else page
+        index_row = keys * (index_d + index_d // FP8_SCALE_GROUP * FP8_SCALE_BYTES)
     conv: tuple[tuple[int, ...], ...] = ()
     temporal: tuple[int, ...] = ()
     k = 0
@@ -306,8 +388,10 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
             ssm = ssm if ssm in TORCH else "float32"
         if cfg.family in KDA_FAMILIES:   # KimiLinearStateShape
             lac = t["linear_attn_config"]
-            h, d, k = lac["num_heads"], lac["head_dim"], lac["short_conv_kernel_size"]
-            conv, temporal = ((k - 1, 3 * h * d // state_tp),), (h // state_tp, d, d)
+            h, hd_kda, k = lac["num_heads"], lac["head_dim"], lac["short_conv_kernel_size"]
+            if 3 * h * hd_kda % state_tp or h % state_tp:
+                raise ValueError(f"linear-attention TP {state_tp} does not divide the KDA projection ({h * hd_kda})")
+            conv, temporal = ((k - 1, 3 * h * hd_kda // state_tp),), (h // state_tp, hd_kda, hd_kda)
         else:                            # Mamba2StateShape (GDN and JetBlock reuse it)
             if cfg.family == "gqa+gdn":
                 h, d, groups, st, k = (t["linear_num_value_heads"], t["linear_value_head_dim"],
@@ -329,6 +413,11 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
     topk = getattr(p, "speculative_eagle_topk", None)
     dedup = bool(draft) and cfg.family not in KDA_FAMILIES and (topk is None or topk <= 1)
     size = int(size) if size is not None else 4 * page
+    mamba_size = int(mamba_size) if mamba_size is not None else 1
+    # HiCache's MLA host row: 0.5.23's MLATokenToKVPoolHost takes the device row; the article's build_kv_host_pool
+    # passes no override_kv_cache_dim (kv_lora_rank + qk_rope_head_dim: the fp8 scales are not backed up)
+    lora, rope = (t["kv_lora_rank"], t["qk_rope_head_dim"]) if mla_dim else (0, 0)
+    host_row = mla_dim if rules.host_row_is_device_row else lora + rope
     return ModelGeometry(
         family=cfg.family, size=size, page_size=page, full_attention_layer_ids=tuple(full),
         linear_attention_layer_ids=tuple(state), swa_layer_ids=tuple(swa_layers), store_dtype=store,
@@ -337,11 +426,28 @@ def model_geometry(plan, *, max_running_requests_per_worker: int, size: Optional
         skip_topk_layers=tuple(_indexed(cfg, full)) if dsa else tuple(False for _ in full),
         conv_state_shapes=conv, temporal_state_shape=temporal, conv_dtype=CONV_STATE_DTYPE,
         temporal_dtype=ssm if state else "float32",
-        max_running_requests_per_worker=int(max_running_requests_per_worker),
-        context_len=int(args.context_length), extra_context_len=req_to_token_extra_context_len(args),
-        mamba_size=int(mamba_size), speculative_num_draft_tokens=draft, conv_window_dedup=dedup, conv_kernel=k,
+        max_running_requests_per_worker=int(reqs),
+        context_len=int(context_len if context_len is not None else args.context_length),
+        extra_context_len=req_to_token_extra_context_len(args),
+        mamba_size=mamba_size, speculative_num_draft_tokens=draft, conv_window_dedup=dedup, conv_kernel=k,
         spec_state_size=(int(spec_state_size) if spec_state_size is not None else (1 if draft else 0)),
-        profile_name=profile_name if profile_name is not None else p.label)
+        profile_name=profile_name if profile_name is not None else p.label,
+        layout=p.sglang_layout, index_head_dim=index_d, index_kpool=kpool, index_kpool_compress=compress,
+        tail_width=kpool + args.draft_tokens,   # index_kpool + max_speculative_num_draft_tokens
+        host_kv_row_width=host_row, kv_lora_rank=lora, qk_rope_head_dim=rope)
+
+
+PoolGeometry = ModelGeometry   # GLM-5.3-Flash's geometry was its own class before issue 31; the name stays
+
+
+def pool_geometry(args, *, size: Optional[int] = None, mamba_size: Optional[int] = None,
+                  max_running_requests_per_worker: Optional[int] = None, context_len: Optional[int] = None,
+                  spec_state_size: Optional[int] = None, profile_name: Optional[str] = None) -> ModelGeometry:
+    """``model_geometry`` from the resolved arguments alone (no plan): the entry the book's notebooks, the
+    RadixTree and the pool tests use."""
+    return model_geometry(args, size=size, mamba_size=mamba_size,
+                          max_running_requests_per_worker=max_running_requests_per_worker,
+                          context_len=context_len, spec_state_size=spec_state_size, profile_name=profile_name)
 
 
 def plan_requests_per_worker(plan) -> int:
@@ -353,12 +459,9 @@ def plan_requests_per_worker(plan) -> int:
     return int(value)
 
 
-def geometry_for(plan, *, max_running_requests_per_worker: int, profile_name: Optional[str] = None):
-    """The one entry for ``measure``: GLM-5.3-Flash's ``PoolGeometry`` (its config reading,
-    ``plan.model``), every other model's ``ModelGeometry``; both at the default small sizes."""
-    if plan.model is not None:
-        return pool_geometry(plan.args, max_running_requests_per_worker=max_running_requests_per_worker,
-                             profile_name=profile_name)
+def geometry_for(plan, *, max_running_requests_per_worker: int, profile_name: Optional[str] = None) -> ModelGeometry:
+    """The one entry for ``measure``: every model's ``ModelGeometry`` (GLM-5.3-Flash's from its config like any
+    other's), at the default small sizes."""
     return model_geometry(plan, max_running_requests_per_worker=max_running_requests_per_worker,
                           profile_name=profile_name)
 
@@ -405,11 +508,88 @@ def _window_view(g: ModelGeometry, phys: torch.Tensor) -> torch.Tensor:
                            (phys.stride(0), phys.stride(1), inner[axis], *inner))
 
 
-def build_device_pools(geometry, device: Optional[str] = None, fill: str = "zeros", budget: Optional[int] = None):
-    """``DevicePools`` for GLM-5.3-Flash's geometry, ``ModelDevicePools`` for every other model's."""
-    if isinstance(geometry, PoolGeometry):   # looked up at call time: tests replace it to prove a refusal
-        return memory_pool.DevicePools(geometry, device=device, fill=fill, budget=budget)
+def build_device_pools(geometry: ModelGeometry, device: Optional[str] = None, fill: str = "zeros",
+                       budget: Optional[int] = None) -> ModelDevicePools:
+    """The one builder, for every model's geometry (``measure`` reads only the named buffers)."""
     return ModelDevicePools(geometry, device=device, fill=fill, budget=budget)
+
+
+class DevicePools(ModelDevicePools):
+    """SGLang's object tree of a hybrid MLA + state-layer rank (GLM-5.3-Flash's, Kimi's) over the tensors the one
+    builder allocated: ``token_to_kv_pool`` (HybridLinearKVPool: full_kv_pool + mamba_pool), the allocators,
+    and the byte access the RadixTree and HiCache model use.
+
+    ``fill='zeros'`` mirrors SGLang (torch.zeros); ``fill='empty'`` allocates the same storage
+    without touching it (what measurement needs, and fast).
+    """
+
+    def __init__(self, geometry: ModelGeometry, device: Optional[str] = None, fill: str = "zeros",
+                 budget: Optional[int] = None):
+        g = geometry
+        if g.mha or g.swa_layer_ids or not g.num_linear_layers or not g.index_row_bytes:
+            raise NotBuilt("DevicePools", f"SGLang's HybridLinearKVPool over a DSATokenToKVPool is built for MLA + "
+                                          f"DSA + state-layer models, not {g.family}: use ModelDevicePools")
+        super().__init__(g, device=device, fill=fill, budget=budget)   # refused before allocating: check_budget
+        b = dict(self._buffers)
+        convs = range(len(g.conv_state_shapes))
+        mamba_pool = MambaPool(size=g.mamba_size, mamba_layer_ids=g.linear_attention_layer_ids, device=self.device,
+                               conv=[b[f"mamba_pool.conv[{i}]"] for i in convs], temporal=b["mamba_pool.temporal"],
+                               intermediate_ssm=b.get("mamba_pool.intermediate_ssm"),
+                               intermediate_conv_window=[b[f"mamba_pool.intermediate_conv_window[{i}]"] for i in convs]
+                               if "mamba_pool.intermediate_ssm" in b else None)
+        self.token_to_kv_pool = HybridLinearKVPool(g, self.device, DSATokenToKVPool(g, self.device, b), mamba_pool)
+        self.token_to_kv_pool_allocator = PagedTokenToKVPoolAllocator(g.size, g.page_size)
+        self.mamba_allocator = MambaSlotAllocator(g.mamba_size)
+
+    @property
+    def full_kv_pool(self) -> DSATokenToKVPool:
+        return self.token_to_kv_pool.full_kv_pool
+
+    @property
+    def mamba_pool(self) -> MambaPool:
+        return self.token_to_kv_pool.mamba_pool
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Every device tensor, named by its path in SGLang's object tree (req_to_token, the token pools, the
+        state pool: the tree's order; the storages are the ones ``ModelDevicePools`` allocated)."""
+        for name, t in self.req_to_token_pool.named_buffers():
+            yield f"req_to_token_pool.{name}", t
+        yield from self.token_to_kv_pool.named_buffers()
+
+    def free_counts(self) -> dict[str, int]:
+        return {"token_slots": self.token_to_kv_pool_allocator.available_size(),
+                "mamba_slots": self.mamba_allocator.available_size(),
+                "req_slots": self.req_to_token_pool.available_size()}
+
+    # ---- byte access used by the RadixTree / HiCache model ----
+    def read_token_rows(self, indices: torch.Tensor) -> list[torch.Tensor]:
+        """Per full layer, the kv_buffer rows of these token slots, as uint8 (n, row_bytes)."""
+        idx = indices.to(self.device)
+        return [b[idx].view(torch.uint8).reshape(len(idx), -1) for b in self.full_kv_pool.kv_buffer]
+
+    def write_token_rows(self, indices: torch.Tensor, rows: list[torch.Tensor]) -> None:
+        idx = indices.to(self.device)
+        for b, r in zip(self.full_kv_pool.kv_buffer, rows):
+            b.view(torch.uint8).view(b.shape[0], -1)[idx, : r.shape[1]] = r.to(self.device)
+
+    def read_index_pages(self, indices: torch.Tensor) -> list[torch.Tensor]:
+        """Per full layer, the IndexKeyCache pages holding these (page-aligned) token slots."""
+        pages = (indices.view(-1)[:: self.geometry.page_size] // self.geometry.page_size).to(self.device)
+        return [b[pages] for b in self.full_kv_pool.index_key_cache.buffer if b.shape[0]]
+
+    def write_index_pages(self, indices: torch.Tensor, rows: list[torch.Tensor]) -> None:
+        pages = (indices.view(-1)[:: self.geometry.page_size] // self.geometry.page_size).to(self.device)
+        live = [b for b in self.full_kv_pool.index_key_cache.buffer if b.shape[0]]
+        for b, r in zip(live, rows):
+            b[pages] = r.to(self.device)
+
+    def read_mamba_slot(self, slot: int) -> list[torch.Tensor]:
+        """One state slot across all state layers: [conv..., temporal], each (layers, ...) as uint8."""
+        return [t[:, slot].contiguous().view(torch.uint8) for t in self.mamba_pool.state_tensors()]
+
+    def write_mamba_slot(self, slot: int, parts: list[torch.Tensor]) -> None:
+        for t, p in zip(self.mamba_pool.state_tensors(), parts):
+            t[:, slot] = p.to(self.device).view(t.dtype).view(t[:, slot].shape)
 
 
 # --------------------------------------------------------------------------- HiCache host pools
@@ -424,7 +604,7 @@ def host_sizes(g: ModelGeometry, ratio: float) -> tuple[int, int]:
 
 def host_shape_table(g: ModelGeometry, ratio: float) -> list[tuple[str, tuple[int, ...], str]]:
     """(name, shape, dtype) of every host buffer of the HostPoolGroup SGLang 0.5.23 builds, page_first
-    (``pool_host/mha.py``: (2, size, layers, heads, dim); ``mla.py``: (size, layers, 1, row);
+    (``pool_host/mha.py``: (2, size, layers, heads, dim); ``mla.py``: (size, layers, 1, host row);
     ``dsa.py``: (pages, indexed layers, 1, page bytes); ``mamba.py``: (slots, layers, 1, *state))."""
     tokens, slots = host_sizes(g, ratio)
     out: list[tuple[str, tuple[int, ...], str]] = []
@@ -432,9 +612,11 @@ def host_shape_table(g: ModelGeometry, ratio: float) -> list[tuple[str, tuple[in
         out.append(("MHATokenToKVPoolHost[kv].kv_buffer",
                     (2, tokens, g.num_full_layers, g.kv_heads, g.head_dim), g.store_dtype))
     else:
-        out.append(("MLATokenToKVPoolHost[kv].kv_buffer", (tokens, g.num_full_layers, 1, g.mla_dim), g.store_dtype))
+        out.append(("MLATokenToKVPoolHost[kv].kv_buffer", (tokens, g.num_full_layers, 1, g.host_kv_row_width),
+                    g.store_dtype))
     live = sum(1 for s in g.skip_topk_layers if not s)
-    if g.index_row_bytes and live:
+    # the article's hybrid HostPoolGroup has KV + MAMBA entries only (rules.host_indexer_pool)
+    if g.index_row_bytes and live and g.rules.host_indexer_pool:
         out.append(("DSAIndexerPoolHost[indexer].index_k_with_scale_buffer",
                     (index_page_count(tokens, g.page_size), live, 1, g.index_row_bytes), "uint8"))
     if slots:

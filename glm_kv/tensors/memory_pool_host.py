@@ -49,13 +49,6 @@ class PoolName(str, enum.Enum):
     MAMBA = "mamba"
 
 
-_FILL = {"zeros": torch.zeros, "empty": torch.empty}
-
-
-def _host_alloc(shape: tuple[int, ...], dtype: torch.dtype, pin_memory: bool, fill: str = "zeros") -> torch.Tensor:
-    return _FILL[fill](shape, dtype=dtype, device="cpu", pin_memory=pin_memory)
-
-
 class _PagedHostFreeList(PagedTokenToKVPoolAllocator):
     """Host slots 0 .. size - 1 handed out in whole pages (no padding page on the host)."""
 
@@ -67,16 +60,15 @@ class MLATokenToKVPoolHost:
 
     layout = "page_first"
 
-    def __init__(self, device_pool: DSATokenToKVPool, host_to_device_ratio: float,
-                 row_width: int, pin_memory: bool, fill: str = "zeros"):
+    def __init__(self, device_pool: DSATokenToKVPool, kv_buffer: torch.Tensor):
         self.device_pool = device_pool
         self.page_size = device_pool.page_size
         self.layer_num = device_pool.layer_num
         self.dtype = device_pool.store_dtype
-        self.kv_cache_dim = row_width
-        self.size = host_pool_size(device_pool.size, self.page_size, host_to_device_ratio)
+        self.kv_buffer = kv_buffer                # (size, layer_num, 1, row_width): allocated by ModelHostPools
+        self.kv_cache_dim = kv_buffer.shape[-1]
+        self.size = kv_buffer.shape[0]
         self.page_num = self.size // self.page_size
-        self.kv_buffer = _host_alloc((self.size, self.layer_num, 1, row_width), self.dtype, pin_memory, fill)
         self.allocator = _PagedHostFreeList(self.size, self.page_size)
 
     @property
@@ -120,8 +112,7 @@ class DSAIndexerPoolHost:
 
     layout = "page_first"
 
-    def __init__(self, device_pool: DSATokenToKVPool, anchor: MLATokenToKVPoolHost, pin_memory: bool,
-                 fill: str = "zeros"):
+    def __init__(self, device_pool: DSATokenToKVPool, anchor: MLATokenToKVPoolHost, buffer: torch.Tensor):
         self.device_pool = device_pool
         self.page_size = anchor.page_size
         self.size = anchor.size
@@ -131,9 +122,9 @@ class DSAIndexerPoolHost:
         self.indexer_page_num = index_page_count(self.size, self.page_size)
         # its own free list, never allocated from (the KV host indices are reused; see the docstring)
         self.allocator = _PagedHostFreeList(self.size, self.page_size)
-        self.index_k_with_scale_buffer = _host_alloc(
-            (self.indexer_page_num, self.layer_num, 1, self.indexer_page_stride_size), torch.uint8, pin_memory,
-            fill)
+        if buffer.shape != (self.indexer_page_num, self.layer_num, 1, self.indexer_page_stride_size):
+            raise ValueError(f"host index buffer {tuple(buffer.shape)} does not page the KV host pool of {self.size}")
+        self.index_k_with_scale_buffer = buffer
 
     def _pages(self, indices: torch.Tensor) -> torch.Tensor:
         return indices.view(-1)[:: self.page_size] // self.page_size
@@ -163,16 +154,12 @@ class MambaPoolHost:
     layout = "page_first"
     page_size = 1
 
-    def __init__(self, device_pool: MambaPool, host_to_device_ratio: float, pin_memory: bool,
-                 fill: str = "zeros"):
+    def __init__(self, device_pool: MambaPool, conv_buffer: list[torch.Tensor], temporal_buffer: torch.Tensor):
         self.device_pool = device_pool
         self.num_mamba_layers = len(device_pool.mamba_layer_ids)
-        self.size = host_pool_size(device_pool.size, 1, host_to_device_ratio)
-        n = self.num_mamba_layers
-        self.conv_buffer = [_host_alloc((self.size, n, 1, *c.shape[2:]), c.dtype, pin_memory, fill)
-                            for c in device_pool.conv]
-        t = device_pool.temporal
-        self.temporal_buffer = _host_alloc((self.size, n, 1, *t.shape[2:]), t.dtype, pin_memory, fill)
+        self.conv_buffer = list(conv_buffer)      # (slots, layers, 1, *state): allocated by ModelHostPools
+        self.temporal_buffer = temporal_buffer
+        self.size = temporal_buffer.shape[0]
         self.allocator = _PagedHostFreeList(self.size, 1)
 
     def _host_tensors(self) -> list[torch.Tensor]:
@@ -324,18 +311,24 @@ def build_host_pool_group(pools: DevicePools, hicache_ratio: float = 2.0,
                           fill: str = "zeros") -> HostPoolGroup:
     """The HostPoolGroup SGLang builds for this layout (``_MambaStrategy`` in the article).
 
-    ``fill='empty'`` allocates the same host storage without touching it (measurement).
+    The host tensors are the ones ``model_pools.ModelHostPools`` allocates for every model (issue 31: one host
+    builder); the pool objects here give them SGLang's names and the transfers. ``fill='empty'`` allocates the
+    same host storage without touching it (measurement).
     """
+    from .model_pools import ModelHostPools   # model_pools imports this module
+
     if layout != "page_first":
         raise ValueError(f"only the page_first host layout is modelled, got {layout!r}")
-    if pin_memory is None:
-        pin_memory = torch.cuda.is_available()
     g = pools.geometry
-    kv = MLATokenToKVPoolHost(pools.full_kv_pool, hicache_ratio, g.host_kv_row_width, pin_memory, fill)
+    b = dict(ModelHostPools(pools, hicache_ratio, fill=fill, pin_memory=pin_memory).named_buffers())
+    kv = MLATokenToKVPoolHost(pools.full_kv_pool, b["MLATokenToKVPoolHost[kv].kv_buffer"])
     entries = [PoolEntry(PoolName.KV, kv, pools.full_kv_pool, is_primary_index_anchor=True)]
-    if g.rules.host_indexer_pool and any(b.shape[0] for b in pools.full_kv_pool.index_key_cache.buffer):
-        entries.append(PoolEntry(PoolName.INDEXER, DSAIndexerPoolHost(pools.full_kv_pool, kv, pin_memory, fill),
+    index = b.get("DSAIndexerPoolHost[indexer].index_k_with_scale_buffer")
+    if index is not None:   # 0.5.23 only (rules.host_indexer_pool), and only with an indexed layer
+        entries.append(PoolEntry(PoolName.INDEXER, DSAIndexerPoolHost(pools.full_kv_pool, kv, index),
                                  pools.full_kv_pool, indices_from_pool=PoolName.KV))
-    entries.append(PoolEntry(PoolName.MAMBA, MambaPoolHost(pools.mamba_pool, hicache_ratio, pin_memory, fill),
+    conv = [b[f"MambaPoolHost[mamba].conv_buffer[{i}]"] for i in range(len(pools.mamba_pool.conv))]
+    entries.append(PoolEntry(PoolName.MAMBA, MambaPoolHost(pools.mamba_pool, conv,
+                                                           b["MambaPoolHost[mamba].temporal_buffer"]),
                              pools.mamba_pool))
     return HostPoolGroup(entries, g)

@@ -1,12 +1,16 @@
-"""Real tensors for every other model's pools, shaped and named like SGLang 0.5.23's (issues 22, 31).
+"""Real tensors for every model's pools, GLM-5.3-Flash's included, shaped and named like SGLang 0.5.23's
+(issues 22, 31): one geometry and one builder.
 
 Why: ``glm_kv.tensors.measure.measure_profile`` compares every buffer SGLang allocates with the
-plan's ledgers. GLM-5.3-Flash's pools come from ``memory_pool`` (``PoolGeometry`` / ``DevicePools``);
-this module gives every other architecture the same two objects - a geometry (shapes for given
-pool sizes, ``shape_table`` / ``shape_bytes`` / ``with_sizes``, nothing allocated) and the pools
-(``named_buffers`` with SGLang's object paths) - so ``measure_profile`` runs one engine for every
-model: per buffer rows against the ledgers, two reduced sizes and the extrapolation, the full
-profile, the CUDA caching allocator's model.
+plan's ledgers. One geometry (``ModelGeometry``, still importable as ``memory_pool.PoolGeometry``: shapes
+for given pool sizes, ``shape_table`` / ``shape_bytes`` / ``with_sizes``, nothing allocated) and one
+builder (``ModelDevicePools``: every tensor of the shape table, ``named_buffers`` with SGLang's object
+paths) serve every architecture, so a rule is fixed in one place and ``measure_profile`` runs one engine
+for every model: per buffer rows against the ledgers, two reduced sizes and the extrapolation, the full
+profile, the CUDA caching allocator's model. GLM-5.3-Flash is data here: its MLA rows, DSA indexer
+(kpool paging, the compress tail) and KDA state are read from its config.json like Kimi's or
+DeepSeek-V3.2's. ``DevicePools`` (SGLang's HybridLinearKVPool tree, which the RadixTree and the HiCache
+``HostPoolGroup`` walk) names the same tensors; ``ModelHostPools`` allocates every host tensor.
 
 Shapes are restated here from the config (``glm_kv.inputs.hf_config``) and the resolved launch
 facts (``plan.args``: kv dtype, DSA backends, attention and linear-attention TP, page size, SSM
@@ -15,7 +19,9 @@ dtype); no plan byte field is read. After SGLang's constructors:
 * ``MLATokenToKVPool`` / ``DSATokenToKVPool`` (``full_kv_pool.kv_buffer[i]``): (size + page, 1,
   kv_cache_dim), bf16 or uint8 (fp8); DSA rows per ``calculate_mla_kv_cache_dim``.
 * ``IndexKeyCache`` (``full_kv_pool.index_key_cache.buffer[i]``): ((size + page + 1) // page,
-  page // kpool x (d + d / 128 x 4)) uint8; 0 rows for a layer whose ``indexer_types`` is "shared".
+  page // kpool x (d + d / 128 x 4)) uint8 (the article's layout: page x (d + d / 128 x 4)); 0 rows for a
+  layer whose ``indexer_types`` is "shared". With ``index_kpool`` > 1 and ``index_kpool_compress`` the
+  compress tail ``_compress_tail_k[i]`` / ``_compress_tail_score[i]``: (max_reqs + 2, kpool + draft, d) bf16.
 * ``MHATokenToKVPool`` (``full_kv_pool.k_buffer[i]`` / ``v_buffer[i]``): (size + page, kv heads per
   rank, head dim). 0.5.23's ``_create_buffers_normal``: when K and V have one shape they are the two
   halves of ONE allocation per layer, (2, size + page, heads, dim) - the views share a storage;
@@ -109,9 +115,9 @@ def _indexed(cfg: HfConfig, layers: list[int]) -> list[bool]:
 
 @dataclass(frozen=True)
 class ModelGeometry(RankPoolSizes):
-    """Every shape of one rank's device buffers for a model other than GLM-5.3-Flash.
+    """Every shape of one rank's device buffers, for any model (GLM-5.3-Flash's too: ``PoolGeometry``).
 
-    The interface ``measure`` reads is ``PoolGeometry``'s: the sizes (``size``, ``mamba_size``,
+    What ``measure``, the builders and the book read: the sizes (``size``, ``mamba_size``,
     ``spec_state_size``, ``max_running_requests_per_worker``, ``context_len``), ``with_sizes``,
     ``shape_table`` (one row per storage, in SGLang's allocation order) and ``shape_bytes``.
     """

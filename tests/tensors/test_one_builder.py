@@ -82,3 +82,26 @@ def test_a_planted_glm_builder_error_is_caught_by_measure(monkeypatch, field, fn
     _plant(monkeypatch, **{field: fn})
     report = M.measure_profile(plan, device="cpu", full=False)
     assert not report.ok and any(buffer in line for line in report.mismatches), report.mismatches
+
+
+@pytest.mark.parametrize("profile, entries", [("article", ["kv", "mamba"]), ("h200-0.5.23", ["kv", "indexer", "mamba"])])
+def test_glm_host_pools_are_the_one_host_builders_tensors(profile, entries):
+    """The HostPoolGroup (per layout: the article's has no indexer entry) names exactly the host tensors
+    ``host_shape_table`` gives every model, with their shapes."""
+    from glm_kv.tensors.memory_pool_host import build_host_pool_group
+
+    g = pool_geometry(resolve(load_profile(profile)), size=512, mamba_size=2, max_running_requests_per_worker=3)
+    group = build_host_pool_group(DevicePools(g, device="cpu", fill="empty"), hicache_ratio=2.0, fill="empty",
+                                  pin_memory=False)
+    assert group.names == entries
+    assert {n: tuple(t.shape) for n, t in group.named_buffers()} == {n: s for n, s, _ in MP.host_shape_table(g, 2.0)}
+
+
+def test_a_planted_glm_host_row_error_is_caught_by_measure(monkeypatch):
+    """Planted: the article's host KV row as wide as the device row (the fp8 scales backed up, which its
+    build_kv_host_pool does not do) -> measure names the host KV buffer."""
+    plan = load_plan("article", {"enable_hierarchical_cache": True})
+    assert M.measure_profile(plan, device="cpu", full=False).ok
+    _plant(monkeypatch, host_kv_row_width=lambda g: g.kv_cache_dim)
+    report = M.measure_profile(plan, device="cpu", full=False)
+    assert not report.ok and any("MLATokenToKVPoolHost" in line for line in report.mismatches), report.mismatches

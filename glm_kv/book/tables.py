@@ -485,7 +485,7 @@ def agreement_summary(summary: dict | None):
 
 def resolve_device(device: str | None) -> str:
     """"auto" (or None) is CUDA when ``torch.cuda.is_available()``, else the CPU; else as given."""
-    from ..tensors.memory_pool import default_device
+    from ..tensors.pool_objects import default_device
 
     return default_device() if device in (None, "auto") else device
 

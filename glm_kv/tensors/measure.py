@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Optional
 from ..units import fmt_bytes, index_page_count
 from .budget import AllocationRefused, check_budget, free_memory_bytes, storage_bytes, storage_key
 from .cuda_allocator import AllocatorConfig, CachingAllocatorModel, live_model
-from .memory_pool import default_device, torch_dtype
+from .pool_objects import default_device, torch_dtype
 from .memory_pool_host import not_on_host
 from .model_pools import (ModelHostPools, NotBuilt, build_device_pools, check_host_buildable, geometry_for,
                           host_shape_table, plan_requests_per_worker)
@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the plan is only read here, never built: no ledger formula 
 
 # --------------------------------------------------------------------------- the ledger side
 # Each function turns the plan's ledger figures into the bytes one buffer should hold. They read
-# the ledgers' fields only (never a tensor or a shape derived in memory_pool), and only SGLang's
+# the ledgers' fields only (never a tensor or a shape derived in model_pools), and only SGLang's
 # *counting* rules enter them (size + page_size rows for the padding page,
 # (size + page_size + 1) // page_size index pages, slots + 1 for the padding slot). A split that
 # does not come out whole stays a fraction, so it can never equal a measured byte count.

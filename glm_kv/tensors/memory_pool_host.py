@@ -31,16 +31,11 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 import torch
 
 from ..units import index_page_count
-from .memory_pool import DSATokenToKVPool, MambaPool, PagedTokenToKVPoolAllocator, torch_dtype
+from .model_pools import ModelHostPools
+from .pool_objects import DSATokenToKVPool, MambaPool, PagedTokenToKVPoolAllocator, host_pool_size, torch_dtype
 
-if TYPE_CHECKING:   # model_pools imports this module (host_pool_size)
+if TYPE_CHECKING:
     from .model_pools import DevicePools, PoolGeometry
-
-
-def host_pool_size(device_capacity: int, page_size: int, host_to_device_ratio: float) -> int:
-    """``HostKVCache.__init__`` (pool_host/base.py) without ``--hicache-size``: the device capacity
-    x ratio, in whole pages, plus one padding page: ``(int(capacity x ratio) // page + 1) x page``."""
-    return (int(device_capacity * host_to_device_ratio) // page_size + 1) * page_size
 
 
 class PoolName(str, enum.Enum):
@@ -315,8 +310,6 @@ def build_host_pool_group(pools: DevicePools, hicache_ratio: float = 2.0,
     builder); the pool objects here give them SGLang's names and the transfers. ``fill='empty'`` allocates the
     same host storage without touching it (measurement).
     """
-    from .model_pools import ModelHostPools   # model_pools imports this module
-
     if layout != "page_first":
         raise ValueError(f"only the page_first host layout is modelled, got {layout!r}")
     g = pools.geometry

@@ -54,10 +54,10 @@ from ..inputs.rules import RULES, SglangRules, rules_for
 from ..inputs.swa import sglang_swa_view
 from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP, index_page_count
 from .budget import check_budget, storage_bytes
-from .memory_pool_host import host_pool_size
-from .memory_pool import (CONV_STATE_DTYPE, DSATokenToKVPool, HybridLinearKVPool, MambaPool, MambaSlotAllocator,
-                          PagedTokenToKVPoolAllocator, RankPoolSizes, ReqToTokenPool, _alloc, default_device,
-                          kv_store_dtype, mla_kv_cache_dim, req_to_token_extra_context_len, torch_dtype)
+from .pool_objects import (CONV_STATE_DTYPE, DSATokenToKVPool, HybridLinearKVPool, MambaPool, MambaSlotAllocator,
+                           PagedTokenToKVPoolAllocator, RankPoolSizes, ReqToTokenPool, _alloc, default_device,
+                           host_pool_size, kv_store_dtype, mla_kv_cache_dim, req_to_token_extra_context_len,
+                           torch_dtype)
 
 TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}
 KDA_FAMILIES = ("mla+kda", "mla_dsa+kda")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..memory_pool import DevicePools
+from ..model_pools import DevicePools
 from .errors import ContentMismatch
 from .nodes import FULL, MAMBA, TreeNode
 

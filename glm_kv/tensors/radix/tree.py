@@ -40,7 +40,8 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from ..memory_pool import DevicePools, MambaSlotAllocator
+from ..model_pools import DevicePools
+from ..pool_objects import MambaSlotAllocator
 from .bookkeeping import Bookkeeping
 from .errors import RadixTreeError
 from .eviction import Eviction

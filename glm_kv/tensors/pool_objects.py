@@ -46,11 +46,10 @@ allocators never hand it out.
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
-from ..inputs.model import ModelConfig
 from ..inputs.resolve import ServerArgs
 from ..inputs.rules import RULES
 from ..units import index_page_count
@@ -125,9 +124,10 @@ CONV_STATE_DTYPE = "bfloat16"   # mamba2_state_dtype(): conv follows the model d
 REQ_TO_TOKEN_BASE_EXTRA = 4     # allocation_sizing.get_req_to_token_extra_context_len: "4 + draft"
 
 
-def mla_kv_cache_dim(model: ModelConfig, kv_cache_dtype: str, prefill_backend: str, decode_backend: str,
+def mla_kv_cache_dim(model: Any, kv_cache_dtype: str, prefill_backend: str, decode_backend: str,
                      disaggregation_mode: str = "null") -> int:
-    """``calculate_mla_kv_cache_dim`` (kv_cache_configurator.py) for a DSA model on CUDA.
+    """``calculate_mla_kv_cache_dim`` (kv_cache_configurator.py) for a DSA model on CUDA; ``model``: anything
+    with the config's ``kv_lora_rank`` and ``qk_rope_head_dim``.
 
     Raw ``kv_lora_rank + qk_rope_head_dim`` when the local role's backend is trtllm, or both are
     tilelang, or the KV is not fp8; else the scaled fp8 row: nope bytes + one fp32 scale per 128

@@ -51,7 +51,7 @@ import torch
 
 from ..errors import ProfileError
 from ..inputs.model import ModelConfig
-from ..inputs.resolve import ServerArgs
+from ..inputs.resolve import REQ_TO_TOKEN_BASE_EXTRA, ServerArgs, req_to_token_extra_context_len  # noqa: F401
 from ..inputs.rules import RULES, SglangRules, rules_for
 from ..ledgers.parallel import parallel_ledger
 from ..units import FP8_SCALE_BYTES, FP8_SCALE_GROUP, index_page_count
@@ -263,7 +263,6 @@ DSA_QUANT_BLOCK_SIZE = 128      # DSATokenToKVPool.quant_block_size
 DSA_ROPE_STORAGE_BYTES = 2      # DSATokenToKVPool.rope_storage_dtype = torch.bfloat16
 FP8_SCALE_ITEM_BYTES = 4        # "kv_lora_rank // quant_block_size * 4" (fp32 scales)
 CONV_STATE_DTYPE = "bfloat16"   # mamba2_state_dtype(): conv follows the model dtype (bf16)
-REQ_TO_TOKEN_BASE_EXTRA = 4     # allocation_sizing.get_req_to_token_extra_context_len: "4 + draft"
 
 
 def mla_kv_cache_dim(model: ModelConfig, kv_cache_dtype: str, prefill_backend: str, decode_backend: str,
@@ -305,26 +304,6 @@ def kimi_linear_state_shapes(model: ModelConfig, linear_tp: int) -> tuple[tuple[
     if conv_dim % linear_tp or heads % linear_tp:
         raise ValueError(f"linear-attention TP {linear_tp} does not divide the KDA projection ({proj})")
     return (model.short_conv_kernel_size - 1, conv_dim // linear_tp), (heads // linear_tp, hd, hd)
-
-
-def req_to_token_extra_context_len(args: ServerArgs) -> int:
-    """``get_req_to_token_extra_context_len``: req_to_token columns beyond context_len.
-
-    4 + the draft tokens; under speculative decoding with pages > 1 at least the per-decode
-    reserve (2 x ``get_alloc_len_per_decode``) + page_size - 1.
-    """
-    p, draft = args.profile, args.draft_tokens
-    extra = REQ_TO_TOKEN_BASE_EXTRA + draft
-    if p.speculative_algorithm is not None and args.page_size > 1:
-        steps = p.speculative_num_steps or 1
-        topk = p.speculative_eagle_topk or 1
-        if topk == 1:
-            per_decode = max(steps * topk, draft)
-        else:
-            pages = (args.page_size - 1 + steps + args.page_size - 1) // args.page_size
-            per_decode = max(pages * args.page_size * topk, draft)
-        extra = max(extra, 2 * per_decode + args.page_size - 1)
-    return extra
 
 
 def pool_geometry(args: ServerArgs, *, size: Optional[int] = None, mamba_size: Optional[int] = None,

@@ -287,7 +287,9 @@ def _contract(path: str, launch: dict, gpu) -> dict:
     # its retraction backup against the built pools first, and host_pool builds the host pools without HiCache
     if launch.get("enable_hierarchical_cache") or v.disaggregation_mode == "decode":
         out["host"] = _host(configurator, sa, v, hybrid, dsa, int(config.max_total_num_tokens), int(max_reqs),
-                            SimpleNamespace(spec=spec, sa=sa, mc=mc, kv_quant_algo=quant_algo),
+                            SimpleNamespace(spec=spec, sa=sa, mc=mc, kv_quant_algo=quant_algo,
+                                            host_memory_bytes=launch.get("host_memory_bytes"),
+                                            ranks_per_host=launch.get("ranks_per_host")),
                             swa_tokens=int(config.swa_max_total_num_tokens) if swa else None)
     try:   # MambaPool's own checks at allocation (the KDA ring's length) refuse here
         pools = _measure(configurator, v, mc, hybrid, dsa, int(max_reqs), swa)
@@ -323,8 +325,11 @@ def _measure(configurator, v, mc, hybrid: bool, dsa: bool, n_reqs: int, swa: boo
     saved = mc.context_len
     mc.context_len = 64
     rows = []
+    # a decode server's HybridMambaDecodeReqToTokenPool raises its MambaPool to (requests + pre-allocated rows) x
+    # slots per request, over the small sizes: measured above that floor there (slot counts on meta cost nothing)
+    base = 1 << 16 if hybrid and v.disaggregation_mode == "decode" else 0
     try:
-        for slots, pages in ((1, 2), (2, 4)):
+        for slots, pages in ((base + 1, 2), (base + 2, 4)):
             # on meta (W12): every figure below is a shape, a dtype or numel x element_size, which meta
             # tensors carry unallocated; on the CPU one Nemotron-H-56B TP 1 state slot is 0.9 GB of zeros
             k = configurator("meta")
@@ -456,7 +461,9 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
     from sglang.srt.runtime_context import get_memory
 
     try:
-        with meta_host_memory(None, None), meta_device_module():
+        # the host's RAM and ranks where the launch states them (none: SGLang's auto-size never binds, W8)
+        with meta_host_memory(getattr(r, "host_memory_bytes", None), getattr(r, "ranks_per_host", None)), \
+                meta_device_module():
             kvc = configurator("meta")
             req = kvc._build_req_to_token_pool(max_num_reqs=max_reqs)
             swa = swa_tokens is not None

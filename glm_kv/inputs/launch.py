@@ -197,7 +197,9 @@ MODELLED: dict[str, str] = {
                                  "tests/sglang/test_flags_refusals.py); its value validated as SGLang does",
     "moe_a2a_backend": "memory: default fraction (DeepEP buffers, prefill graph)",
     "max_prefill_tokens": "memory: default fraction (activation reservation without chunking)",
-    "disaggregation_mode": "memory: default fraction; host: HiCache refused on decode",
+    "disaggregation_mode": ("memory: default fraction; host: HiCache refused on decode without the decode radix "
+                            "cache; a decode server's retraction backup (host.retraction_backup), whose host_pool "
+                            "builds host pools without HiCache"),
     "enable_prefill_cp": "memory: default fraction",
     "cp_strategy": "parallel: context-parallel split (validated as SGLang does)",
     "enable_hierarchical_cache": ("host: HiCache host pools (KV, indexer, mamba; DFLASH's draft sidecar; with ReplaySSM "

@@ -495,7 +495,7 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
                     model_runner=SimpleNamespace(model_config=r.mc, mtp_draft_device_pools=drafts,
                                                  spec_algorithm=r.spec)))
                 if backup == "host_pool":   # registry.create_unified_radix_cache's own refusals (Mamba, pure SWA)
-                    _tree_cache_refusals(r.mc, params, sa, swa, tokens)
+                    tree_cache_refusals(r.mc, params, sa, swa, tokens)
                 if backup != "host_pool" and not get_memory().enable_hierarchical_cache:
                     return {"retraction_backup": backup}
             components = ({ComponentType.FULL, ComponentType.MAMBA} if hybrid else
@@ -594,7 +594,7 @@ class _TreeCacheBuilt(Exception):
     """Raised in place of building the UnifiedRadixCache: create_unified_radix_cache's checks have passed."""
 
 
-def _tree_cache_refusals(mc, params, sa, swa: bool, tokens: int) -> None:
+def tree_cache_refusals(mc, params, sa, swa: bool, tokens: int) -> None:
     """SGLang's ``registry.create_unified_radix_cache`` up to the cache itself: its host-pool retraction refusals
     ("... does not support Mamba models." / "... pure-SWA models."), run by SGLang's own function on the build
     context ``kv_cache_builder`` hands it; the cache class it then builds is a stand-in that stops there."""

@@ -117,3 +117,22 @@ def test_a_planted_single_request_floor_under_a_threshold_is_caught(sglang_ready
     problems = planted(monkeypatch, "gemma-4-26b-a4b", launch, lambda mp: mp.setattr(host, "backup_only_ratio",
                                                                                     one_request))
     assert any(p.startswith("host.kv_tokens:") for p in problems), problems
+
+
+# GLM-5.3-Flash as a pasted command, through the suite's own comparison (test_random_launches.compare_launch: SGLang
+# reads the command with its argparse; the memory oracle's keys both ways, a refusal on both sides)
+GLM = "python -m sglang.launch_server --model-path zai-org/GLM-5.3-Flash --tp 8 --disaggregation-mode decode "
+GLM_HW = {"gpu": "H200", "weights_bytes": 40 * 10**9}
+GLM_LAUNCHES = [
+    ("glm-cpu-tensor", GLM + "--disaggregation-decode-retraction-backup cpu_tensor"),
+    ("glm-priority", GLM + "--enable-priority-scheduling"),
+    ("glm-host-pool", GLM + "--disaggregation-decode-retraction-backup host_pool"),   # refused: Mamba models
+    ("glm-threshold", GLM + "--disaggregation-decode-host-receive-threshold 0.5"),   # refused alike
+]
+
+
+@pytest.mark.parametrize("pid,cmd", GLM_LAUNCHES, ids=[x[0] for x in GLM_LAUNCHES])
+def test_glm_decode_server_commands_agree(sglang_ready, pid, cmd):
+    from test_random_launches import compare_launch
+
+    assert compare_launch(pid, cmd, GLM_HW) == []

@@ -29,7 +29,11 @@ HOST_POOL = [
     ("gpt-oss-20b", {**D, "disaggregation_decode_host_receive_threshold": 0.5}),   # host_pool, layer_first
     ("gemma-4-26b-a4b", {**D, "disaggregation_decode_host_receive_threshold": 0.25}),   # floor of two requests
     ("gpt-oss-20b", {**D, "enable_priority_scheduling": True, "disable_priority_preemption": True}),
-    ("gpt-oss-20b", {**D, "host_memory_bytes": 40 * 10**9, "ranks_per_host": 1}),   # auto-size under 0.2
+    ("gpt-oss-20b", {**D, "host_memory_bytes": 40 * 10**9, "ranks_per_host": 1}),   # auto-size: 0.2 fits
+    ("gpt-oss-20b", {**D, "host_memory_bytes": 25 * 10**9, "ranks_per_host": 1}),   # auto-size binds below 0.2
+    ("gemma-4-26b-a4b", {**D, "host_memory_bytes": 60 * 10**9, "ranks_per_host": 1}),   # ... below the floor
+    ("mimo-v2-flash", {**D, "tp_size": 8, "host_memory_bytes": 200 * 10**9}),   # 8 ranks on the host share it
+    ("llama-4-scout-17b-16e-instruct", {**D, "tp_size": 4, "disaggregation_decode_host_receive_threshold": 0.0}),
     ("gemma-4-26b-a4b", {**D, "disaggregation_decode_retraction_backup": "host_pool", "max_running_requests": 64}),
 ]
 CPU_TENSOR = [
@@ -51,6 +55,8 @@ REFUSED = [
     ("gpt-oss-20b", {**D, "disaggregation_decode_host_receive_threshold": 0.5,
                      "disaggregation_decode_retraction_backup": "cpu_tensor"}),
     ("gpt-oss-20b", {**D, "disaggregation_decode_host_receive_threshold": 1.5}),
+    # the host-memory check of the host pools (pool_host/base.py), --hicache-size past the host's RAM
+    ("gpt-oss-20b", {**D, "host_memory_bytes": 30 * 10**9, "hicache_size": 40, "ranks_per_host": 1}),
 ]
 ALL = HOST_POOL + CPU_TENSOR + REFUSED
 

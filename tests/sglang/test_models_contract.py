@@ -260,6 +260,16 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
                 d["disaggregation_mode"] = swa_draw.choice(["prefill", "decode"])
                 if d["disaggregation_mode"] == "decode" and swa_draw.random() < 0.3:
                     d["disaggregation_decode_extra_slots"] = swa_draw.choice([0, 5, 64])
+    # a decode server's retraction backup (issue 30 / 32 follow-up), drawn apart too: host_pool builds the host pools
+    # without HiCache (compared key for key), priority preemption or the decode radix cache keep cpu_tensor
+    back = random.Random(f"{seed}:{name}:retraction")
+    for d in out:
+        if d.get("disaggregation_mode") == "decode" and back.random() < 0.5:
+            d.update(back.choice([{"enable_priority_scheduling": True},
+                                  {"enable_priority_scheduling": True, "disable_priority_preemption": True},
+                                  {"disaggregation_decode_host_receive_threshold": back.choice([0.0, 0.5, 1.0])},
+                                  {"disaggregation_decode_retraction_backup": back.choice(["cpu_tensor", "host_pool"])},
+                                  {"disaggregation_decode_enable_radix_cache": True}]))
     return out
 
 

@@ -89,6 +89,18 @@ def test_refusals_are_in_sglangs_words(sglang_ready, name, launch):
     assert err is not None and f"\"{says}\"" in err.rule, (err, says)
 
 
+def test_a_drafts_host_sidecar_on_a_decode_server(sglang_ready, tmp_path):
+    """DFLASH on gpt-oss-120b's decode server (test_models_contract's g5 draft checkpoint): host_pool registers the
+    draft's host sidecar beside the KV and SWA host pools (maybe_register_hicache_draft), as HiCache does."""
+    from test_models_contract import draft_checkpoint_launches
+
+    name, launch = next((n, x) for n, x in draft_checkpoint_launches(tmp_path)
+                        if x.get("speculative_draft_model_path", "").endswith("g5"))
+    for extra in ({}, {"disaggregation_decode_host_receive_threshold": 0.5}):
+        problems, sg = check(name, {**launch, **extra})
+        assert problems == [] and sg["host"]["draft_tokens"] == sg["host"]["kv_tokens"] > 0, (problems, sg["host"])
+
+
 def test_a_planted_cpu_tensor_rule_is_caught(sglang_ready, monkeypatch):
     """Planted: the backup rule always cpu_tensor (glm-kv's old plan: no host pools on a decode server)."""
     import glm_kv.ledgers.plan as plan

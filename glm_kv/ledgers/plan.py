@@ -209,7 +209,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                        sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token,   # issue 30: DFLASH sidecar
                        swa_device_tokens=cap.swa_max_total_num_tokens if cap else None,   # issue 32: SWA host pool
                        # a PD decode server's retraction backup: host_pool builds the host pools without HiCache
-                       retraction_backup=retraction_backup(p, args.config.family),
+                       retraction_backup=(retraction_backup(p, args.config.family)
+                                          if rules.startup_refusals else None),   # 0.5.23's rule (not the article's)
                        max_context_len=args.context_length + req_to_token_extra_context_len(args))
     if host.retraction_backup == "host_pool" and not p.enable_hierarchical_cache:
         notes.append("decode server: SGLang 0.5.23 backs up retracted requests in host pools "

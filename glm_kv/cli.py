@@ -128,6 +128,8 @@ def render_plan(plan, ignored: list[str]) -> None:
             ("capacity", f"requests of {plan.args.context_length:,} tokens that fit",
              f"{requests_fit(plan).value:,} (binds: {BINDS_WORDS[binding_at_context(plan)]})"),
         ]
+    if host.retraction_backup is not None:   # a PD decode server: host_pool builds the host pools without HiCache
+        rows.append(("host", "decode retraction backup", host.retraction_backup))
     rows.append(("host", "HostPoolGroup entries", ", ".join(host.entries)))
     rows.append(("host", "host KV row / token", f"{host.kv_row_bytes} B / {host.kv_bytes_per_token:,} B"))
     if host.swa_tokens is not None:   # hybrid SWA with HiCache (issue 32): the SWA host pool

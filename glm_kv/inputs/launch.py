@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ProfileError, shown
+from .retraction import RETRACTION_BACKUP_CHOICES
 from .swa import refuse_swa_flags
 from .profile import (CP_STRATEGY_CHOICES, CUDA_GRAPH_BACKEND_CHOICES, DISAGGREGATION_MODE_CHOICES, DSA_DECODE_CHOICES, DSA_PREFILL_CHOICES,
                       HICACHE_HOST_MEMORY_MODE_CHOICES, HICACHE_STORAGE_BACKEND_CHOICES, LINEAR_ATTN_BACKEND_CHOICES,
@@ -103,6 +104,11 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--hierarchical-sparse-attention-extra-config": ("hisparse_config", "str"),
     "--swa-full-tokens-ratio": ("swa_full_tokens_ratio", "float"),         # issue 32: hybrid SWA (gpt-oss)
     "--disable-hybrid-swa-memory": ("disable_hybrid_swa_memory", "flag"),
+    # a decode server's retraction backup and what resolves it (issue 30 / 32 follow-up, inputs/retraction.py)
+    "--disaggregation-decode-retraction-backup": ("disaggregation_decode_retraction_backup", "str"),
+    "--disaggregation-decode-host-receive-threshold": ("disaggregation_decode_host_receive_threshold", "float"),
+    "--enable-priority-scheduling": ("enable_priority_scheduling", "flag"),
+    "--disable-priority-preemption": ("disable_priority_preemption", "flag"),
 }
 # ServerArgs field -> what it moves in glm-kv (the flag table's "modelled" rows; issue 20).
 MODELLED: dict[str, str] = {
@@ -191,7 +197,9 @@ MODELLED: dict[str, str] = {
                                  "tests/sglang/test_flags_refusals.py); its value validated as SGLang does",
     "moe_a2a_backend": "memory: default fraction (DeepEP buffers, prefill graph)",
     "max_prefill_tokens": "memory: default fraction (activation reservation without chunking)",
-    "disaggregation_mode": "memory: default fraction; host: HiCache refused on decode",
+    "disaggregation_mode": ("memory: default fraction; host: HiCache refused on decode without the decode radix "
+                            "cache; a decode server's retraction backup (host.retraction_backup), whose host_pool "
+                            "builds host pools without HiCache"),
     "enable_prefill_cp": "memory: default fraction",
     "cp_strategy": "parallel: context-parallel split (validated as SGLang does)",
     "enable_hierarchical_cache": ("host: HiCache host pools (KV, indexer, mamba; DFLASH's draft sidecar; with ReplaySSM "
@@ -237,6 +245,18 @@ MODELLED: dict[str, str] = {
     "disable_hybrid_swa_memory": (
         "token/capacity: a hybrid sliding-window model without its SWA pool, every layer in the full pool "
         "(ModelConfig.is_hybrid_swa); no pool elsewhere (tests/sglang/test_models_contract.py)"),
+    "disaggregation_decode_retraction_backup": (
+        "host: on a PD decode server, host_pool builds HiCache's host pools without --enable-hierarchical-cache "
+        "(ratio 0.2, at least one longest request; or --hicache-ratio / --hicache-size); unset, SGLang resolves it "
+        "against the pools (host.retraction_backup); host_pool refused in SGLang's words off a decode server, with "
+        "priority preemption, on a Mamba model or an MLA pool (tests/sglang/test_decode_retraction_backup.py)"),
+    "disaggregation_decode_host_receive_threshold": (
+        "host: below 1 a decode server's retraction backup resolves to host_pool, its host pools' floor fits two "
+        "longest requests and their layout is layer_first; refused outside [0, 1], with HiSparse, with cpu_tensor "
+        "and off a decode server, in SGLang's words"),
+    "enable_priority_scheduling": ("host: with priority preemption a decode server's retraction backup resolves "
+                                   "to cpu_tensor (no host pools); explicit host_pool refused beside it"),
+    "disable_priority_preemption": "host: priority scheduling without preemption keeps host-pool retraction",
 }
 # SGLang 0.5.23's argparse choices for the flags above that have them (the wheel's server_args).
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -253,6 +273,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "hicache_io_backend": ("direct", "kernel", "kernel_ascend"),
     "hicache_host_memory_mode": HICACHE_HOST_MEMORY_MODE_CHOICES,
     "hicache_storage_backend": HICACHE_STORAGE_BACKEND_CHOICES,
+    "disaggregation_decode_retraction_backup": RETRACTION_BACKUP_CHOICES,
 }
 # What 0.5.23 calls a flag the article's SGLang (or a habit) spells differently.
 RENAMED_IN_0523 = {
@@ -471,13 +492,6 @@ NEEDS_COMPANION: dict[str, tuple[Any, Any, str]] = {
 }
 
 
-def _float_or_one(text: str | None) -> float:
-    try:
-        return float(text if text is not None else 1.0)
-    except ValueError:
-        return 1.0
-
-
 # Flags the table proves inert that SGLang 0.5.23 refuses beside --enable-hisparse (issue 30): flag -> (when,
 # SGLang's message, its file). The proof ran without HiSparse; with it the launch does not start.
 REFUSED_WITH_HISPARSE: dict[str, tuple[Any, str, str]] = {
@@ -486,10 +500,6 @@ REFUSED_WITH_HISPARSE: dict[str, tuple[Any, str, str]] = {
     "--speculative-adaptive": (lambda g: (_first(g, "--speculative-algorithm") or "NONE").upper() != "NONE",
                                "HiSparse speculative decoding uses statically sized swap state; "
                                "--speculative-adaptive is not supported.", "arg_groups/hisparse_hook.py"),
-    "--disaggregation-decode-host-receive-threshold": (
-        lambda g: _float_or_one(_first(g, "--disaggregation-decode-host-receive-threshold")) < 1,
-        "Decode host receive does not yet support HiSparse or role switching",
-        "arg_groups/pd_disaggregation_hook.py"),
 }
 
 

@@ -36,6 +36,7 @@ DEFAULT_PROFILE = "article"
 LAYOUTS = ("article", "0.5.23")
 # issue 20: GPU names come from the GPU table (inputs/data/gpus.json, with sources)
 from .gpus import GPU_NAMES  # noqa: E402
+from .retraction import RETRACTION_BACKUP_CHOICES  # noqa: E402
 PROFILE_MAX_BYTES = 256 << 10     # a profile is a few hundred bytes; 256 KiB is generous
 PROFILE_MAX_DEPTH = 8            # nesting allowed while reading (no field takes more than a scalar)
 PROFILE_MAX_NODES = 4096         # YAML nodes in one profile (a profile has about 60 scalars)
@@ -273,6 +274,15 @@ FIELDS: dict[str, Field] = {
     # host pools of all the machine's ranks may take when auto-sizing (hicache_auto_size; no --hicache-ratio or
     # --hicache-size); SGLang refuses it outside (0, 1]
     "hicache_host_memory_fraction": Float(0.8, gt=0, le=1.0),
+    # a PD decode server's retraction backup (issue 30 / 32 follow-up, inputs/retraction.py): None lets SGLang
+    # resolve it against the built pools (host_pool for an MHA / hybrid-SWA pool without recurrent state), and
+    # host_pool builds HiCache's host pools without --enable-hierarchical-cache; a host receive threshold below 1
+    # resolves it to host_pool (SGLang refuses one outside [0, 1], in its words); priority scheduling with
+    # preemption keeps it on cpu_tensor
+    "disaggregation_decode_retraction_backup": Choice(None, RETRACTION_BACKUP_CHOICES, optional=True),
+    "disaggregation_decode_host_receive_threshold": Float(1.0, gt=-1e9, le=1e9),
+    "enable_priority_scheduling": Bool(),
+    "disable_priority_preemption": Bool(),
 }
 
 

@@ -733,6 +733,9 @@ def resolve(p: Profile) -> ServerArgs:
         # handle_pd_disaggregation (pd_disaggregation_hook.py): a 0.5.23 decode server runs without the radix
         # cache unless --disaggregation-decode-enable-radix-cache, which turns it on over --disable-radix-cache
         p = p.model_copy(update={"disable_radix_cache": not p.disaggregation_decode_enable_radix_cache})
+    if p.disaggregation_decode_host_receive_threshold < 1 and p.hicache_mem_layout != "layer_first":
+        # hicache_hook.handle_hicache: the decode host pool that KV transfer receives into is layer_first
+        p = p.model_copy(update={"hicache_mem_layout": "layer_first"})
     validate_combination(p, facts, rules)
     gpu = resolve_gpu(p)
     kv_dtype, prefill, decode = resolve_kv(p, facts, config, gpu, rules)
@@ -785,3 +788,26 @@ def resolve(p: Profile) -> ServerArgs:
         else 0,
         fraction_attn_cp_size=given_cp, hisparse_ratio=hisparse_ratio(p),
     )
+
+
+REQ_TO_TOKEN_BASE_EXTRA = 4     # allocation_sizing.get_req_to_token_extra_context_len: "4 + draft"
+
+
+def req_to_token_extra_context_len(args: ServerArgs) -> int:
+    """``get_req_to_token_extra_context_len``: req_to_token columns beyond context_len.
+
+    4 + the draft tokens; under speculative decoding with pages > 1 at least the per-decode
+    reserve (2 x ``get_alloc_len_per_decode``) + page_size - 1.
+    """
+    p, draft = args.profile, args.draft_tokens
+    extra = REQ_TO_TOKEN_BASE_EXTRA + draft
+    if p.speculative_algorithm is not None and args.page_size > 1:
+        steps = p.speculative_num_steps or 1
+        topk = p.speculative_eagle_topk or 1
+        if topk == 1:
+            per_decode = max(steps * topk, draft)
+        else:
+            pages = (args.page_size - 1 + steps + args.page_size - 1) // args.page_size
+            per_decode = max(pages * args.page_size * topk, draft)
+        extra = max(extra, 2 * per_decode + args.page_size - 1)
+    return extra

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..errors import ProfileError
+from .retraction import validate_retraction
 from .rules import rules_for
 
 # SGLang 0.5.23's own messages (file of the check in parentheses at each use)
@@ -91,6 +92,8 @@ def validate_startup(p, strategy: str, model=None, config=None) -> None:
     ``config``: its config.json (what the DSA override reads)."""
     if not rules_for(p).startup_refusals:   # the article's SGLang (upstream f4de6abee6) is not checked here
         return
+    # pd_disaggregation_hook / kv_cache_hook / the tree cache: the decode retraction backup (inputs/retraction.py)
+    validate_retraction(p, getattr(model, "family", None) or "mla_dsa+kda")
     validate_two_batch_overlap(p, config, bool(getattr(model, "is_dsa", False)))
     validate_host_memory_mode(p)   # arg_groups/hicache_hook.py, before the speculative hook
     # arg_groups/speculative_hook.py, on the final algorithm (NEXTN is EAGLE by then)
@@ -201,13 +204,6 @@ def validate_host_memory_mode(p) -> None:
             "arg_groups/hicache_hook.py"))
 
 
-def _threshold(values: list[str]) -> float:
-    try:
-        return float(values[0])
-    except (ValueError, IndexError):
-        return 1.0
-
-
 CONDITIONAL_REFUSALS: dict[str, tuple[tuple[Any, str, str], ...]] = {
     "--enable-tp-lm-head-all-to-all": (
         (lambda p, v, g: not _attn_dp(p), "--enable-tp-lm-head-all-to-all requires attention DP (--attn-dp-size).",
@@ -271,13 +267,6 @@ CONDITIONAL_REFUSALS: dict[str, tuple[tuple[Any, str, str], ...]] = {
         (lambda p, v, g: _track_interval_refused(p, v, g), "",
          "an AssertionError without a message in arg_groups/mamba_hook.py validate_mamba_extra_buffer: with the "
          "extra_buffer strategy the interval must be a multiple of the page size and at least the draft tokens"),),
-    "--disaggregation-decode-host-receive-threshold": (
-        (lambda p, v, g: not 0 <= _threshold(v) <= 1,
-         "--disaggregation-decode-host-receive-threshold must be between 0 and 1",
-         "arg_groups/pd_disaggregation_hook.py"),
-        (lambda p, v, g: _threshold(v) < 1 and p.disaggregation_mode != "decode",
-         "--disaggregation-decode-retraction-backup=host_pool is only supported on a PD decode server.",
-         "arg_groups/kv_cache_hook.py")),
 }
 
 

@@ -67,6 +67,9 @@ class HostLedger:
     swa_layers: int | None = None
     swa_tokens: int | None = None
     swa_bytes: int | None = None
+    # appended (issue 30 / 32 follow-up), PD decode servers only (absent from the plan JSON elsewhere): the retraction
+    # backup SGLang resolves (inputs/retraction.py); host_pool builds the host pools above without HiCache
+    retraction_backup: str | None = None
 
 
 HOST_POOL_CLASSES = {"kv": "MLATokenToKVPoolHost", "indexer": "DSAIndexerPoolHost",
@@ -229,11 +232,28 @@ def validate_host(p, rules: SglangRules | None = None, hybrid: bool = True) -> N
                                                  f"assert in SGLang 0.5.23 (page_first or page_first_direct)")
 
 
+BACKUP_ONLY_HICACHE_RATIO = 0.2   # kv_cache_builder: a backup-only retraction pool's host slots per device slot
+
+
+def backup_only_ratio(p, device_tokens: int, page_size: int, max_context_len: int) -> float:
+    """``resolve_decode_retraction_backup``'s ratio for host-pool retraction without HiCache (no --hicache-ratio):
+    0.2, and without --hicache-size at least one longest request (``decode_retraction_max_tokens``: the
+    req_to_token row less one token, at most the KV pool, page-aligned), two when a host receive threshold below 1
+    lets one request receive while another is retracted."""
+    if p.hicache_size != 0:
+        return BACKUP_ONLY_HICACHE_RATIO
+    min_tokens = -(-min(max_context_len - 1, device_tokens) // page_size) * page_size
+    if p.disaggregation_decode_host_receive_threshold < 1:
+        min_tokens *= 2
+    return max(BACKUP_ONLY_HICACHE_RATIO, min_tokens / device_tokens)
+
+
 def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                 device_tokens: int | None, device_slots: int | None, *,
                 mamba_device_bytes: int | None = None, draft_layers: int = 0,
                 rules: SglangRules | None = None, sidecar_draft_bytes_per_token: int = 0,
-                swa_device_tokens: int | None = None) -> HostLedger:
+                swa_device_tokens: int | None = None, retraction_backup: str | None = None,
+                max_context_len: int | None = None) -> HostLedger:
     """The host pool group of any model; sizes when HiCache is on and the device pools are known.
 
     ``mamba_device_bytes``: the device mamba pool's bytes (slots + 1, plus the speculative
@@ -243,6 +263,9 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
     ``swa_device_tokens``: a hybrid-SWA model's SWA device pool (issue 32), whose host pool
     ``build_hybrid_swa_stack`` sizes as the KV one (ratio x its tokens, or its device-bytes share of
     --hicache-size), after the KV pool in the build order and the host-memory checks.
+    ``retraction_backup``: a PD decode server's resolved backup (``inputs.retraction``); ``host_pool`` builds the
+    same host pools without HiCache (``create_unified_radix_cache`` -> ``init_hicache``), at
+    ``backup_only_ratio`` unless a ratio is given (``max_context_len``: the req_to_token row).
     """
     rules = rules or rules_for(p)
     hybrid = bool(layers.specs(STATE_KINDS))
@@ -275,7 +298,9 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
                                                        "plan it in cache mode")
     if swa_spt:
         ledger.update(swa_bytes_per_token=swa_spt, swa_layers=token.num_swa_layers)
-    if not (p.enable_hierarchical_cache and device_tokens is not None):
+    ledger.update(retraction_backup=retraction_backup)
+    backup_only = retraction_backup == "host_pool" and not p.enable_hierarchical_cache
+    if not ((p.enable_hierarchical_cache or backup_only) and device_tokens is not None):
         return HostLedger(**ledger)
     kv_layers = token.num_full_layers + draft_layers
     kv_spt = row * kv_layers
@@ -292,17 +317,20 @@ def host_ledger(layers: ModelLayers, p, token: TokenLedger, slot_bytes: int,
     swa_dev = (swa_device_tokens + token.page_size) * swa_spt if swa_spt else 0
     size_gb = p.hicache_size
     ratio, ratio_src, auto_budget = p.hicache_ratio, "profile", None
-    if size_gb > 0:   # the size wins; the ratio SGLang still resolves is the given one, else 2.0
-        ratio = p.hicache_ratio if explicit_ratio(p) else default_ratio(p)
+    # the ratio SGLang defaults to: HiCache's (2.0; 1.2 buffer_only), or a backup-only retraction pool's
+    requested = (backup_only_ratio(p, device_tokens, token.page_size, max_context_len) if backup_only
+                 else default_ratio(p))
+    if size_gb > 0:   # the size wins; the ratio SGLang still resolves is the given one, else the default
+        ratio = p.hicache_ratio if explicit_ratio(p) else requested
         ratio_src = "unused (hicache_size)"
     elif not explicit_ratio(p):
         host_mem = p.host_memory_bytes
         if host_mem is not None:
             ratio, auto_budget = auto_ratio(kv_dev + mamba_dev + swa_dev + draft_dev, host_mem, ranks_per_host(p),
-                                            default_ratio(p), host_memory_fraction(p))
+                                            requested, host_memory_fraction(p))
             ratio_src = "auto-size"
         else:
-            ratio, ratio_src = default_ratio(p), "default"
+            ratio, ratio_src = requested, "retraction backup" if backup_only else "default"
     if not rules.auto_hicache_ratio:   # sized as before 0.5.23: the ratio as given
         ratio, ratio_src = p.hicache_ratio, "profile"
     kv_share = mamba_share = swa_share = 0.0 if rules.split_hicache_size else float(size_gb)   # unsplit: each pool

@@ -9,7 +9,8 @@ from ..inputs.hf_config import HfConfig
 from ..inputs.ib_devices import check_ib_devices as ib_devices_note
 from ..inputs.model import ModelConfig
 from ..inputs.profile import Profile, load_profile, make_profile
-from ..inputs.resolve import ServerArgs, resolve
+from ..inputs.resolve import ServerArgs, req_to_token_extra_context_len, resolve
+from ..inputs.retraction import retraction_backup
 from ..units import GiB, MiB, fmt_bytes
 from . import capacity as capacity_module
 from . import token as token_module
@@ -206,7 +207,15 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                        if cap else None,
                        draft_layers=args.packed_draft_layers, rules=rules,
                        sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token,   # issue 30: DFLASH sidecar
-                       swa_device_tokens=cap.swa_max_total_num_tokens if cap else None)   # issue 32: SWA host pool
+                       swa_device_tokens=cap.swa_max_total_num_tokens if cap else None,   # issue 32: SWA host pool
+                       # a PD decode server's retraction backup: host_pool builds the host pools without HiCache
+                       retraction_backup=(retraction_backup(p, args.config.family)
+                                          if rules.startup_refusals else None),   # 0.5.23's rule (not the article's)
+                       max_context_len=args.context_length + req_to_token_extra_context_len(args))
+    if host.retraction_backup == "host_pool" and not p.enable_hierarchical_cache:
+        notes.append("decode server: SGLang 0.5.23 backs up retracted requests in host pools "
+                     "(--disaggregation-decode-retraction-backup resolves to host_pool), built as HiCache's without "
+                     "--enable-hierarchical-cache" + (": the host.* sizes hold them" if cap is not None else ""))
     if host.hicache_ratio_source == "default":
         notes.append("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it from the host's free RAM when neither "
                      "hicache_ratio nor hicache_size is given; give host_memory_bytes and ranks_per_host")
@@ -258,7 +267,10 @@ SWA_HOST_KEYS = ("swa_bytes_per_token", "swa_layers", "swa_tokens", "swa_bytes")
 ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None, "disaggregation_ib_device": None,
                  "swa_full_tokens_ratio": 0.8, "disable_hybrid_swa_memory": False,
                  "hicache_host_memory_mode": "cache", "hicache_storage_backend": None,
-                 "hicache_host_memory_fraction": 0.8}
+                 "hicache_host_memory_fraction": 0.8,
+                 # a decode server's retraction backup and what resolves it (issue 30 / 32 follow-up)
+                 "disaggregation_decode_retraction_backup": None, "disaggregation_decode_host_receive_threshold": 1.0,
+                 "enable_priority_scheduling": False, "disable_priority_preemption": False}
 
 
 def _decode_mamba_pool_slots(args, cap) -> int | None:
@@ -303,7 +315,8 @@ def plan_to_dict(plan: Plan) -> dict:
                     "spec_scratch_bytes_per_request": req.state_slot_bytes * plan.args.verify_state_draft_tokens,
                     "state_kind": req.state_kind},   # appended (issue 31)
         "tail": asdict(tail),
-        "host": {**{k: v for k, v in asdict(plan.host).items() if k not in SWA_HOST_KEYS or v is not None},
+        "host": {**{k: v for k, v in asdict(plan.host).items()
+                    if k not in SWA_HOST_KEYS + ("retraction_backup",) or v is not None},   # decode servers only
                  "entries": list(plan.host.entries), "entry_classes": list(plan.host.entry_classes)},
         "speculative": {"draft_tokens": plan.draft_tokens, "draft_layers": tok.draft_layers},
         "notes": list(plan.notes),

@@ -50,7 +50,8 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from ..inputs.resolve import ServerArgs
+# req_to_token's extra columns live with the resolution (the ledgers read them too, and cannot import tensors)
+from ..inputs.resolve import REQ_TO_TOKEN_BASE_EXTRA, ServerArgs, req_to_token_extra_context_len  # noqa: F401
 from ..inputs.rules import RULES
 from ..units import index_page_count
 
@@ -121,7 +122,6 @@ DSA_QUANT_BLOCK_SIZE = 128      # DSATokenToKVPool.quant_block_size
 DSA_ROPE_STORAGE_BYTES = 2      # DSATokenToKVPool.rope_storage_dtype = torch.bfloat16
 FP8_SCALE_ITEM_BYTES = 4        # "kv_lora_rank // quant_block_size * 4" (fp32 scales)
 CONV_STATE_DTYPE = "bfloat16"   # mamba2_state_dtype(): conv follows the model dtype (bf16)
-REQ_TO_TOKEN_BASE_EXTRA = 4     # allocation_sizing.get_req_to_token_extra_context_len: "4 + draft"
 
 
 def mla_kv_cache_dim(model: Any, kv_cache_dtype: str, prefill_backend: str, decode_backend: str,
@@ -153,26 +153,6 @@ def mla_kv_cache_dim(model: Any, kv_cache_dtype: str, prefill_backend: str, deco
 def kv_store_dtype(kv_cache_dtype: str) -> str:
     """``KVCache.store_dtype``: float8 KV is stored as uint8 (index_put does not take fp8)."""
     return "uint8" if kv_cache_dtype.startswith("fp8") else kv_cache_dtype
-
-
-def req_to_token_extra_context_len(args: ServerArgs) -> int:
-    """``get_req_to_token_extra_context_len``: req_to_token columns beyond context_len.
-
-    4 + the draft tokens; under speculative decoding with pages > 1 at least the per-decode
-    reserve (2 x ``get_alloc_len_per_decode``) + page_size - 1.
-    """
-    p, draft = args.profile, args.draft_tokens
-    extra = REQ_TO_TOKEN_BASE_EXTRA + draft
-    if p.speculative_algorithm is not None and args.page_size > 1:
-        steps = p.speculative_num_steps or 1
-        topk = p.speculative_eagle_topk or 1
-        if topk == 1:
-            per_decode = max(steps * topk, draft)
-        else:
-            pages = (args.page_size - 1 + steps + args.page_size - 1) // args.page_size
-            per_decode = max(pages * args.page_size * topk, draft)
-        extra = max(extra, 2 * per_decode + args.page_size - 1)
-    return extra
 
 
 # --------------------------------------------------------------------------- allocation

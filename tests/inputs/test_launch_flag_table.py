@@ -56,8 +56,11 @@ def test_inert_flag_is_accepted_and_listed(row):
     argv = row["proof"]["argv"]
     fields, inert = parse_launch_command(" ".join([LAUNCH, shlex.join(argv)]), layout="0.5.23")   # a JSON value stays one
     # a companion the proof carries (``--enable-priority-scheduling`` beside ``--retraction-policy priority``)
-    # is listed as its own accepted flag
-    assert [w for i in inert for w in shlex.split(i)] == argv and inert[0].startswith(argv[0]) and fields == {"model": "glm-5.3-flash", "weights_estimate": True}
+    # is read as the modelled switch it is (it resolves a decode server's retraction backup)
+    companions = {FLAGS[w][0]: True for w in argv[1:] if w in FLAGS and FLAGS[w][1] == "flag"}
+    listed = [w for w in argv if not (w in FLAGS and FLAGS[w][1] == "flag")]
+    assert [w for i in inert for w in shlex.split(i)] == listed and inert[0].startswith(argv[0])
+    assert fields == {"model": "glm-5.3-flash", "weights_estimate": True, **companions}
 
 
 def test_the_word_ignored_needs_proof(monkeypatch):

@@ -28,14 +28,24 @@ def test_flags_become_fields():
 @pytest.mark.parametrize("extra,flag,says", [
     ("--enable-mixed-chunk", "--enable-mixed-chunk", "does not support --enable-mixed-chunk yet"),
     ("--speculative-algorithm EAGLE --speculative-adaptive", "--speculative-adaptive", "statically sized swap state"),
-    ("--disaggregation-mode decode --disaggregation-decode-host-receive-threshold 0.5",
-     "--disaggregation-decode-host-receive-threshold", "Decode host receive does not yet support HiSparse"),
 ])
 def test_inert_flags_sglang_refuses_beside_hisparse(extra, flag, says):
     parse_launch_command(LAUNCH + extra, "0.5.23")   # inert without HiSparse
     with pytest.raises(ProfileError) as e:
         parse_launch_command(LAUNCH + "--enable-hisparse " + extra, "0.5.23")
     assert e.value.field == flag and says in e.value.rule
+
+
+def test_host_receive_threshold_beside_hisparse_is_refused():
+    """--disaggregation-decode-host-receive-threshold is modelled (it resolves a decode server's retraction backup,
+    inputs/retraction.py): below 1 beside HiSparse the launch is refused at resolution, in SGLang's words."""
+    extra = "--disaggregation-mode decode --disaggregation-decode-host-receive-threshold 0.5"
+    fields, inert = parse_launch_command(LAUNCH + "--enable-hisparse " + extra, "0.5.23")
+    assert fields["disaggregation_decode_host_receive_threshold"] == 0.5 and inert == []
+    with pytest.raises(ProfileError) as e:
+        resolve(make_profile(fields, default_name="x"))
+    assert e.value.field == "disaggregation_decode_host_receive_threshold"
+    assert "Decode host receive does not yet support HiSparse" in e.value.rule
 
 
 def test_adaptive_without_speculation_is_not_refused():

@@ -51,6 +51,9 @@ PASS = ("tp_size", "dp_size", "enable_dp_attention", "kv_cache_dtype", "page_siz
         "swa_full_tokens_ratio", "disable_hybrid_swa_memory",
         # PD disaggregation (issue 32: a decode server's SWA request cap), as oracle_memory hands them over
         "disaggregation_mode", "disaggregation_decode_extra_slots", "disaggregation_decode_enable_radix_cache",
+        # a decode server's retraction backup (host_pool builds host pools without HiCache) and what resolves it
+        "disaggregation_decode_retraction_backup", "disaggregation_decode_host_receive_threshold",
+        "enable_priority_scheduling", "disable_priority_preemption",
         # no profile field: read by DeepSeek-V4's configurator only (the inert proof below hands it to SGLang alone)
         "swa_prefix_tails")
 
@@ -280,10 +283,13 @@ def _contract(path: str, launch: dict, gpu) -> dict:
                    spec_scratch_bytes=int(round((seen["rest_gib"] - seen["after_gib"]) * GiB - (K + 1) * slot)))
     out["capacity"] = cap
 
-    # the host group first: the small pools below override max_mamba_cache_size (W6)
-    if launch.get("enable_hierarchical_cache"):
+    # the host group first: the small pools below override max_mamba_cache_size (W6); a PD decode server resolves
+    # its retraction backup against the built pools first, and host_pool builds the host pools without HiCache
+    if launch.get("enable_hierarchical_cache") or v.disaggregation_mode == "decode":
         out["host"] = _host(configurator, sa, v, hybrid, dsa, int(config.max_total_num_tokens), int(max_reqs),
-                            SimpleNamespace(spec=spec, sa=sa, mc=mc, kv_quant_algo=quant_algo),
+                            SimpleNamespace(spec=spec, sa=sa, mc=mc, kv_quant_algo=quant_algo,
+                                            host_memory_bytes=launch.get("host_memory_bytes"),
+                                            ranks_per_host=launch.get("ranks_per_host")),
                             swa_tokens=int(config.swa_max_total_num_tokens) if swa else None)
     try:   # MambaPool's own checks at allocation (the KDA ring's length) refuse here
         pools = _measure(configurator, v, mc, hybrid, dsa, int(max_reqs), swa)
@@ -319,8 +325,11 @@ def _measure(configurator, v, mc, hybrid: bool, dsa: bool, n_reqs: int, swa: boo
     saved = mc.context_len
     mc.context_len = 64
     rows = []
+    # a decode server's HybridMambaDecodeReqToTokenPool raises its MambaPool to (requests + pre-allocated rows) x
+    # slots per request, over the small sizes: measured above that floor there (slot counts on meta cost nothing)
+    base = 1 << 16 if hybrid and v.disaggregation_mode == "decode" else 0
     try:
-        for slots, pages in ((1, 2), (2, 4)):
+        for slots, pages in ((base + 1, 2), (base + 2, 4)):
             # on meta (W12): every figure below is a shape, a dtype or numel x element_size, which meta
             # tensors carry unallocated; on the CPU one Nemotron-H-56B TP 1 state slot is 0.9 GB of zeros
             k = configurator("meta")
@@ -452,7 +461,9 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
     from sglang.srt.runtime_context import get_memory
 
     try:
-        with meta_host_memory(None, None), meta_device_module():
+        # the host's RAM and ranks where the launch states them (none: SGLang's auto-size never binds, W8)
+        with meta_host_memory(getattr(r, "host_memory_bytes", None), getattr(r, "ranks_per_host", None)), \
+                meta_device_module():
             kvc = configurator("meta")
             req = kvc._build_req_to_token_pool(max_num_reqs=max_reqs)
             swa = swa_tokens is not None
@@ -472,6 +483,21 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
                 mtp_draft_device_pools=drafts,
                 mtp_draft_mamba_pools=(), tp_cache_group=None, attn_cp_cache_group=None,
                 attn_tp_cache_group=None, pp_cache_group=None)
+            backup = None
+            if v.disaggregation_mode == "decode":
+                # kv_cache_builder.build_kv_cache -> resolve_decode_retraction_backup, SGLang's own function, with the
+                # tp worker's views of the pools built above (issue 30 / 32 follow-up: host-pool retraction)
+                from sglang.srt.mem_cache.kv_cache_builder import resolve_decode_retraction_backup
+
+                backup = resolve_decode_retraction_backup(tp_worker=SimpleNamespace(
+                    get_memory_pool=lambda: (req, params.token_to_kv_pool_allocator), is_hybrid_swa=swa,
+                    get_tokens_per_layer_info=lambda: (tokens if swa else None, swa_tokens),
+                    model_runner=SimpleNamespace(model_config=r.mc, mtp_draft_device_pools=drafts,
+                                                 spec_algorithm=r.spec)))
+                if backup == "host_pool":   # registry.create_unified_radix_cache's own refusals (Mamba, pure SWA)
+                    tree_cache_refusals(r.mc, params, sa, swa, tokens)
+                if backup != "host_pool" and not get_memory().enable_hierarchical_cache:
+                    return {"retraction_backup": backup}
             components = ({ComponentType.FULL, ComponentType.MAMBA} if hybrid else
                           {ComponentType.FULL, ComponentType.SWA} if swa else {ComponentType.FULL})
             strategy = _select_strategy(kv, components)
@@ -494,6 +520,17 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
             with auto_size_hicache(params, plan, enabled=True), stub_cache_controller():
                 result = strategy.build(cache=cache, kvcache=kv, params=params, server_args=sa,
                                         load_cache_event=None)
+            if backup == "host_pool":   # kv_cache_builder: the tree cache must hold an MHA or hybrid-SWA host stack
+                from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+
+                UnifiedRadixCache.validate_retraction_host_capacity(SimpleNamespace(
+                    cache_controller=object(), host_pool_group=result.host_pool_group,
+                    supports_mamba=lambda: hybrid, supports_swa=lambda: swa, sidecar_pool_specs=[],
+                    token_to_kv_pool_allocator=params.token_to_kv_pool_allocator,
+                    supports_retraction_backup=lambda: UnifiedRadixCache.supports_retraction_backup(SimpleNamespace(
+                        cache_controller=object(), host_pool_group=result.host_pool_group,
+                        supports_mamba=lambda: hybrid, supports_swa=lambda: swa,
+                        token_to_kv_pool_allocator=params.token_to_kv_pool_allocator))))
             draft_host = None
             if sidecar is not None:   # maybe_register_hicache_draft, after the target's group (no auto-size scope)
                 from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import build_full_draft_pools
@@ -532,6 +569,8 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
            "kv_tokens": int(kvh.size), "kv_bytes": kv_b, "kv_layers": int(kvh.layer_num), "indexer_bytes": idx_b,
            "mamba_slots": m_slots, "mamba_bytes": m_b, "total_bytes": kv_b + idx_b + m_b,
            "hicache_ratio": None if get_memory().hicache_ratio is None else float(get_memory().hicache_ratio)}
+    if backup is not None:
+        out["retraction_backup"] = backup
     if mh is not None:
         out["mamba_page_size"] = int(mh.page_size)
     # the DFLASH-family draft's host sidecar (issue 30), registered beside the target's group (0 without one)
@@ -549,3 +588,26 @@ def _host(configurator, sa, v, hybrid: bool, dsa: bool, tokens: int, max_reqs: i
     out.update(kv_host_tokens=out["kv_tokens"], kv_host_bytes=kv_b, indexer_host_bytes=idx_b,
                mamba_host_slots=m_slots, mamba_host_bytes=m_b, total_host_bytes=out["total_bytes"])
     return out
+
+
+class _TreeCacheBuilt(Exception):
+    """Raised in place of building the UnifiedRadixCache: create_unified_radix_cache's checks have passed."""
+
+
+def tree_cache_refusals(mc, params, sa, swa: bool, tokens: int) -> None:
+    """SGLang's ``registry.create_unified_radix_cache`` up to the cache itself: its host-pool retraction refusals
+    ("... does not support Mamba models." / "... pure-SWA models."), run by SGLang's own function on the build
+    context ``kv_cache_builder`` hands it; the cache class it then builds is a stand-in that stops there."""
+    from sglang.srt.mem_cache.kv_cache_builder import uses_ssm_state
+    from sglang.srt.mem_cache.registry import create_unified_radix_cache
+
+    def stop(_params):
+        raise _TreeCacheBuilt
+
+    ctx = SimpleNamespace(server_args=sa, params=SimpleNamespace(**vars(params)),
+                          is_hybrid_ssm=uses_ssm_state(mc), is_hybrid_swa=swa,
+                          full_tokens_per_layer=tokens if swa else None)
+    try:
+        create_unified_radix_cache(ctx, cache_class=stop)
+    except _TreeCacheBuilt:
+        pass

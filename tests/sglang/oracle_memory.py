@@ -185,6 +185,18 @@ def _memory(profile, raw, gpu, state, pre_bytes, weights, config, pool_log=False
 
     r = resolve_for_sizing(config, kwargs_for(profile, raw))
     v, par, mc, configurator = r.v, r.par, r.mc, r.configurator
+    from sglang.srt.runtime_context import get_disagg
+
+    if get_disagg().disaggregation_decode_retraction_backup == "host_pool":
+        # host-pool retraction, given or resolved by a host receive threshold below 1 (handle_pd_disaggregation):
+        # SGLang's tree cache refuses it for this Mamba-state model once the pools are built
+        # (registry.create_unified_radix_cache, run by SGLang's own function: models_contract_oracle)
+        from models_contract_oracle import tree_cache_refusals
+
+        try:
+            tree_cache_refusals(mc, SimpleNamespace(req_to_token_pool=None), None, False, 0)
+        except Exception as e:  # noqa: BLE001
+            raise SGLangRefused("host_pools", e)
 
     out: dict = {"resolved": {"mem_fraction_static": v.mem_fraction_static,
                               "chunked_prefill_size": v.chunked_prefill_size,

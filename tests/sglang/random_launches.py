@@ -161,6 +161,19 @@ def launch(rng: random.Random, drafts: dict, kind: str | None = None) -> tuple[s
         if mode == "decode" and "--enable-hierarchical-cache" not in args and "--enable-hicache" not in args \
                 and own.random() < 0.4:
             _hicache(own, args, hw)
+    # a decode server's retraction backup and what resolves it (issue 30 / 32 follow-up) from a stream of its own:
+    # GLM-5.3-Flash keeps Mamba state, so SGLang resolves cpu_tensor, and refuses host_pool (given, or through a
+    # host receive threshold below 1, on any server) in registry.create_unified_radix_cache's / kv_cache_hook's words
+    own = random.Random("retraction " + shlex.join(args))
+    if own.random() < (0.25 if mode == "decode" else 0.03):
+        pick = own.choice(["backup", "threshold", "priority", "priority-off"])
+        if pick == "backup":
+            args += ["--disaggregation-decode-retraction-backup", own.choice(["cpu_tensor", "cpu_tensor", "host_pool"])]
+        elif pick == "threshold":
+            args += ["--disaggregation-decode-host-receive-threshold", own.choice(["1", "0.5"])]
+        else:
+            args += ["--enable-priority-scheduling"] + (["--disable-priority-preemption"] if pick == "priority-off"
+                                                        else [])
     if rng.random() < 0.6:
         hw["weights_bytes"] = rng.randrange(15, 60) * 10**9 // max(1, tp // 2)
     else:

@@ -49,7 +49,8 @@ FLAGS = [
     (["--enable-response-store"], {"enable_response_store": True}),
     (["--speculative-use-block-verification"], {"speculative_use_block_verification": True}),
     (["--enable-watermark"], {"enable_watermark": True}),
-    (["--disaggregation-decode-host-receive-threshold", "0.6"], {"disaggregation_decode_host_receive_threshold": 0.6}),
+    # (--disaggregation-decode-host-receive-threshold is modelled since it resolves a decode server's retraction
+    # backup: its refusals are checked through SGLang in test_decode_retraction_backup.py)
     (["--disaggregation-transfer-backend", "fake"], {"disaggregation_transfer_backend": "fake"}),
     (["--weight-cache-mode", "daemon"], {"weight_cache_mode": "daemon"}),
     (["--mamba-track-interval", "259"], {"mamba_track_interval": 259}),

@@ -119,6 +119,8 @@ def sglang_with_hisparse(host_pools: list | None = None):
     def build(self, *, sizes, is_dsa_model, is_dsv4_model, req_to_token_pool):
         kv = real_build(self, sizes=sizes, is_dsa_model=is_dsa_model, is_dsv4_model=is_dsv4_model,
                         req_to_token_pool=req_to_token_pool)
+        if self.is_draft_worker:   # an MTP draft worker's pool shares the target's allocator (the oracle builds the
+            return kv              # draft pools on a decode server too, to resolve its retraction backup)
         with meta_device_module():
             alloc = self._build_token_to_kv_pool_allocator(sizes=sizes, token_to_kv_pool=kv, is_dsv4_model=False,
                                                            req_to_token_pool=req_to_token_pool,

@@ -143,18 +143,26 @@ ENGINE_ONLY_NO_DSA: dict[str, str] = {
     "token.dsa_decode_backend": "no DSA indexer: the backend SGLang resolves is never read"}
 ENGINE_ONLY_NO_TAIL: dict[str, str] = {k: "no compress tail tensor: nothing has this shape or dtype"
                                        for k in ("tail.width", "tail.head_dim", "tail.dtype")}
-ENGINE_ONLY_NO_HICACHE: dict[str, str] = {"host.*": "no host pool group without --enable-hierarchical-cache"}
+ENGINE_ONLY_NO_HICACHE: dict[str, str] = {"host.*": "no host pool group without --enable-hierarchical-cache "
+                                                    "(or a decode server's host-pool retraction backup)"}
 TABLES = {"ENGINE_ONLY": ENGINE_ONLY, "ENGINE_ONLY_NO_STATE": ENGINE_ONLY_NO_STATE,
           "ENGINE_ONLY_NO_DSA": ENGINE_ONLY_NO_DSA, "ENGINE_ONLY_NO_TAIL": ENGINE_ONLY_NO_TAIL,
           "ENGINE_ONLY_NO_HICACHE": ENGINE_ONLY_NO_HICACHE}
 
 
-def engine_only(name: str, launch: dict) -> dict[str, str]:
+# compared wherever either side has it, host pools or not: a decode server's retraction backup as SGLang resolves it
+ALWAYS_COMPARED = ("host.retraction_backup",)
+
+
+def engine_only(name: str, launch: dict, sg: dict | None = None) -> dict[str, str]:
+    """The keys SGLang never computes for this launch; ``sg``: SGLang's answer, whose resolved retraction backup
+    (a decode server's ``host_pool``) builds the host pool group without HiCache."""
     state, dsa, tail = FACTS[name]
     out = dict(ENGINE_ONLY)
+    host_pools = (launch.get("enable_hierarchical_cache")
+                  or (sg or {}).get("host", {}).get("retraction_backup") == "host_pool")
     for cond, table in ((not state, ENGINE_ONLY_NO_STATE), (not dsa, ENGINE_ONLY_NO_DSA),
-                        (not tail, ENGINE_ONLY_NO_TAIL), (not launch.get("enable_hierarchical_cache"),
-                                                          ENGINE_ONLY_NO_HICACHE)):
+                        (not tail, ENGINE_ONLY_NO_TAIL), (not host_pools, ENGINE_ONLY_NO_HICACHE)):
         if cond:
             out.update(table)
     return out
@@ -252,6 +260,16 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
                 d["disaggregation_mode"] = swa_draw.choice(["prefill", "decode"])
                 if d["disaggregation_mode"] == "decode" and swa_draw.random() < 0.3:
                     d["disaggregation_decode_extra_slots"] = swa_draw.choice([0, 5, 64])
+    # a decode server's retraction backup (issue 30 / 32 follow-up), drawn apart too: host_pool builds the host pools
+    # without HiCache (compared key for key), priority preemption or the decode radix cache keep cpu_tensor
+    back = random.Random(f"{seed}:{name}:retraction")
+    for d in out:
+        if d.get("disaggregation_mode") == "decode" and back.random() < 0.5:
+            d.update(back.choice([{"enable_priority_scheduling": True},
+                                  {"enable_priority_scheduling": True, "disable_priority_preemption": True},
+                                  {"disaggregation_decode_host_receive_threshold": back.choice([0.0, 0.5, 1.0])},
+                                  {"disaggregation_decode_retraction_backup": back.choice(["cpu_tensor", "host_pool"])},
+                                  {"disaggregation_decode_enable_radix_cache": True}]))
     return out
 
 
@@ -301,9 +319,10 @@ def contract_problems(name: str, launch: dict, plan: dict | None, err, sg: dict)
             return [f"errors: glm-kv refuses ({err.field}: {err.rule}); SGLang starts"]
         return [f"errors: SGLang refuses ({sg['errors']['stage']}: {sg['errors']['message'][:300]} "
                 f"at {sg['errors']['where']}); glm-kv starts"]
-    declared = engine_only(name, launch)
+    declared = engine_only(name, launch, sg)
     ours = {k: v for k, v in leaves(plan).items()
-            if not k.startswith("profile.") and v is not None and not _declared(k, declared)}
+            if not k.startswith("profile.") and v is not None
+            and (not _declared(k, declared) or k in ALWAYS_COMPARED)}
     theirs = {k: v for k, v in leaves(sg).items() if not k.startswith("checks.") and v is not None}
     problems = [f"sglang-self-check {k}: tensors {got!r} != sizing {want!r}"
                 for k, (got, want) in sg.get("checks", {}).items() if got != want]

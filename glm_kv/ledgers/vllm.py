@@ -61,10 +61,12 @@ What is modelled (``vllm_plan(config, args)``):
   the interleave check) in its words.
 
 Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; on H200, fp8 MLA
-past FLASHMLA / FLASHMLA_SPARSE / FLASHINFER_MLA_SPARSE_SM90 (fp8_e5m2, an explicit fp8_ds_mla, a
---block-size not a multiple of 64); on B200, a launch whose first valid attention backend is past
-the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out, or
-FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); speculative methods other than MTP
+past FLASHMLA / FLASHMLA_SPARSE / FLASHINFER_MLA_SPARSE_SM90 (fp8_e5m2, fp8_ds_mla on dense MLA (Kimi-K3:
+vLLM finds no backend), a --block-size not a multiple of 64); on B200, a launch whose first valid attention
+backend is past the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out;
+FLASHMLA_SPARSE with an fp8 cache given as "fp8" cannot be reached by a modelled launch: FLASHINFER_MLA_SPARSE,
+first in the fp8 list, takes every DSA launch it would, refusing only PCP+DCP), GLM-5.3-Flash's fp8_ds_mla
+on B200 (vLLM finds no backend); speculative methods other than MTP
 (refused where the launch is read, ``inputs/vllm_launch.py``), MTP with k not a multiple of a checkpoint's
 n_predict > 1 (vLLM's ValueError, no vendored checkpoint to check its words on);
 PCP, a DCP interleave above 1 (``--cp-kv-cache-interleave-size``), HiSparse, kv_cache_dtype_skip_layers.
@@ -262,6 +264,7 @@ class Backend:
     name: str
     sizes: tuple
     stride_rows: int = 0
+    multiple_of: int = 0    # customize_spec's block_stride_alignment MultipleOf(n): the page of gcd(n, block) tokens
 
     @property
     def kernel_block(self) -> int:
@@ -278,9 +281,11 @@ FLASHINFER_MLA_SPARSE_SM90 = Backend("FLASHINFER_MLA_SPARSE_SM90", (64,), 1)   #
 FLASH_ATTN_MLA_SPARSE = Backend("FLASH_ATTN_MLA_SPARSE", (64,), 1)             # mla/flashattn_mla_sparse.py:50-55
 FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", (16,))                              # mla/flashattn_mla.py
 FLASHMLA = Backend("FLASHMLA", (64,))                                          # mla/flashmla.py:57-58 ([64]); fp8
-# FlashMLA sparse with a quantized cache off SM100: [MultipleOf(64)], block_stride_alignment MultipleOf(64) (the
-# page of gcd(64, block) tokens: moves nothing), no row alignment (mla/flashmla_sparse.py:158-175)
-FLASHMLA_SPARSE_FP8_SM90 = Backend("FLASHMLA_SPARSE", (64,), 0)
+# FlashMLA sparse with a quantized cache off SM100: [MultipleOf(64)], block_stride_alignment MultipleOf(64): the
+# page of gcd(64, block) tokens (64 x 656 B), which divides a layer-outer page (the DSA models) but rounds up the
+# block-outer bytes per block (GLM-5.3-Flash: lcm with the indexer's 132-byte row), no row alignment
+# (mla/flashmla_sparse.py:158-175; v1/kv_cache_interface.py:224-233 get_block_stride_alignment)
+FLASHMLA_SPARSE_FP8_SM90 = Backend("FLASHMLA_SPARSE", (64,), 0, multiple_of=64)
 DEEPSEEK_V32_INDEXER = Backend("DEEPSEEK_V32_INDEXER", (64,))                  # mla/indexer.py:285-286 ([64])
 FLASH_ATTN = Backend("FLASH_ATTN", (16,))                                      # flash_attn.py (MultipleOf(16))
 
@@ -318,7 +323,14 @@ def _h200_fp8_mla_check(m: "_Model", kvd: str, user_block: Optional[int]) -> Non
     model_executor/layers/attention/mla_attention.py:359-369), their "fp8_e4m3" (not in FLASHMLA_SPARSE's list,
     mla/flashmla_sparse.py:148-154) FLASHINFER_MLA_SPARSE_SM90's plain row. Returns True for fp8_ds_mla."""
     dsa = m.mamba_kind != "kda" and any(r == "mla_sparse" for _, r in m.layers)
-    if kvd not in ("fp8", "fp8_e4m3") and not (dsa and kvd == "fp8_ds_mla"):
+    sparse = any(r == "mla_sparse" for _, r in m.layers)
+    if kvd == "fp8_ds_mla" and sparse:
+        # FLASHMLA_SPARSE: head 576 (DSA) or SM90's rope-free head 512 (GLM-5.3-Flash) in the 656-byte row
+        # (mla/flashmla_sparse.py:147-175; mla_attention.py:1375-1388)
+        if user_block is not None and user_block % 64:
+            raise NotModelled(f"H200 fp8_ds_mla with --block-size {user_block} (FLASHMLA_SPARSE: multiples of 64)")
+        return True
+    if kvd not in ("fp8", "fp8_e4m3"):
         raise NotModelled(f"H200 MLA backend for kv cache {kvd!r} (past FLASHMLA / FLASHINFER_MLA_SPARSE_SM90)")
     if user_block is not None and user_block % 64:
         raise NotModelled(f"H200 fp8 MLA backend for --block-size {user_block} (FLASHMLA / FLASHMLA_SPARSE / "
@@ -710,10 +722,12 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         elif m.arch == "Glm5NextForConditionalGeneration" and t.get("index_topk") is not None:
             kvd = "fp8"
     dsa = any(r == "mla_sparse" for _, r in m.layers) and m.mamba_kind != "kda"
-    if kvd == "fp8_ds_mla" and not dsa:
-        # vLLM: FLASHMLA_SPARSE only (GLM-5.3-Flash's NoPE 512 in the 656-byte row; Kimi-K3 refused at model
-        # build, no backend; tests/vllm/README.md) -- sized here for the DSA models only
-        raise NotModelled(f"kv cache 'fp8_ds_mla' on {m.arch} (glm-kv sizes it for the DSA models only)")
+    sparse = any(r == "mla_sparse" for _, r in m.layers)
+    if kvd == "fp8_ds_mla" and not (dsa or (sparse and not sm100)):
+        # vLLM: FLASHMLA_SPARSE only (GLM-5.3-Flash on H200: its NoPE 512 in the 656-byte row, sized here; on B200
+        # no backend; Kimi-K3 refused at model build, no backend; tests/vllm/README.md)
+        raise NotModelled(f"kv cache 'fp8_ds_mla' on {m.arch} {'on B200 ' if sparse else ''}(glm-kv sizes it for "
+                          "the DSA models, and GLM-5.3-Flash on H200)")
     if kvd in ("fp8", "fp8_ds_mla"):     # fp8_ds_mla: fp8 (uint8) rows of 656 bytes (Spec.state_content_bytes)
         kvd_resolved = "fp8_e4m3"
     elif kvd == "auto":
@@ -796,6 +810,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
                         state_content_bytes=656 if kvd == "fp8_ds_mla" else None)
             if b.stride_rows:   # sparse_utils.align_blocks_to_rows(spec, rows): stride = whole row pages
                 spec = replace(spec, block_stride_alignment=b.stride_rows * spec.state_content_size_bytes)
+            elif b.multiple_of and math.gcd(b.multiple_of, block) != block:   # one kv head, one token a state
+                spec = replace(spec, block_stride_alignment=math.gcd(b.multiple_of, block) * spec.state_content_size_bytes)
         elif role == "indexer":
             spec = Spec("MLAAttentionSpec", block, num_kv_heads=1, head_size=index_row, dtype="uint8",
                         cache_dtype_str=None, tokens_per_state=kpool, role=role,

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 
 import pytest
 
 from glm_kv.inputs.hf_config import HfConfig, hf_config_from_dict, load_hf_config
-from glm_kv.ledgers import vllm_dcp
+from glm_kv.ledgers import vllm as vllm_ledger, vllm_dcp
 from glm_kv.ledgers.vllm import NotModelled, Spec, VllmArgs, vllm_plan as glm_kv_vllm_plan
 from tests.vllm.test_oracle import ANCHORS, GiB, MODELS, RANDOM_PER_MODEL, anchor_launch, memory_pair, seeded_launch
 
@@ -243,9 +244,18 @@ H200_FP8 = [
      "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}},
     {"model": "glm-5.1", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 50 * GiB, "kv_cache_dtype": "fp8",
      "block_size": 128},
-    # an explicit fp8_ds_mla: FLASHMLA_SPARSE as "fp8" (glm-kv sizes it for the DSA models only)
+    # an explicit fp8_ds_mla: FLASHMLA_SPARSE as "fp8"
     {"model": "deepseek-v3.2", "gpu": "H200", "tp": 4, "kv_cache_memory_bytes": 40 * GiB,
      "kv_cache_dtype": "fp8_ds_mla"},
+    # GLM-5.3-Flash's explicit fp8_ds_mla: FLASHMLA_SPARSE's rope-free head 512 in the 656-byte row; the hybrid
+    # block still aligns to a 512-byte token (1152 at TP 8), the Mamba pages pad to 512 x block, and the
+    # block-outer bytes per block round up to lcm(64 rows x 656 B, the indexer's 132 B) (7.21x at TP 8)
+    {"model": "glm-5.3-flash", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB,
+     "kv_cache_dtype": "fp8_ds_mla"},
+    {"model": "glm-5.3-flash", "gpu": "H200", "tp": 4, "kv_cache_memory_bytes": 40 * GiB,
+     "kv_cache_dtype": "fp8_ds_mla", "enable_prefix_caching": False},
+    {"model": "glm-5.3-flash", "gpu": "H200", "tp": 2, "kv_cache_memory_bytes": 50 * GiB,
+     "kv_cache_dtype": "fp8_ds_mla", "block_size": 128},
 ]
 
 
@@ -253,6 +263,25 @@ H200_FP8 = [
     f"{l['model']}-tp{l['tp']}-{l['kv_cache_dtype']}-{l.get('block_size', 'b')}" for l in H200_FP8])
 def test_glm_kv_agrees_on_h200_fp8_mla(vllm_plan, which):
     compare(H200_FP8[which], vllm_plan(H200_FP8[which]))
+
+
+def test_fp8_ds_mla_block_stride_plant_is_caught(vllm_plan, monkeypatch):
+    """Planted error: FLASHMLA_SPARSE's MultipleOf(64) block-stride alignment dropped (glm-kv before it sized
+    GLM-5.3-Flash's fp8_ds_mla): the GLM-5.3-Flash launches above must fail, the DSA ones (layer-outer: the
+    alignment divides their pages) still agree."""
+    monkeypatch.setattr(vllm_ledger, "FLASHMLA_SPARSE_FP8_SM90", replace(vllm_ledger.FLASHMLA_SPARSE_FP8_SM90,
+                                                                         multiple_of=0))
+    failed = {}
+    for launch in H200_FP8:
+        if launch["kv_cache_dtype"] != "fp8_ds_mla":
+            continue
+        try:
+            compare(launch, vllm_plan(launch))
+            failed[(launch["model"], launch["tp"])] = False
+        except AssertionError:
+            failed[(launch["model"], launch["tp"])] = True
+    assert failed == {("deepseek-v3.2", 4): False, ("glm-5.3-flash", 8): True, ("glm-5.3-flash", 4): True,
+                      ("glm-5.3-flash", 2): True}, failed
 
 
 # Public anchor: vllm-project/recipes PR #906 (GLM-5.3-Flash on 4 x H200, TP 4, --max-num-seqs 512; the vLLM
@@ -425,6 +454,8 @@ def launches_of(item) -> list[dict]:
         return [NO_HMA[params["which"]]]
     if name == "test_glm_kv_agrees_on_h200_fp8_mla":
         return [H200_FP8[params["which"]]]
+    if name == "test_fp8_ds_mla_block_stride_plant_is_caught":
+        return [launch for launch in H200_FP8 if launch["kv_cache_dtype"] == "fp8_ds_mla"]
     if name == "test_glm_kv_agrees_on_dcp_launch":
         return [DCP[params["which"]]]
     if name == "test_dcp_planted_error_is_caught":

@@ -109,6 +109,7 @@ def render_vllm_plan(plan, model: str, gpu: str, launch) -> None:
         kinds[spec.kind] = kinds.get(spec.kind, 0) + 1
     rows = [
         ("launch", "max_model_len", f"{plan.max_model_len:,}"),
+        ("launch", "decode context parallel (-dcp)", f"{plan.decode_context_parallel_size}"),
         ("launch", "kv_cache_dtype / layout", f"{plan.kv_cache_dtype} / {plan.layout}"),
         ("launch", "prefix caching / mamba_cache_mode",
          f"{'on' if plan.enable_prefix_caching else 'off'} / {plan.mamba_cache_mode}"),

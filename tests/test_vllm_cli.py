@@ -175,3 +175,49 @@ def test_verify_vllm_needs_memory_and_one_launch(capsys, tmp_path):
     empty.write_text("(EngineCore pid=1) INFO 12-03 16:14:35 [core.py:1] nothing about memory\n")
     assert main(["verify", "--boot-log", str(empty), "--vllm-args",
                  f"{VSERVE} --kv-cache-memory-bytes 64424509440"]) == 3
+
+
+# decode context parallelism (-dcp, ledgers/vllm_dcp.py; key for key against vLLM in tests/vllm, test_glm_kv_plan.py
+# DCP). The figures below are vLLM 0.33.0's own, printed by tests/vllm/oracle.py for these launches (2026-12-05),
+# pinned so that a run without .venv-vllm checks them too.
+DSV32_DCP = "vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8 -dcp 8 --kv-cache-dtype fp8 --kv-cache-memory-bytes 60G"
+
+
+@pytest.mark.parametrize("command,blocks,printed,tokens", [
+    (DSV32_DCP, 20941, "65.44x", 10_721_792),   # FLASHMLA_SPARSE fp8_ds_mla; dcp 1: 8.18x, the same 20,941 blocks
+    ("vllm serve Qwen/Qwen3.5-35B-A3B -tp 8 -dcp 2 --kv-cache-memory-bytes 60G", 19660, "46.92x", 12_300_121),
+])
+def test_plan_vllm_dcp_is_vllms(capsys, command, blocks, printed, tokens):
+    d = _json(capsys, "plan", "--vllm-args", command, "--json")
+    assert (d["num_blocks"], d["maximum_concurrency_printed"], d["gpu_kv_cache_size_tokens"]) == (blocks, printed, tokens)
+
+
+def test_vllm_profile_dcp_is_the_command(capsys, tmp_path):
+    f = tmp_path / "dsv32-dcp.yaml"
+    f.write_text("model: deepseek-ai/DeepSeek-V3.2\ngpu: H200\ntp: 8\ndecode_context_parallel_size: 8\n"
+                 "kv_cache_dtype: fp8\nkv_cache_memory_bytes: 60G\n")
+    assert _json(capsys, "plan", "--vllm-profile", str(f), "--json") == _json(capsys, "plan", "--vllm-args", DSV32_DCP,
+                                                                              "--json")
+
+
+@pytest.mark.parametrize("command,stage,words", [
+    ("vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8 -dcp 2 --kv-cache-memory-bytes 60G", "model",
+     "DCP for FlashMLA sparse requires an fp8_ds_mla kv-cache"),
+    ("vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8 -dcp 3 --kv-cache-memory-bytes 60G", "engine_config",
+     "tp_size=8 must be divisible by dcp_size=3."),
+    ("vllm serve Qwen/Qwen3.5-35B-A3B -tp 2 -dcp 2 --kv-cache-memory-bytes 60G", "engine_config",
+     "Decode context parallelism for GQA/MQA requires `--tensor-parallel-size` (2)"),
+])
+def test_plan_vllm_dcp_refused_by_vllm(capsys, command, stage, words):
+    assert main(["plan", "--vllm-args", command, "--json"]) == 3
+    refused = json.loads(capsys.readouterr().out)["refused"]
+    assert refused["stage"] == stage and words in refused["message"]
+
+
+def test_vllm_profile_dcp_bad_input(capsys, tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("model: deepseek-v3.2\ntp: 8\nkv_cache_memory_bytes: 60G\ndecode_context_parallel_size: 0\n")
+    assert main(["plan", "--vllm-profile", str(f), "--gpu", "H200"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.startswith("glm-kv: error: decode_context_parallel_size:") \
+        and cap.err.count("\n") == 1, cap.err

@@ -55,6 +55,10 @@ MODELLED: dict[str, str] = {
     "disable_hybrid_kv_cache_manager": "disable_hybrid_kv_cache_manager",
     "num_gpu_blocks_override": "num_gpu_blocks_override",
     "speculative_config": "num_speculative_tokens",
+    # decode context parallelism (ledgers/vllm_dcp.py): shards attention tokens across the TP ranks
+    "decode_context_parallel_size": "decode_context_parallel_size",
+    "cp_kv_cache_interleave_size": "cp_kv_cache_interleave_size",
+    "dcp_kv_cache_interleave_size": "dcp_kv_cache_interleave_size",
 }
 # read and checked, but no VllmArgs field: with --kv-cache-memory-bytes vLLM takes that figure and
 # skips the memory profile that reads it (v1/worker/gpu_worker.py determine_available_memory)
@@ -171,7 +175,8 @@ def _optional(raw: str) -> bool:
 
 def _value(flag: str, dest: str, raw: str) -> Any:
     """One flag's value as vLLM's parser types it (and the config checks glm-kv relies on)."""
-    if dest == "tensor_parallel_size" or dest == "block_size" or dest == "max_num_seqs":
+    if dest in ("tensor_parallel_size", "block_size", "max_num_seqs", "decode_context_parallel_size",
+                "dcp_kv_cache_interleave_size", "cp_kv_cache_interleave_size"):
         return _int(flag, raw)
     if dest == "num_gpu_blocks_override":
         return None if _optional(raw) else _int(flag, raw)
@@ -222,7 +227,9 @@ def _check(engine: dict) -> None:
         raise VllmNotModelled("--max-model-len", "auto / -1: vLLM fits the length to the GPU's memory profile, "
                                                  "which glm-kv does not model; give a length")
     for dest, lo in (("tensor_parallel_size", 1), ("block_size", 1), ("max_num_seqs", 1),
-                     ("max_model_len", 1), ("num_gpu_blocks_override", 1), ("kv_cache_memory_bytes", 1)):
+                     ("max_model_len", 1), ("num_gpu_blocks_override", 1), ("kv_cache_memory_bytes", 1),
+                     ("decode_context_parallel_size", 1), ("cp_kv_cache_interleave_size", 1),
+                     ("dcp_kv_cache_interleave_size", 1)):
         v = engine.get(dest)
         if v is not None and v < lo:
             raise VllmNotModelled("--" + dest.replace("_", "-"), f"{v} (below {lo}) is not sized by glm-kv")

@@ -16,7 +16,8 @@ from .vllm_launch import MAMBA_DTYPES, MODELLED, VllmLaunch, _check, human_reada
 
 FILE_MAX_BYTES = 1 << 20
 FIELD_TO_DEST = {field: dest for dest, field in MODELLED.items()}
-INT_FIELDS = ("tp", "block_size", "max_num_seqs", "num_gpu_blocks_override", "num_speculative_tokens")
+INT_FIELDS = ("tp", "block_size", "max_num_seqs", "num_gpu_blocks_override", "num_speculative_tokens",
+              "decode_context_parallel_size", "cp_kv_cache_interleave_size", "dcp_kv_cache_interleave_size")
 SIZE_FIELDS = ("kv_cache_memory_bytes", "max_model_len")   # an integer, or vLLM's suffixed text ("60G", "128k")
 BOOL_FIELDS = ("enable_prefix_caching", "disable_hybrid_kv_cache_manager")
 STR_FIELDS = ("kv_cache_dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype")

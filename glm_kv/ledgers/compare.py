@@ -28,7 +28,8 @@ VLLM_DEFAULT_MAX_NUM_SEQS = {"H200": 1024, "B200": 1024}
 
 def vllm_blocks_per_request(plan: VllmPlan, context: int) -> int:
     """Blocks of vLLM's pool one request of ``context`` tokens holds (every group's, as vLLM sums them)."""
-    return sum(g.spec.blocks_per_request(context, plan.mamba_cache_mode) for g in plan.groups)
+    return sum(g.spec.blocks_per_request(context, plan.mamba_cache_mode, plan.decode_context_parallel_size)
+               for g in plan.groups)
 
 
 def vllm_max_num_seqs(gpu: str, given: Optional[int]) -> tuple[int, str]:

@@ -55,14 +55,21 @@ What is modelled (``vllm_plan(config, args)``):
 * ``--disable-hybrid-kv-cache-manager`` (``_unify_hybrid_kv_cache_specs``): the DSA models size as with
   the hybrid manager; the Mamba hybrids are refused in vLLM's words.
 
+* decode context parallelism (``--decode-context-parallel-size``, ``ledgers/vllm_dcp.py``): attention caches
+  keep cdiv(max_model_len, dcp) tokens per rank (the ring and the Mamba state are replicated), the backends
+  without DCP drop out, and vLLM's DCP refusals (ParallelConfig, the GQA limits, FlashMLA sparse's bf16,
+  the interleave check) in its words.
+
 Not modelled (refused with ``NotModelled`` naming what): GPUs other than H200 and B200; on H200, fp8 MLA
-past FLASHMLA / FLASHMLA_SPARSE / FLASHINFER_MLA_SPARSE_SM90 (fp8_e5m2, an explicit fp8_ds_mla, a
---block-size not a multiple of 64); on B200, a launch whose first valid attention backend is past
-the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out, or
-FLASHMLA_SPARSE with an fp8 cache: its 656-byte fp8_ds_mla row); speculative methods other than MTP
+past FLASHMLA / FLASHMLA_SPARSE / FLASHINFER_MLA_SPARSE_SM90 (fp8_e5m2, fp8_ds_mla on dense MLA (Kimi-K3:
+vLLM finds no backend), a --block-size not a multiple of 64); on B200, a launch whose first valid attention
+backend is past the ones derived here (e.g. a ``--block-size`` that rules FLASHINFER_MLA / FLASHINFER out;
+FLASHMLA_SPARSE with an fp8 cache given as "fp8" cannot be reached by a modelled launch: FLASHINFER_MLA_SPARSE,
+first in the fp8 list, takes every DSA launch it would, refusing only PCP+DCP), GLM-5.3-Flash's fp8_ds_mla
+on B200 (vLLM finds no backend); speculative methods other than MTP
 (refused where the launch is read, ``inputs/vllm_launch.py``), MTP with k not a multiple of a checkpoint's
 n_predict > 1 (vLLM's ValueError, no vendored checkpoint to check its words on);
-DCP/PCP, HiSparse, kv_cache_dtype_skip_layers.
+PCP, a DCP interleave above 1 (``--cp-kv-cache-interleave-size``), HiSparse, kv_cache_dtype_skip_layers.
 """
 from __future__ import annotations
 
@@ -110,6 +117,9 @@ class VllmArgs:
     num_speculative_tokens: int = 0
     disable_hybrid_kv_cache_manager: bool = False
     num_gpu_blocks_override: Optional[int] = None
+    decode_context_parallel_size: int = 1               # DCP (-dcp): shards attention token positions
+    cp_kv_cache_interleave_size: Optional[int] = None   # tokens per DCP rank in turn (default 1)
+    dcp_kv_cache_interleave_size: Optional[int] = None  # its older name: read only with a NIXL KV connector
 
     @classmethod
     def from_launch(cls, launch: dict) -> "VllmArgs":
@@ -182,15 +192,18 @@ class Spec:
         """_get_layer_block_stride: the page rounded up to the block-stride alignment."""
         return _round_up(self.page_size_bytes, self.block_stride_alignment)
 
-    def blocks_per_request(self, max_model_len: int, mamba_cache_mode: str) -> int:
-        """cdiv(max_memory_usage_bytes, page_size_bytes) (kv_cache_interface.py)."""
+    def blocks_per_request(self, max_model_len: int, mamba_cache_mode: str, dcp: int = 1) -> int:
+        """cdiv(max_memory_usage_bytes, page_size_bytes) (kv_cache_interface.py). Under DCP an attention
+        spec (``AttentionSpec.dcp_sharded`` True: every attention cache here but the ring) holds
+        cdiv(max_model_len, dcp) tokens per rank (``FullAttentionSpec.max_memory_usage_bytes``, :643-648);
+        the ring (``dcp_sharded`` False) and the Mamba state (no ``AttentionSpec``) are replicated."""
         if self.kind == "CircularBufferSpec":
             return 1
         if self.kind == "MambaSpec":
             if mamba_cache_mode == "align":
                 return 2 + self.num_speculative_blocks + self.num_prefill_checkpoint_blocks
             return 1 + self.num_speculative_blocks
-        return _cdiv(max_model_len, self.block_size)
+        return _cdiv(_cdiv(max_model_len, dcp) if dcp > 1 else max_model_len, self.block_size)
 
     def uniform_type_key(self):
         """UniformTypeKVCacheSpecs.is_uniform_type: same type and block size (attention: same
@@ -251,6 +264,7 @@ class Backend:
     name: str
     sizes: tuple
     stride_rows: int = 0
+    multiple_of: int = 0    # customize_spec's block_stride_alignment MultipleOf(n): the page of gcd(n, block) tokens
 
     @property
     def kernel_block(self) -> int:
@@ -267,9 +281,11 @@ FLASHINFER_MLA_SPARSE_SM90 = Backend("FLASHINFER_MLA_SPARSE_SM90", (64,), 1)   #
 FLASH_ATTN_MLA_SPARSE = Backend("FLASH_ATTN_MLA_SPARSE", (64,), 1)             # mla/flashattn_mla_sparse.py:50-55
 FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", (16,))                              # mla/flashattn_mla.py
 FLASHMLA = Backend("FLASHMLA", (64,))                                          # mla/flashmla.py:57-58 ([64]); fp8
-# FlashMLA sparse with a quantized cache off SM100: [MultipleOf(64)], block_stride_alignment MultipleOf(64) (the
-# page of gcd(64, block) tokens: moves nothing), no row alignment (mla/flashmla_sparse.py:158-175)
-FLASHMLA_SPARSE_FP8_SM90 = Backend("FLASHMLA_SPARSE", (64,), 0)
+# FlashMLA sparse with a quantized cache off SM100: [MultipleOf(64)], block_stride_alignment MultipleOf(64): the
+# page of gcd(64, block) tokens (64 x 656 B), which divides a layer-outer page (the DSA models) but rounds up the
+# block-outer bytes per block (GLM-5.3-Flash: lcm with the indexer's 132-byte row), no row alignment
+# (mla/flashmla_sparse.py:158-175; v1/kv_cache_interface.py:224-233 get_block_stride_alignment)
+FLASHMLA_SPARSE_FP8_SM90 = Backend("FLASHMLA_SPARSE", (64,), 0, multiple_of=64)
 DEEPSEEK_V32_INDEXER = Backend("DEEPSEEK_V32_INDEXER", (64,))                  # mla/indexer.py:285-286 ([64])
 FLASH_ATTN = Backend("FLASH_ATTN", (16,))                                      # flash_attn.py (MultipleOf(16))
 
@@ -307,7 +323,14 @@ def _h200_fp8_mla_check(m: "_Model", kvd: str, user_block: Optional[int]) -> Non
     model_executor/layers/attention/mla_attention.py:359-369), their "fp8_e4m3" (not in FLASHMLA_SPARSE's list,
     mla/flashmla_sparse.py:148-154) FLASHINFER_MLA_SPARSE_SM90's plain row. Returns True for fp8_ds_mla."""
     dsa = m.mamba_kind != "kda" and any(r == "mla_sparse" for _, r in m.layers)
-    if kvd not in ("fp8", "fp8_e4m3") and not (dsa and kvd == "fp8_ds_mla"):
+    sparse = any(r == "mla_sparse" for _, r in m.layers)
+    if kvd == "fp8_ds_mla" and sparse:
+        # FLASHMLA_SPARSE: head 576 (DSA) or SM90's rope-free head 512 (GLM-5.3-Flash) in the 656-byte row
+        # (mla/flashmla_sparse.py:147-175; mla_attention.py:1375-1388)
+        if user_block is not None and user_block % 64:
+            raise NotModelled(f"H200 fp8_ds_mla with --block-size {user_block} (FLASHMLA_SPARSE: multiples of 64)")
+        return True
+    if kvd not in ("fp8", "fp8_e4m3"):
         raise NotModelled(f"H200 MLA backend for kv cache {kvd!r} (past FLASHMLA / FLASHINFER_MLA_SPARSE_SM90)")
     if user_block is not None and user_block % 64:
         raise NotModelled(f"H200 fp8 MLA backend for --block-size {user_block} (FLASHMLA / FLASHMLA_SPARSE / "
@@ -334,7 +357,7 @@ def _h200_backends(m: "_Model", roles: set, kpool: int, quantized: bool = False,
 
 
 def _b200_backends(cfg: HfConfig, m: "_Model", roles: set, cache_dtype: str, tp: int,
-                   user_block: Optional[int]) -> dict:
+                   user_block: Optional[int], dcp: int = 1) -> dict:
     """platforms/cuda.py get_attn_backend_cls on sm_100: the first of ``_get_backend_priorities``
     (platforms/cuda.py:96-130 MLA, 157-168 otherwise) whose ``validate_configuration`` passes
     (v1/attention/backend.py:279-360: head size, model dtype, kv cache dtype, the user's block size,
@@ -367,8 +390,10 @@ def _b200_backends(cfg: HfConfig, m: "_Model", roles: set, cache_dtype: str, tp:
             return shape_ok and topk is not None and block_ok(FLASHINFER_MLA_SPARSE)
 
         def fa4_ok() -> bool:                    # mla/flashattn_mla_sparse.py:275-342 (+ the TRTLLM checks)
+            # under DCP the query is all-gathered: heads x dcp, and 128 of them are not taken (:324-334)
+            gathered = (8, 16, 32, 64) if dcp > 1 else (8, 16, 32, 64, 128)
             return (mla_head == 576 and cache_dtype in ("auto", "bfloat16") and topk is not None
-                    and int(topk) % 128 == 0 and (rank, rope) == (512, 64) and heads in (8, 16, 32, 64, 128)
+                    and int(topk) % 128 == 0 and (rank, rope) == (512, 64) and heads * dcp in gathered
                     and flashinfer_sparse_ok() and block_ok(FLASH_ATTN_MLA_SPARSE_FA4))
 
         def flashmla_sparse_ok() -> bool:        # mla/flashmla_sparse.py:147-245: head 512 is SM90-only
@@ -392,6 +417,10 @@ def _b200_backends(cfg: HfConfig, m: "_Model", roles: set, cache_dtype: str, tp:
             # (model_executor/layers/attention/mla_attention.py:359-369, 1383-1390); only an explicit
             # fp8_ds_mla reaches it here (FLASHINFER_MLA_SPARSE refuses that dtype, :134-135)
             raise NotModelled("B200 FLASHMLA_SPARSE with an fp8 cache given as 'fp8' (the fp8_ds_mla row layout)")
+        if pick is FLASHMLA_SPARSE and not quantized and dcp > 1:
+            from .vllm_dcp import b200_flashmla_sparse_bf16
+
+            raise b200_flashmla_sparse_bf16()
         out["mla_sparse"] = pick
     if "mla" in roles:
         # the dense MLA list starts with FLASHINFER_MLA (platforms/cuda.py:123-133); its checks:
@@ -612,6 +641,7 @@ class VllmPlan:
     gpu_kv_cache_size_tokens: int
     maximum_concurrency: float
     refused: Optional[dict] = None
+    decode_context_parallel_size: int = 1   # not an oracle key: the blocks per request read it (vllm_dcp.py)
 
     @property
     def maximum_concurrency_printed(self) -> str:
@@ -662,11 +692,16 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     sm100 = GPU_CAPABILITY[a.gpu][0] == 10
     if not a.kv_cache_memory_bytes:
         raise NotModelled("kv_cache_memory_bytes is required (no memory profile)")
+    from . import vllm_dcp   # DCP's rules (that module imports this one's exceptions)
+
     m = _model_of(cfg)
+    tp, dcp = a.tp, a.decode_context_parallel_size
+    vllm_dcp.check_parallel_config(tp, dcp)       # ParallelConfig: before the speculative config
     if a.num_speculative_tokens:
         m = replace(m, layers=m.layers + _mtp_drafter_layers(cfg, a.num_speculative_tokens))
+    if dcp > 1 and not m.use_mla:
+        vllm_dcp.check_gqa(cfg, tp, dcp)           # VllmConfig: after it
     t = cfg.text
-    tp = a.tp
     # --- CacheConfig / ModelConfig (config/cache.py, config/model.py, model_executor/models/config.py)
     max_len = a.max_model_len or m.max_position
     if a.max_model_len and a.max_model_len > m.max_position:
@@ -687,10 +722,12 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         elif m.arch == "Glm5NextForConditionalGeneration" and t.get("index_topk") is not None:
             kvd = "fp8"
     dsa = any(r == "mla_sparse" for _, r in m.layers) and m.mamba_kind != "kda"
-    if kvd == "fp8_ds_mla" and not dsa:
-        # vLLM: FLASHMLA_SPARSE only (GLM-5.3-Flash's NoPE 512 in the 656-byte row; Kimi-K3 refused at model
-        # build, no backend; tests/vllm/README.md) -- sized here for the DSA models only
-        raise NotModelled(f"kv cache 'fp8_ds_mla' on {m.arch} (glm-kv sizes it for the DSA models only)")
+    sparse = any(r == "mla_sparse" for _, r in m.layers)
+    if kvd == "fp8_ds_mla" and not (dsa or (sparse and not sm100)):
+        # vLLM: FLASHMLA_SPARSE only (GLM-5.3-Flash on H200: its NoPE 512 in the 656-byte row, sized here; on B200
+        # no backend; Kimi-K3 refused at model build, no backend; tests/vllm/README.md)
+        raise NotModelled(f"kv cache 'fp8_ds_mla' on {m.arch} {'on B200 ' if sparse else ''}(glm-kv sizes it for "
+                          "the DSA models, and GLM-5.3-Flash on H200)")
     if kvd in ("fp8", "fp8_ds_mla"):     # fp8_ds_mla: fp8 (uint8) rows of 656 bytes (Spec.state_content_bytes)
         kvd_resolved = "fp8_e4m3"
     elif kvd == "auto":
@@ -713,7 +750,9 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     kpool = int(t.get("index_kpool", 1) or 1)
     # the indexer K row: index_head_dim fp8 + index_head_dim/128 x 4 B scales (v1/attention/backends/mla/indexer.py)
     index_row = index_dim + index_dim // 128 * 4
-    backends = (_b200_backends(cfg, m, roles, kvd, tp, a.block_size) if sm100
+    if dcp > 1 and not sm100 and "mla_sparse" in roles:
+        vllm_dcp.h200_sparse_mla(mla_head, kvd, ds_mla, a.block_size)
+    backends = (_b200_backends(cfg, m, roles, kvd, tp, a.block_size, dcp) if sm100
                 else _h200_backends(m, roles, kpool, quantized=kvd.startswith("fp8"), ds_mla=ds_mla))
 
     # --- the attention block size (platforms/interface.py update_block_size_for_backend)
@@ -771,6 +810,8 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
                         state_content_bytes=656 if kvd == "fp8_ds_mla" else None)
             if b.stride_rows:   # sparse_utils.align_blocks_to_rows(spec, rows): stride = whole row pages
                 spec = replace(spec, block_stride_alignment=b.stride_rows * spec.state_content_size_bytes)
+            elif b.multiple_of and math.gcd(b.multiple_of, block) != block:   # one kv head, one token a state
+                spec = replace(spec, block_stride_alignment=math.gcd(b.multiple_of, block) * spec.state_content_size_bytes)
         elif role == "indexer":
             spec = Spec("MLAAttentionSpec", block, num_kv_heads=1, head_size=index_row, dtype="uint8",
                         cache_dtype_str=None, tokens_per_state=kpool, role=role,
@@ -817,20 +858,18 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         mem = a.num_gpu_blocks_override * bpb
     # the null block: get_kv_cache_configs checks against memory less one block
     check_mem = mem - bpb
-    per_request = sum(g.spec.blocks_per_request(max_len, mode) for g in groups)
-    needed = sum(sum(s.blocks_per_request(max_len, mode) * s.page_size_bytes for s in g.layer_specs)
-                 for g in groups)
-    needed_pool = _needed_pool_bytes(groups, max_len, mode, bpb, m.block_outermost)
+    per_request = sum(g.spec.blocks_per_request(max_len, mode, dcp) for g in groups)
+    needed_pool = _needed_pool_bytes(groups, max_len, mode, bpb, m.block_outermost, dcp)
     if check_mem <= 0:
         raise VllmRefusal("get_kv_cache_configs", "ValueError", "No available memory for the cache blocks.")
     if needed_pool > check_mem:
         # _estimate_max_model_len_from_groups: binary search for the longest request that fits
         lo, hi, best = 1, max_len, 0
-        if _needed_pool_bytes(groups, 1, mode, bpb, m.block_outermost) <= check_mem:
+        if _needed_pool_bytes(groups, 1, mode, bpb, m.block_outermost, dcp) <= check_mem:
             best = 1
             while lo <= hi:
                 mid = (lo + hi) // 2
-                if _needed_pool_bytes(groups, mid, mode, bpb, m.block_outermost) <= check_mem:
+                if _needed_pool_bytes(groups, mid, mode, bpb, m.block_outermost, dcp) <= check_mem:
                     best, lo = mid, mid + 1
                 else:
                     hi = mid - 1
@@ -845,6 +884,10 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         num_blocks = a.num_gpu_blocks_override
     tensors = _tensors(groups, num_blocks, bpb, m.block_outermost)
     conc = num_blocks / per_request
+    # the engine core, after the capacity line: the block (the smallest prefix-cacheable group's; the ring
+    # is not prefix-cacheable) against DCP's interleave
+    vllm_dcp.validate_block_size(min(g.spec.block_size for g in groups if g.spec.kind != "CircularBufferSpec"),
+                                 dcp, a.cp_kv_cache_interleave_size or 1)
     return VllmPlan(
         vllm_version="0.33.0", gpu_capability=GPU_CAPABILITY[a.gpu], tp=tp, max_model_len=max_len,
         kv_cache_memory_bytes=int(a.kv_cache_memory_bytes), cache_block_size=block, mamba_block_size=mamba_block,
@@ -852,7 +895,7 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
         num_speculative_tokens=a.num_speculative_tokens, layout=_layout(m, backends),
         attention_backends=attention_backends, layers=tuple(layers), groups=tuple(groups), num_blocks=num_blocks,
         bytes_per_block=bpb, kv_cache_tensors=tuple(tensors), blocks_per_request=per_request,
-        gpu_kv_cache_size_tokens=int(conc * max_len), maximum_concurrency=conc)
+        gpu_kv_cache_size_tokens=int(conc * max_len), maximum_concurrency=conc, decode_context_parallel_size=dcp)
 
 
 def _layout(m: "_Model", backends: dict) -> str:
@@ -1090,10 +1133,10 @@ def _bytes_per_block(groups: list[VllmGroup], block_outermost: bool) -> int:
     return _round_up(raw, math.lcm(*(s.block_stride_alignment for g in groups for s in g.layer_specs)))
 
 
-def _needed_pool_bytes(groups, max_len, mode, bpb, block_outermost) -> int:
+def _needed_pool_bytes(groups, max_len, mode, bpb, block_outermost, dcp: int = 1) -> int:
     """_max_memory_usage_bytes_from_groups: one request's blocks of every group, at the pool's bytes per
     block (all groups draw from one pool of bpb-byte blocks)."""
-    return sum(g.spec.blocks_per_request(max_len, mode) for g in groups) * bpb
+    return sum(g.spec.blocks_per_request(max_len, mode, dcp) for g in groups) * bpb
 
 
 def _tensors(groups, num_blocks, bpb, block_outermost) -> list[dict]:

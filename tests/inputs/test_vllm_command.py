@@ -43,6 +43,9 @@ def test_human_readable_int_refusals(raw):
                                          "block_size": 64, "max_num_seqs": 32, "num_gpu_blocks_override": None}),
     (f"{GLM} -sc '{{\"method\": \"mtp\", \"num_speculative_tokens\": 3}}'",
      {"speculative_config": {"method": "mtp", "num_speculative_tokens": 3}}),
+    (f"{GLM} -tp 8 -dcp 4", {"tensor_parallel_size": 8, "decode_context_parallel_size": 4}),
+    (f"{GLM} --decode-context-parallel-size=2 --cp-kv-cache-interleave-size 16 --dcp_kv_cache_interleave_size 8",
+     {"decode_context_parallel_size": 2, "cp_kv_cache_interleave_size": 16, "dcp_kv_cache_interleave_size": 8}),
 ])
 def test_values_as_vllm_reads_them(command, engine):
     launch = parse_vllm_command(command)
@@ -64,7 +67,7 @@ def test_where_the_model_stands(command):
     (f"{GLM} --max 3", "--max"),                                     # ambiguous prefix
     (f"{GLM} --enable-prefix-caching=true", "--enable-prefix-caching"),
     (f"{GLM} --mamba-cache-dtype fp8", "--mamba-cache-dtype"),       # argparse choices
-    (f"{GLM} -tp", "-tp"), (f"{GLM} -tp x", "-tp"),
+    (f"{GLM} -tp", "-tp"), (f"{GLM} -tp x", "-tp"), (f"{GLM} -dcp 2.0", "-dcp"),
     (f"{GLM} extra-word", "'extra-word'"),
     (f"{GLM} --model zai-org/GLM-5.3-Flash", "--model"),
     (f"{GLM} --speculative-config notjson", "--speculative-config"),
@@ -92,6 +95,7 @@ def test_what_vllms_config_refuses(command, field):
     (f"{GLM} --max-model-len auto", "--max-model-len"), (f"{GLM} --speculative-config.num_speculative_tokens 3",
                                                          "--speculative-config.num_speculative_tokens"),
     (f"{GLM} -O3", "-O3"), ("vllm serve --port 8000", "--vllm-args"),
+    (f"{GLM} -dcp 0", "--decode-context-parallel-size"), (f"{GLM} -pcp 2", "-pcp"),
 ])
 def test_what_glm_kv_does_not_model(command, field):
     with pytest.raises(VllmNotModelled) as e:
@@ -121,6 +125,12 @@ def test_vllm_args_fields():
     with pytest.raises(VllmNotModelled):   # no count: vLLM takes the drafter's own
         parse_vllm_command(f"{GLM} --speculative-config '{{\"method\": \"mtp\"}}' --kv-cache-memory-bytes 1G"
                            ).vllm_fields()
+
+
+def test_dcp_reaches_the_vllm_args():
+    launch = parse_vllm_command(f"{GLM} -tp 8 -dcp 8 --kv-cache-memory-bytes 60G --cp-kv-cache-interleave-size 1")
+    assert launch.vllm_fields() == dict(tp=8, kv_cache_memory_bytes=60 * 2**30, decode_context_parallel_size=8,
+                                        cp_kv_cache_interleave_size=1)
 
 
 def test_the_flag_file_holds_the_modelled_flags():

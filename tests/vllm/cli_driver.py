@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 DESTS = ("model", "tensor_parallel_size", "kv_cache_memory_bytes", "kv_cache_dtype", "mamba_cache_dtype",
          "mamba_ssm_cache_dtype", "enable_prefix_caching", "block_size", "max_model_len", "max_num_seqs",
          "speculative_config", "disable_hybrid_kv_cache_manager", "num_gpu_blocks_override",
-         "gpu_memory_utilization")
+         "gpu_memory_utilization", "decode_context_parallel_size", "cp_kv_cache_interleave_size",
+         "dcp_kv_cache_interleave_size")
 
 
 def main() -> int:

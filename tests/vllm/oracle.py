@@ -75,7 +75,8 @@ NEMOTRON_QUANT_PRODUCER = {"name": "modelopt"}
 # launch keys -> EngineArgs fields (None: not passed, vLLM's default)
 FLAGS = ("kv_cache_dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "enable_prefix_caching", "block_size",
          "max_model_len", "max_num_seqs", "speculative_config", "kv_cache_memory_bytes",
-         "disable_hybrid_kv_cache_manager")
+         "disable_hybrid_kv_cache_manager", "decode_context_parallel_size", "dcp_kv_cache_interleave_size",
+         "cp_kv_cache_interleave_size")
 
 
 class Refused(Exception):
@@ -237,7 +238,8 @@ def _cuda_as_meta(gpu: dict):
 
 
 def _one_process_world(vllm_config, tp: int) -> None:
-    """gloo world of one; the TP group then reports tp ranks (rank 0's view)."""
+    """gloo world of one; the TP group then reports tp ranks (rank 0's view), and the DCP group (which reuses
+    TP ranks without PCP, config/parallel.py) the launch's decode_context_parallel_size."""
     import vllm.distributed.parallel_state as ps
 
     port = 20000 + os.getpid() % 20000
@@ -246,6 +248,17 @@ def _one_process_world(vllm_config, tp: int) -> None:
     ps.ensure_model_parallel_initialized(1, 1, backend="gloo")
     ps._TP.world_size = tp
     ps._TP.rank_in_group = 0
+    ps._DCP.world_size = vllm_config.parallel_config.decode_context_parallel_size
+    ps._DCP.rank_in_group = 0
+    if ps._DCP.world_size > 1:
+        # The DCP backends decide, while they are built, whether their collectives use symmetric-memory
+        # workspaces (v1/attention/ops/cp_common.py direct_cp_enabled: probes the node and allocates with
+        # torch's symmetric memory, which a meta tensor cannot have). The stand-in has none, as a torch
+        # without torch.distributed._symmetric_memory: the ring collectives (ag_rs / a2a through NCCL)
+        # instead. Communication buffers only; no KV sizing reads them.
+        import vllm.v1.attention.ops.cp_common as cp_common
+
+        cp_common.symm_mem_available = False
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -412,6 +425,7 @@ def _size(vllm_config, platform, model, what_if=()) -> dict:
     from vllm.v1.core.kv_cache_utils import (generate_scheduler_kv_cache_config, get_kv_cache_capacity,
                                              update_kv_cache_capacity)
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+    from vllm.v1.worker.cp_utils import check_attention_cp_compatibility
 
     stage = "update_block_size_for_backend"
     try:
@@ -437,6 +451,20 @@ def _size(vllm_config, platform, model, what_if=()) -> dict:
             tokens, concurrency = get_kv_cache_capacity(vllm_config, sched)
             # the engine core's own report (v1/engine/core.py _initialize_kv_caches): the boot-log line
             update_kv_cache_capacity(vllm_config, sched)
+        # what the engine core and the worker check next, before any KV tensor is allocated: the block size
+        # against DCP's interleave (v1/engine/core.py: validate_block_size after the capacity, with the block
+        # size set to the smallest prefix-cacheable group's), then the worker's initialize_kv_cache
+        # (v1/worker/gpu/model_runner.py: check_attention_cp_compatibility, every attention layer's impl
+        # against DCP / MTP with a cp interleave; with DCP every layer is checked, as with target names None)
+        stage = "validate_block_size"
+        participating = [g.kv_cache_spec.block_size for g in sched.kv_cache_groups if g.kv_cache_spec.prefix_cacheable]
+        reported = vllm_config.cache_config.block_size   # this harness's cache_block_size key: the block it sized
+        vllm_config.cache_config.block_size = min(participating or [g.kv_cache_spec.block_size
+                                                                   for g in sched.kv_cache_groups])
+        vllm_config.validate_block_size()
+        vllm_config.cache_config.block_size = reported
+        stage = "initialize_kv_cache"
+        check_attention_cp_compatibility(vllm_config)
     except Exception as e:  # noqa: BLE001
         raise Refused(stage, e)
     cc = vllm_config.cache_config

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 
 import pytest
 
 from glm_kv.inputs.hf_config import HfConfig, hf_config_from_dict, load_hf_config
-from glm_kv.ledgers.vllm import NotModelled, VllmArgs, vllm_plan as glm_kv_vllm_plan
+from glm_kv.ledgers import vllm as vllm_ledger, vllm_dcp
+from glm_kv.ledgers.vllm import NotModelled, Spec, VllmArgs, vllm_plan as glm_kv_vllm_plan
 from tests.vllm.test_oracle import ANCHORS, GiB, MODELS, RANDOM_PER_MODEL, anchor_launch, memory_pair, seeded_launch
 
 
@@ -50,7 +52,9 @@ FIGURE = re.compile(r"\d+(\.\d+)?")
 
 
 def _words(message: str) -> str:
-    """vLLM's refusal up to its advice ('Try increasing ...'), figures kept."""
+    """vLLM's refusal up to its advice ('Try increasing ...'), figures kept; a pydantic ValidationError up to
+    its ``[type=...]`` tail (the validated input's repr: paths, every field)."""
+    message = re.sub(r" \[type=.*", "", message, flags=re.S)
     cut = message.find("Try increasing")
     return message[:cut] if cut >= 0 else message
 
@@ -240,9 +244,18 @@ H200_FP8 = [
      "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}},
     {"model": "glm-5.1", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 50 * GiB, "kv_cache_dtype": "fp8",
      "block_size": 128},
-    # an explicit fp8_ds_mla: FLASHMLA_SPARSE as "fp8" (glm-kv sizes it for the DSA models only)
+    # an explicit fp8_ds_mla: FLASHMLA_SPARSE as "fp8"
     {"model": "deepseek-v3.2", "gpu": "H200", "tp": 4, "kv_cache_memory_bytes": 40 * GiB,
      "kv_cache_dtype": "fp8_ds_mla"},
+    # GLM-5.3-Flash's explicit fp8_ds_mla: FLASHMLA_SPARSE's rope-free head 512 in the 656-byte row; the hybrid
+    # block still aligns to a 512-byte token (1152 at TP 8), the Mamba pages pad to 512 x block, and the
+    # block-outer bytes per block round up to lcm(64 rows x 656 B, the indexer's 132 B) (7.21x at TP 8)
+    {"model": "glm-5.3-flash", "gpu": "H200", "tp": 8, "kv_cache_memory_bytes": 60 * GiB,
+     "kv_cache_dtype": "fp8_ds_mla"},
+    {"model": "glm-5.3-flash", "gpu": "H200", "tp": 4, "kv_cache_memory_bytes": 40 * GiB,
+     "kv_cache_dtype": "fp8_ds_mla", "enable_prefix_caching": False},
+    {"model": "glm-5.3-flash", "gpu": "H200", "tp": 2, "kv_cache_memory_bytes": 50 * GiB,
+     "kv_cache_dtype": "fp8_ds_mla", "block_size": 128},
 ]
 
 
@@ -250,6 +263,25 @@ H200_FP8 = [
     f"{l['model']}-tp{l['tp']}-{l['kv_cache_dtype']}-{l.get('block_size', 'b')}" for l in H200_FP8])
 def test_glm_kv_agrees_on_h200_fp8_mla(vllm_plan, which):
     compare(H200_FP8[which], vllm_plan(H200_FP8[which]))
+
+
+def test_fp8_ds_mla_block_stride_plant_is_caught(vllm_plan, monkeypatch):
+    """Planted error: FLASHMLA_SPARSE's MultipleOf(64) block-stride alignment dropped (glm-kv before it sized
+    GLM-5.3-Flash's fp8_ds_mla): the GLM-5.3-Flash launches above must fail, the DSA ones (layer-outer: the
+    alignment divides their pages) still agree."""
+    monkeypatch.setattr(vllm_ledger, "FLASHMLA_SPARSE_FP8_SM90", replace(vllm_ledger.FLASHMLA_SPARSE_FP8_SM90,
+                                                                         multiple_of=0))
+    failed = {}
+    for launch in H200_FP8:
+        if launch["kv_cache_dtype"] != "fp8_ds_mla":
+            continue
+        try:
+            compare(launch, vllm_plan(launch))
+            failed[(launch["model"], launch["tp"])] = False
+        except AssertionError:
+            failed[(launch["model"], launch["tp"])] = True
+    assert failed == {("deepseek-v3.2", 4): False, ("glm-5.3-flash", 8): True, ("glm-5.3-flash", 4): True,
+                      ("glm-5.3-flash", 2): True}, failed
 
 
 # Public anchor: vllm-project/recipes PR #906 (GLM-5.3-Flash on 4 x H200, TP 4, --max-num-seqs 512; the vLLM
@@ -326,6 +358,83 @@ def test_glm_kv_agrees_on_memory_pair(vllm_plan, which):
     compare(launch, vllm_plan(launch))
 
 
+# Decode context parallelism (--decode-context-parallel-size / -dcp), pinned whatever the seed draws
+# (glm_kv/ledgers/vllm_dcp.py). Attention caches keep cdiv(max_model_len, dcp) tokens per rank (concurrency
+# about x dcp; the specs, blocks and num_blocks do not move); GLM-5.3-Flash's ring and the Mamba state are
+# replicated. Backends without DCP drop out: on H200 sparse MLA only FLASHMLA_SPARSE is left (fp8_ds_mla
+# sizes; bf16 is its impl's NotImplementedError; fp8_e4m3 / GLM-5.3-Flash's fp8 find no backend), on B200
+# FA4 needs heads x dcp in (8, 16, 32, 64). vLLM's refusals: tp not divisible (ParallelConfig), the GQA limits
+# (Qwen3.5 / Nemotron: 2 KV heads), the interleave against the block (validate_block_size).
+def _dcp(model: str, gpu: str, tp: int, dcp: int, **launch) -> dict:
+    return {"model": model, "gpu": gpu, "tp": tp, "kv_cache_memory_bytes": 60 * GiB,
+            "decode_context_parallel_size": dcp, **launch}
+
+
+_MTP1, _MTP2 = ({"method": "mtp", "num_speculative_tokens": k} for k in (1, 2))
+DCP = [
+    _dcp("deepseek-v3.2", "H200", 8, 8, kv_cache_dtype="fp8"),                 # FLASHMLA_SPARSE, fp8_ds_mla
+    _dcp("deepseek-v3.2", "H200", 8, 2),                                       # bf16: FlashMLA sparse refuses
+    _dcp("deepseek-v3.2", "H200", 8, 2, kv_cache_dtype="fp8_e4m3"),            # no valid backend
+    _dcp("deepseek-v3.2", "B200", 8, 2),                                       # FA4 (16 x 2 heads)
+    _dcp("deepseek-v3.2", "B200", 8, 8, max_model_len=131072),                 # 16 x 8: FLASHINFER_MLA_SPARSE
+    _dcp("deepseek-v3.2", "B200", 4, 2, kv_cache_dtype="bfloat16"),            # 32 heads: FLASHMLA_SPARSE refuses
+    _dcp("glm-5.1", "B200", 8, 4, speculative_config=_MTP2, kv_cache_memory_bytes=50 * GiB),
+    _dcp("glm-5.1", "H200", 4, 4, kv_cache_dtype="fp8", enable_prefix_caching=False),
+    _dcp("glm-5.3-flash", "B200", 8, 2, speculative_config=_MTP1),             # the ring replicated
+    _dcp("glm-5.3-flash", "H200", 8, 2),                                       # FlashMLA sparse head 512 bf16
+    _dcp("glm-5.3-flash", "H200", 8, 2, kv_cache_dtype="fp8"),                 # no valid backend
+    _dcp("kimi-k3", "H200", 8, 4, kv_cache_dtype="fp8"),                       # FLASHMLA
+    _dcp("kimi-k3", "B200", 4, 2),                                             # FLASHINFER_MLA
+    _dcp("kimi-k3", "H200", 8, 2, kv_cache_memory_bytes=12 * GiB),             # the admission check under DCP
+    _dcp("qwen3.5-35b-a3b", "H200", 8, 4),
+    _dcp("qwen3.5-35b-a3b", "B200", 8, 2, enable_prefix_caching=False, speculative_config=_MTP2),
+    _dcp("qwen3.5-35b-a3b", "H200", 2, 2),                                     # GQA: tp must exceed 2 KV heads
+    _dcp("nemotron-3-super-120b-a12b-fp8", "B200", 8, 4, mamba_ssm_cache_dtype="bfloat16"),
+    _dcp("nemotron-3-super-120b-a12b-fp8", "H200", 8, 8),                      # GQA: dcp at most 8 // 2
+    _dcp("glm-5.1", "H200", 8, 3, kv_cache_dtype="fp8"),                       # ParallelConfig: 8 % 3
+    _dcp("deepseek-v3.2", "H200", 8, 2, kv_cache_dtype="fp8", cp_kv_cache_interleave_size=128),  # > block 64
+    _dcp("qwen3.5-35b-a3b", "B200", 4, 2, cp_kv_cache_interleave_size=7),      # 7 does not divide the block
+    _dcp("qwen3.5-35b-a3b", "H200", 8, 1, cp_kv_cache_interleave_size=7),      # no DCP: the interleave is unread
+    _dcp("deepseek-v3.2", "H200", 4, 2, kv_cache_dtype="fp8", dcp_kv_cache_interleave_size=64),  # NIXL only
+]
+
+
+@pytest.mark.parametrize("which", range(len(DCP)), ids=[
+    f"{l['model']}-{l['gpu']}-tp{l['tp']}-dcp{l['decode_context_parallel_size']}-{l.get('kv_cache_dtype', 'auto')}"
+    f"{'-mtp' if 'speculative_config' in l else ''}{'-il' if 'cp_kv_cache_interleave_size' in l else ''}"
+    for l in DCP])
+def test_glm_kv_agrees_on_dcp_launch(vllm_plan, which):
+    compare(DCP[which], vllm_plan(DCP[which]))
+
+
+def _blocks_without_dcp(monkeypatch) -> None:
+    original = Spec.blocks_per_request
+    monkeypatch.setattr(Spec, "blocks_per_request", lambda self, n, mode, dcp=1: original(self, n, mode))
+
+
+# glm-kv made wrong one DCP rule at a time (monkeypatched for the test only); each must fail on at least one of
+# the DCP launches against vLLM's own answers (the same oracle results as above: no launch more)
+DCP_PLANTS = {
+    "dcp ignored in the blocks per request": _blocks_without_dcp,
+    "no sm_90 sparse MLA check": lambda mp: mp.setattr(vllm_dcp, "h200_sparse_mla", lambda *a: None),
+    "no GQA limits": lambda mp: mp.setattr(vllm_dcp, "check_gqa", lambda *a: None),
+    "no interleave check": lambda mp: mp.setattr(vllm_dcp, "validate_block_size", lambda *a: None),
+    "tp not checked against dcp": lambda mp: mp.setattr(vllm_dcp, "check_parallel_config", lambda *a: None),
+}
+
+
+@pytest.mark.parametrize("plant", list(DCP_PLANTS))
+def test_dcp_planted_error_is_caught(vllm_plan, monkeypatch, plant):
+    DCP_PLANTS[plant](monkeypatch)
+    caught = []
+    for launch in DCP:
+        try:
+            compare(launch, vllm_plan(launch))
+        except (AssertionError, pytest.xfail.Exception) as e:
+            caught.append(f"{launch}: {str(e)[:160]}")
+    assert caught, f"planted error {plant!r} passes every DCP launch"
+
+
 def launches_of(item) -> list[dict]:
     """The launches these tests ask for (conftest.py queues them; test_oracle.py asks for the same ones,
     so each runs once per session)."""
@@ -345,6 +454,12 @@ def launches_of(item) -> list[dict]:
         return [NO_HMA[params["which"]]]
     if name == "test_glm_kv_agrees_on_h200_fp8_mla":
         return [H200_FP8[params["which"]]]
+    if name == "test_fp8_ds_mla_block_stride_plant_is_caught":
+        return [launch for launch in H200_FP8 if launch["kv_cache_dtype"] == "fp8_ds_mla"]
+    if name == "test_glm_kv_agrees_on_dcp_launch":
+        return [DCP[params["which"]]]
+    if name == "test_dcp_planted_error_is_caught":
+        return list(DCP)
     if name == "test_glm_kv_agrees_on_recipe_906":
         return [RECIPE_906]
     if name == "test_recipe_906_gap_is_two_vllm_033_terms":

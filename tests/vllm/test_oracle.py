@@ -102,8 +102,9 @@ def test_the_gpu_generation_is_an_input(vllm_plan):
 ATTENTION_KINDS = {"FullAttentionSpec", "MLAAttentionSpec"}
 
 
-def check_invariants(plan: dict) -> None:
-    """What vLLM's own output must satisfy, whatever the formulas inside."""
+def check_invariants(plan: dict, dcp: int = 1) -> None:
+    """What vLLM's own output must satisfy, whatever the formulas inside (``dcp``: the launch's decode context
+    parallel size, which the plan does not report)."""
     mem = plan["kv_cache_memory_bytes"]
     n = plan["num_blocks"]
     assert n > 1, n   # block 0 is the null block
@@ -128,7 +129,8 @@ def check_invariants(plan: dict) -> None:
     assert plan["maximum_concurrency_printed"] == f"{plan['maximum_concurrency']:.2f}x"
     assert plan["maximum_concurrency"] > 0
     # 5. a request of max_model_len tokens needs ceil(len / block) blocks of every group that keeps one KV
-    #    entry per token (full attention or MLA, no window, one token per state), all from the one pool
+    #    entry per token (full attention or MLA, no window, one token per state; under DCP a rank keeps
+    #    ceil(len / dcp) of them: the ranks share the request's tokens), all from the one pool
     #    of num_blocks. (vLLM's printed concurrency counts the null block in that pool:
     #    get_max_concurrency_for_kv_cache_config divides num_blocks itself, so the bound is num_blocks.)
     #    (a group's layers may mix specs of one type: the scheduler shows one of them, so read each layer's)
@@ -137,7 +139,7 @@ def check_invariants(plan: dict) -> None:
         return (spec["kind"] in ATTENTION_KINDS and spec.get("sliding_window") is None
                 and spec.get("tokens_per_state", 1) == 1)
 
-    need = sum(math.ceil(plan["max_model_len"] / g["block_size"]) for g in plan["groups"]
+    need = sum(math.ceil(math.ceil(plan["max_model_len"] / dcp) / g["block_size"]) for g in plan["groups"]
                if any(per_token(name) for name in g["layer_names"]))
     assert need > 0, [g["kind"] for g in plan["groups"]]
     assert plan["maximum_concurrency"] * need <= n * (1 + 1e-12), (plan["maximum_concurrency"], need, n)
@@ -161,6 +163,10 @@ def random_launch(rng: random.Random, model: str) -> dict:
         launch["speculative_config"] = {"method": "mtp", "num_speculative_tokens": rng.randint(1, 3)}
     if rng.random() < 0.15:   # the Mamba hybrids: vLLM's refusal (xfail); the DSA models: a plan
         launch["disable_hybrid_kv_cache_manager"] = True
+    # decode context parallelism over the TP ranks (a divisor of tp; vLLM refuses many: the GQA models' two KV
+    # heads, bf16 sparse MLA on FlashMLA sparse)
+    if launch["tp"] > 1 and rng.random() < 0.25:
+        launch["decode_context_parallel_size"] = rng.choice([d for d in (2, 4, 8) if launch["tp"] % d == 0])
     return launch
 
 
@@ -192,7 +198,7 @@ def test_random_launch_invariants(vllm_plan, model, i):
             (launch, r)
         assert r["type"] in {"ValueError", "NotImplementedError", "ValidationError"} and r["message"], (launch, r)
         pytest.xfail(f"vLLM refuses {launch}: {r['message'][:300]}")
-    check_invariants(plan)
+    check_invariants(plan, launch.get("decode_context_parallel_size", 1))
     # the launch reached vLLM as given
     assert plan["tp"] == launch["tp"] and plan["kv_cache_memory_bytes"] == launch["kv_cache_memory_bytes"]
     if "max_model_len" in launch:

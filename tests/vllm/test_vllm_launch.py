@@ -43,6 +43,10 @@ VALUED = {
     ("--speculative-config", "-sc"): ('{"num_speculative_tokens": 3}', '{"method": "mtp", "num_speculative_tokens": 1}',
                                       "notjson", "None", '{"method": "mtp"}'),
     ("--gpu-memory-utilization",): ("0.9", "0.95", "1.5", "x", "1"),
+    ("-dcp", "--decode-context-parallel-size", "--decode_context_parallel_size", "--decode-context"):
+        ("1", "2", "8", "0", "x", "2.0"),
+    ("--cp-kv-cache-interleave-size", "--dcp-kv-cache-interleave-size", "--dcp_kv_cache_interleave_size"):
+        ("1", "16", "64", "None", "0"),
     ("--host",): ("0.0.0.0", "localhost"),
     ("--port",): ("8001", "x", "9000"),
     ("--api-key",): ("k1", "k1 k2"),
@@ -73,6 +77,8 @@ PASTED = [
     "vllm serve zai-org/GLM-5.3-Flash --kv-cache-memory-bytes",
     "vllm serve zai-org/GLM-5.3-Flash --mamba-ssm-cache-dtype fp8",
     "vllm serve zai-org/GLM-5.3-Flash --max-model-len=-1",
+    "vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8 -dcp 8 --kv-cache-dtype fp8 --kv-cache-memory-bytes 60G",
+    "vllm serve Qwen/Qwen3.5-35B-A3B -tp 8 --decode-context-parallel-size=2 --cp-kv-cache-interleave-size 16",
 ]
 
 

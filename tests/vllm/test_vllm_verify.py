@@ -5,8 +5,8 @@ vLLM's own formatter: ``update_kv_cache_capacity``'s ``GPU KV cache size: ... to
 for ... tokens per request: ...x`` (the line the engine core prints at boot), and
 ``get_kv_cache_configs``'s own lines when a launch triggers them. Those lines are fed to glm-kv's verify
 with glm-kv's own plan (never the oracle's numbers), over the launches this suite already runs
-(anchors, this run's random launches, the pinned B200, found, MTP and no-hybrid-manager launches, the
-memory pair):
+(anchors, this run's random launches, the pinned B200, found, MTP, no-hybrid-manager and DCP launches,
+the memory pair):
 
 * with the launch's --kv-cache-memory-bytes every checked quantity must agree, tokens exactly;
 * with the memory read off the log instead (an ``Available KV cache memory: %s GiB`` line composed from
@@ -25,8 +25,16 @@ import pytest
 from glm_kv.inputs.vllm_boot_log import parse_vllm_boot_log
 from glm_kv.ledgers.vllm import NotModelled, VllmArgs, vllm_plan as glm_kv_vllm_plan
 from glm_kv.ledgers.vllm_verify import format_gib, verify_vllm_boot_log
-from tests.vllm.test_glm_kv_plan import B200, FOUND, HARNESS_ONLY, MTP, NO_HMA, config_of
+from tests.vllm.test_glm_kv_plan import B200, DCP, FOUND, HARNESS_ONLY, MTP, NO_HMA, config_of
 from tests.vllm.test_oracle import ANCHORS, MODELS, RANDOM_PER_MODEL, anchor_launch, memory_pair, seeded_launch
+
+def _answered(launch: dict) -> bool:
+    """glm-kv plans it (not a refusal, not NotModelled): test_glm_kv_plan.py checks vLLM answers the same."""
+    try:
+        return glm_kv_vllm_plan(config_of(launch), VllmArgs.from_launch(launch)).refused is None
+    except NotModelled:
+        return False
+
 
 LAUNCHES = ([("anchor", anchor_launch(m, o)) for m, o, _, _ in ANCHORS]
             + [(f"random-{m}-{i}", None) for m in MODELS for i in range(RANDOM_PER_MODEL)]
@@ -37,6 +45,8 @@ LAUNCHES = ([("anchor", anchor_launch(m, o)) for m, o, _, _ in ANCHORS]
             + [(f"mtp-{i}", MTP[i]) for i in range(len(MTP))
                if MTP[i]["model"] != "kimi-k3" or "config_overrides" in MTP[i]]
             + [(f"no-hma-{i}", NO_HMA[i]) for i in range(len(NO_HMA)) if NO_HMA[i]["model"] in ("deepseek-v3.2", "glm-5.1")]
+            # the DCP launches vLLM answers (test_glm_kv_plan.py checks that glm-kv refuses exactly where vLLM does)
+            + [(f"dcp-{i}", DCP[i]) for i in range(len(DCP)) if _answered(DCP[i])]
             + [(f"memory-{i}", None) for i in range(2)])
 
 

@@ -389,3 +389,32 @@ def refuse_model_override(cfg: HfConfig) -> None:
     why = model_override_refusal(cfg)
     if why is not None:
         raise ProfileError("model", why)
+
+
+# DeepSeek-V4 (issue 32): its vendored configs (aiconfigurator-core 0.12.0, SOURCE.json). SGLang 0.5.23 sizes
+# its own pools for it (DSV4PoolConfigurator; glm_kv.ledgers.dsv4), not the pools of SUPPORTED_MODEL_TYPES'
+# families, so it is read here and not through hf_config_from_dict's families.
+DSV4_SHIPPED: dict[str, tuple[str, str]] = {
+    "deepseek-v4-flash": ("deepseek-ai--DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Flash"),
+    "deepseek-v4-pro": ("deepseek-ai--DeepSeek-V4-Pro", "deepseek-ai/DeepSeek-V4-Pro"),
+}
+DSV4_MODEL_TYPE, DSV4_ARCHITECTURE = "deepseek_v4", "DeepseekV4ForCausalLM"
+
+
+def dsv4_shipped_name(model: str) -> str | None:
+    """The DeepSeek-V4 short name for ``model`` (a short name or a Hugging Face id), else None."""
+    key = model.strip().lower() if isinstance(model, str) else ""
+    return next((n for n, (_s, hf) in DSV4_SHIPPED.items() if key in (n, hf.lower())), None)
+
+
+def load_dsv4_config(model: str) -> HfConfig:
+    """A vendored DeepSeek-V4 config (short name or Hugging Face id) as an ``HfConfig`` (family ``dsv4``)."""
+    name = dsv4_shipped_name(model)
+    if name is None:
+        raise ProfileError("model", f"{shown(model)} is not a shipped DeepSeek-V4 config ({', '.join(DSV4_SHIPPED)})")
+    path = MODELS_DIR / f"{DSV4_SHIPPED[name][0]}_config.json"
+    cfg = _read_json_file(path, "model")
+    if cfg.get("model_type") != DSV4_MODEL_TYPE or DSV4_ARCHITECTURE not in (cfg.get("architectures") or []):
+        raise ProfileError("model.model_type", f"{path.name} is not a DeepSeek-V4 config")
+    return HfConfig(name=name, source=vendored_sources()[path.name], model_type=DSV4_MODEL_TYPE, family="dsv4",
+                    architectures=tuple(cfg["architectures"]), top=cfg, text=cfg)

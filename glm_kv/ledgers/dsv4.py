@@ -233,13 +233,16 @@ def dsv4_pool_sizes(m: Dsv4Model, *, available_bytes: int, page_size: int, max_r
                                                         f"total KV budget.\" (validate_swa_pool_size)")
     c4, c128 = full // 4, full // 128
     c4_state = swa // page_size * RING_SIZES[4]
-    c128_state = slots * RING_SIZES[128]
+    # resolve_max_num_reqs: the request cap, at most half the full tokens; the c128 state and the pool's request
+    # slots follow the resolved count (finalize_with_max_running_requests), the budget's fixed bytes the requested
+    reqs = min(per_worker, full // 2)
+    c128_state = (reqs + 1) * RING_SIZES[128]
     return Dsv4Sizes(full_max_total_num_tokens=full, swa_max_total_num_tokens=swa, c4_max_total_num_tokens=c4,
                      c128_max_total_num_tokens=c128, c4_state_pool_size=c4_state, c128_state_pool_size=c128_state,
-                     max_running_requests_per_worker=per_worker, swa_mode="cap" if cap_tokens is not None else "ratio",
+                     max_running_requests_per_worker=reqs, swa_mode="cap" if cap_tokens is not None else "ratio",
                      bytes_per_full_token=bpft, fixed_bytes=fixed,
                      pool_bytes=pool_bytes(m, page_size=page_size, swa=swa, c4=c4, c128=c128, c4_state=c4_state,
-                                           c128_state=c128_state, num_req_slots=slots))
+                                           c128_state=c128_state, num_req_slots=reqs + 1))
 
 
 def dsv4_model(cfg) -> Dsv4Model:

@@ -39,7 +39,8 @@ def draw(rng: random.Random, small: bool) -> dict:
             "chunked_prefill_size": rng.choice([None, 256, 512, 1024] if small else [None, 2048, 4096, 8192, 16384]),
             "overlap": rng.random() < 0.7, "disable_radix_cache": rng.random() < 0.3,
             "swa_full_tokens_ratio": rng.choice([None, None, 0.1, 0.25, 0.5]),
-            "available_bytes": rng.randint(300 << 20, 900 << 20) if small else rng.randint(20 << 30, 120 << 30)}
+            "available_bytes": rng.randint(300 << 20, 900 << 20) if small else rng.randint(20 << 30, 120 << 30),
+            "attn_dp": 1 if small else rng.choice([1, 1, 2, 4, 8])}
 
 
 def sglang_sizes(monkeypatch, name: str, launch: dict, build: bool):
@@ -47,6 +48,7 @@ def sglang_sizes(monkeypatch, name: str, launch: dict, build: bool):
     import torch
 
     import sglang.srt.mem_cache.deepseek_v4_memory_pool as mp
+    import sglang.srt.mem_cache.kv_cache_configurator as kc
     import sglang.srt.model_executor.pool_configurator as pc
 
     cfg = _config(name)
@@ -56,6 +58,7 @@ def sglang_sizes(monkeypatch, name: str, launch: dict, build: bool):
             compress_ratios=cfg["compress_ratios"], window_size=cfg["sliding_window"],
             hf_config=NS(kv_source_layer_ids=[], architectures=cfg["architectures"], model_type=cfg["model_type"]))
     ratio = launch["swa_full_tokens_ratio"]
+    attn_dp = launch["attn_dp"]
     ctx = dict(
         get_spec=lambda: NS(speculative_algorithm=None, speculative_num_draft_tokens=None, speculative_num_steps=None,
                             speculative_eagle_topk=None),
@@ -75,16 +78,19 @@ def sglang_sizes(monkeypatch, name: str, launch: dict, build: bool):
     monkeypatch.setattr(pc, "max_speculative_num_draft_tokens", lambda: 0)
     page = launch["page_size"]
     kvc = NS(kv_cache_dtype_str="fp8_e4m3", model_config=mc, layer_info=NS(start_layer=0, end_layer=n), pp_size=1,
-             pp_group=None, sliding_window_size=cfg["sliding_window"], page_size=page, attn_dp_size=1,
+             pp_group=None, sliding_window_size=cfg["sliding_window"], page_size=page, attn_dp_size=attn_dp,
              spec_algorithm=NS(is_dspark=lambda: False, is_none=lambda: True, is_eagle=lambda: False),
              spec_aux_config=None)
     conf = pc.DSV4PoolConfigurator(kvc)
     out = conf.calculate_pool_sizes(launch["available_bytes"], page)
-    out.max_running_requests = launch["max_running_requests"]
+    # KVCacheConfigurator._resolve_memory_pool_config: resolve_max_num_reqs, then finalize
+    monkeypatch.setattr(kc, "get_schedule", ctx["get_schedule"])
+    out.max_running_requests = kc.KVCacheConfigurator.resolve_max_num_reqs(
+        NS(model_config=mc, attn_dp_size=attn_dp, mambaish_config=None), out.max_total_num_tokens)
     out = conf.finalize_with_max_running_requests(out)
     if not build:
         return out, None
-    mrr = launch["max_running_requests"]
+    mrr = out.max_running_requests
     pool = mp.DeepSeekV4TokenToKVPool(
         max_num_reqs=mrr, swa_size=out.swa_max_total_num_tokens, c4_size=out.c4_max_total_num_tokens,
         c128_size=out.c128_max_total_num_tokens, c4_state_pool_size=out.c4_state_pool_size,
@@ -162,7 +168,7 @@ def test_sizes_equal_sglangs_on_gpu_sized_budgets(monkeypatch, i):
 
 FIXED = ("deepseek-v4-flash", {"page_size": 256, "max_running_requests": 4, "chunked_prefill_size": 512,
                                "overlap": True, "disable_radix_cache": False, "swa_full_tokens_ratio": None,
-                               "available_bytes": 600 << 20})
+                               "available_bytes": 600 << 20, "attn_dp": 1})
 
 
 @pytest.mark.parametrize("plant", ["page_align_512", "no_reserved_page", "c128_ring_64", "no_prefix_tails",

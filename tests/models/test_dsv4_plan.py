@@ -1,0 +1,81 @@
+"""Issue 32: `glm-kv plan` for DeepSeek-V4 (glm_kv/ledgers/dsv4_plan.py), and what it refuses by name.
+
+The expected numbers are SGLang 0.5.23's (read off ``DSV4PoolConfigurator`` on the CPU, see
+tests/ledgers/test_dsv4_pools.py; tests/sglang/test_dsv4_pools.py compares plans with SGLang on random
+launches). Every refusal is one line naming its field, exit 2.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from glm_kv.cli import main
+from tests.ledgers.test_dsv4_pools import SGLANG_FLASH
+
+# the launch SGLANG_FLASH was read at: one rank, 256 requests, chunk 8192, 60e9 bytes for the pools
+FLASH = ["--set", "model=deepseek-v4-flash", "--set", "available_bytes=60000000000", "--set", "tp_size=1",
+         "--set", "dp_size=1", "--set", "enable_dp_attention=false", "--set", "max_running_requests=256",
+         "--set", "chunked_prefill_size=8192"]
+
+
+def plan_json(capsys, *extra: str) -> dict:
+    assert main(["plan", "--json", *FLASH, *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_flash_plan_gives_sglangs_pool_sizes(capsys):
+    d = plan_json(capsys)
+    cap, tok = d["capacity"], d["token"]
+    assert d["model"]["family"] == "dsv4" and d["model"]["num_hidden_layers"] == 43
+    assert tok["page_size"] == 256 and tok["kv_cache_dtype"] == "fp8_e4m3" and tok["swa_mode"] == "cap"
+    assert tok["swa_kv_bytes_per_token"] == SGLANG_FLASH["bytes_per_swa_token"]
+    assert tok["bytes_per_full_token"] == SGLANG_FLASH["bytes_per_full_token"]
+    for k in ("full_max_total_num_tokens", "swa_max_total_num_tokens", "c4_max_total_num_tokens",
+              "c128_max_total_num_tokens", "c4_state_pool_size", "c128_state_pool_size"):
+        assert cap[k] == SGLANG_FLASH[k], k
+    assert cap["max_total_num_tokens"] == SGLANG_FLASH["full_max_total_num_tokens"]
+    assert cap["max_running_requests"] == 256
+
+
+def test_the_table_prints(capsys):
+    assert main(["plan", *FLASH]) == 0
+    assert "SWA pool tokens" in capsys.readouterr().out
+
+
+def test_pro_and_the_hugging_face_id_plan(capsys):
+    d = plan_json(capsys, "--set", "model=deepseek-ai/DeepSeek-V4-Pro")
+    assert d["model"]["num_hidden_layers"] == 61 and d["capacity"]["full_max_total_num_tokens"] > 0
+
+
+def test_unset_max_running_requests_is_sglangs_256(capsys):
+    d = plan_json(capsys, "--set", "max_running_requests=null")
+    assert d["capacity"]["requested_max_running_requests"] == 256
+    assert any("apply_deepseek_v4_defaults" in n for n in d["notes"])
+
+
+@pytest.mark.parametrize("extra, field", [
+    (["--set", "available_bytes=null"], "available_bytes"),
+    (["--set", "speculative_algorithm=EAGLE"], "speculative_algorithm"),
+    (["--set", "enable_hisparse=true"], "enable_hisparse"),
+    (["--set", "kv_cache_dtype=bfloat16"], "kv_cache_dtype"),
+    (["--set", "max_running_requests=100000"], "max_running_requests"),
+])
+def test_what_is_not_sized_is_refused_by_name(capsys, extra, field):
+    assert main(["plan", *FLASH, *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and field in err and "Traceback" not in err, err
+
+
+def test_other_commands_refuse_deepseek_v4_by_name(capsys):
+    assert main(["advise", "--workload", "chat", "--set", "model=deepseek-v4-flash"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "model" in err and "DeepSeek-V4" in err, err
+
+
+def test_planted_page_size_is_caught(monkeypatch, capsys):
+    import glm_kv.ledgers.dsv4_plan as P
+
+    monkeypatch.setattr(P, "DSV4_PAGE_SIZE", 128)   # the model override's 256, planted wrong
+    d = plan_json(capsys)
+    assert d["capacity"]["full_max_total_num_tokens"] != SGLANG_FLASH["full_max_total_num_tokens"]

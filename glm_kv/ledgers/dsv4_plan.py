@@ -6,7 +6,8 @@ configurator's: the SWA pool's bytes per token, the compressed pools' bytes per 
 compress state per request, and ``_PoolSizes``' DeepSeek-V4 fields. The keys GLM-5.3-Flash's plan has keep
 their names where they mean the same (``capacity.max_total_num_tokens`` is SGLang's: the full tokens).
 
-What is sized is SGLang's default CUDA path (the DeepSeek-V4 model override's page 256, FlashMLA, the V4 KV
+What is sized is SGLang's default CUDA path (the DeepSeek-V4 model override's page 256 and SWA ratio 0.1
+(which SGLang then counts as given, so the SWA pool is never sized from the request cap), FlashMLA, the V4 KV
 layout, fp8 KV, the fp8 indexer, fp32 compress state). The rest is refused in one line naming the field:
 a launch field this plan does not read, speculative decoding, HiSparse, PD disaggregation, HiCache, and the
 device-to-rest path (DeepSeek-V4's weights are not estimated yet: ``available_bytes`` is required).
@@ -25,6 +26,7 @@ from .memory import gpu_defaults
 
 DSV4_PAGE_SIZE = 256          # model_overrides/deepseek_v4.py: page_size = 256 on CUDA
 DSV4_DEFAULT_MAX_RUNNING_REQUESTS = 256   # apply_deepseek_v4_defaults
+DSV4_SWA_FULL_TOKENS_RATIO = 0.1          # model_overrides/deepseek_v4.py when --swa-full-tokens-ratio is unset
 # profile fields this plan reads; any other field given a value other than its default is refused by name
 READ_FIELDS = frozenset({"name", "description", "sglang_layout", "model", "gpu", "available_bytes",
                          "max_running_requests", "chunked_prefill_size", "disable_overlap_schedule",
@@ -97,7 +99,10 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
         mrr = DSV4_DEFAULT_MAX_RUNNING_REQUESTS
         notes.append("max_running_requests unset: SGLang sets 256 for DeepseekV4ForCausalLM "
                      "(apply_deepseek_v4_defaults)")
-    ratio = p.swa_full_tokens_ratio if "swa_full_tokens_ratio" in p.model_fields_set else None
+    # the DeepSeek-V4 model override sets --swa-full-tokens-ratio 0.1 when it is not given, before the kv-cache
+    # hook marks it explicitly set: SGLang 0.5.23 sizes DeepSeek-V4's SWA pool by the ratio, never by the request
+    # cap (read off SGLang's resolution: _swa_full_tokens_ratio_explicitly_set is True on a default launch)
+    ratio = p.swa_full_tokens_ratio if "swa_full_tokens_ratio" in p.model_fields_set else DSV4_SWA_FULL_TOKENS_RATIO
     sizes = dsv4_pool_sizes(layers, available_bytes=p.available_bytes, page_size=page, max_running_requests=mrr,
                             chunked_prefill_size=chunk, overlap=not p.disable_overlap_schedule, attn_dp=attn_dp,
                             disable_radix_cache=p.disable_radix_cache, swa_full_tokens_ratio=ratio)

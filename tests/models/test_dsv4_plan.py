@@ -13,7 +13,12 @@ import pytest
 from glm_kv.cli import main
 from tests.ledgers.test_dsv4_pools import SGLANG_FLASH
 
-# the launch SGLANG_FLASH was read at: one rank, 256 requests, chunk 8192, 60e9 bytes for the pools
+# SGLang 0.5.23's own resolution and sizing of the default launch (tests/sglang/test_dsv4_plan.py's path:
+# ServerArgs.resolve_once on a faked H200, KVCacheConfigurator.config_from_budget(60e9), resolve_max_num_reqs,
+# finalize_with_max_running_requests): the model override's SWA ratio 0.1, which SGLang counts as given
+SGLANG_DEFAULT = {"full_max_total_num_tokens": 8083200, "swa_max_total_num_tokens": 808192,
+                  "c4_max_total_num_tokens": 2020800, "c128_max_total_num_tokens": 63150,
+                  "c4_state_pool_size": 25256, "c128_state_pool_size": 32896, "max_running_requests": 256}
 FLASH = ["--set", "model=deepseek-v4-flash", "--set", "available_bytes=60000000000", "--set", "tp_size=1",
          "--set", "dp_size=1", "--set", "enable_dp_attention=false", "--set", "max_running_requests=256",
          "--set", "chunked_prefill_size=8192"]
@@ -28,14 +33,10 @@ def test_flash_plan_gives_sglangs_pool_sizes(capsys):
     d = plan_json(capsys)
     cap, tok = d["capacity"], d["token"]
     assert d["model"]["family"] == "dsv4" and d["model"]["num_hidden_layers"] == 43
-    assert tok["page_size"] == 256 and tok["kv_cache_dtype"] == "fp8_e4m3" and tok["swa_mode"] == "cap"
-    assert tok["swa_kv_bytes_per_token"] == SGLANG_FLASH["bytes_per_swa_token"]
-    assert tok["bytes_per_full_token"] == SGLANG_FLASH["bytes_per_full_token"]
-    for k in ("full_max_total_num_tokens", "swa_max_total_num_tokens", "c4_max_total_num_tokens",
-              "c128_max_total_num_tokens", "c4_state_pool_size", "c128_state_pool_size"):
-        assert cap[k] == SGLANG_FLASH[k], k
-    assert cap["max_total_num_tokens"] == SGLANG_FLASH["full_max_total_num_tokens"]
-    assert cap["max_running_requests"] == 256
+    assert tok["page_size"] == 256 and tok["kv_cache_dtype"] == "fp8_e4m3" and tok["swa_mode"] == "ratio"
+    assert tok["swa_kv_bytes_per_token"] == SGLANG_FLASH["bytes_per_swa_token"]   # DSV4PoolConfigurator's
+    assert {k: cap[k] for k in SGLANG_DEFAULT} == SGLANG_DEFAULT
+    assert cap["max_total_num_tokens"] == SGLANG_DEFAULT["full_max_total_num_tokens"]
 
 
 def test_the_table_prints(capsys):
@@ -59,7 +60,8 @@ def test_unset_max_running_requests_is_sglangs_256(capsys):
     (["--set", "speculative_algorithm=EAGLE"], "speculative_algorithm"),
     (["--set", "enable_hisparse=true"], "enable_hisparse"),
     (["--set", "kv_cache_dtype=bfloat16"], "kv_cache_dtype"),
-    (["--set", "max_running_requests=100000"], "max_running_requests"),
+    (["--set", "swa_full_tokens_ratio=0.00001"], "swa_full_tokens_ratio"),
+    (["--set", "disaggregation_mode=decode"], "disaggregation_mode"),
 ])
 def test_what_is_not_sized_is_refused_by_name(capsys, extra, field):
     assert main(["plan", *FLASH, *extra]) == 2
@@ -78,4 +80,12 @@ def test_planted_page_size_is_caught(monkeypatch, capsys):
 
     monkeypatch.setattr(P, "DSV4_PAGE_SIZE", 128)   # the model override's 256, planted wrong
     d = plan_json(capsys)
-    assert d["capacity"]["full_max_total_num_tokens"] != SGLANG_FLASH["full_max_total_num_tokens"]
+    assert d["capacity"]["full_max_total_num_tokens"] != SGLANG_DEFAULT["full_max_total_num_tokens"]
+
+
+def test_planted_request_cap_sizing_is_caught(monkeypatch, capsys):
+    import glm_kv.ledgers.dsv4_plan as P
+
+    monkeypatch.setattr(P, "DSV4_SWA_FULL_TOKENS_RATIO", None)   # cap mode: not what SGLang's resolution gives
+    d = plan_json(capsys)
+    assert {k: d["capacity"][k] for k in SGLANG_DEFAULT} != SGLANG_DEFAULT

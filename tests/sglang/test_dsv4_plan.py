@@ -1,0 +1,135 @@
+"""Issue 32: `glm-kv plan` for DeepSeek-V4 against SGLang 0.5.23's own resolution and sizing, key for key.
+
+SGLang gets the vendored config.json in a checkpoint folder and the launch flags; it never sees a glm-kv
+number. ``ServerArgs.resolve_once()`` (with ``check_server_args``) resolves the launch on a faked CUDA GPU
+(cpu_workarounds.cpu_as_gpu): the DeepSeek-V4 model override's page size and SWA ratio, the hook's request
+cap, the kv-cache dtype, the chunk. ``KVCacheConfigurator`` (hybrid SWA with compression, as the model runner
+builds it) then sizes the pools from the launch's byte budget: ``config_from_budget`` (DSV4PoolConfigurator),
+``resolve_max_num_reqs``, ``finalize_with_max_running_requests``. Every DeepSeek-V4 field of SGLang's
+``MemoryPoolConfig`` must equal the plan's key of that name, and every size key of the plan must be one of
+SGLang's, on random launches (the run's seed); a planted error must be caught.
+"""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.pytest_glm_kv import run_seed
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZE_KEYS = ("full_max_total_num_tokens", "swa_max_total_num_tokens", "c4_max_total_num_tokens",
+             "c128_max_total_num_tokens", "c4_state_pool_size", "c128_state_pool_size", "max_total_num_tokens")
+
+
+def draw(rng: random.Random) -> tuple[str, dict]:
+    tp = rng.choice([1, 2, 4, 8])
+    dpa = tp > 1 and rng.random() < 0.4
+    launch = {"gpu": rng.choice(["H100", "H200"]), "tp_size": tp, "dp_size": tp if dpa else 1,
+              "enable_dp_attention": dpa, "available_bytes": rng.randint(20 << 30, 120 << 30),
+              "max_running_requests": rng.choice([None, 16, 64, 128, 256, 1024]),
+              "chunked_prefill_size": rng.choice([None, 4096, 8192]),
+              "disable_radix_cache": rng.random() < 0.3, "disable_overlap_schedule": rng.random() < 0.3,
+              "swa_full_tokens_ratio": rng.choice([None, None, 0.05, 0.1, 0.25])}
+    return rng.choice(["deepseek-v4-flash", "deepseek-v4-pro"]), launch
+
+
+def glm_kv_plan(name: str, launch: dict) -> dict:
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.ledgers.dsv4_plan import dsv4_plan
+
+    fields = {k: v for k, v in launch.items() if v is not None}
+    return dsv4_plan(make_profile({"sglang_layout": "0.5.23", "model": name, **fields})).to_dict()
+
+
+def sglang_plan(name: str, launch: dict) -> dict:
+    from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs
+    from oracle import fake_gpu
+
+    from glm_kv.inputs.hf_config import DSV4_SHIPPED, MODELS_DIR
+
+    quiet_sglang_logs()
+    d = Path(tempfile.mkdtemp(prefix="glm-kv-dsv4-"))
+    shutil.copy(MODELS_DIR / f"{DSV4_SHIPPED[name][0]}_config.json", d / "config.json")
+    try:
+        with cpu_as_gpu(fake_gpu(launch)):
+            return _sizes(str(d), launch)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _sizes(path: str, launch: dict) -> dict:
+    import torch
+
+    from sglang.srt.arg_groups.overrides import resolved_view
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang.srt.model_executor.model_runner_components.layer_setup import ModelLayerInfo
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import SpecAuxHiddenStateConfig
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang.srt.runtime_context import get_context, get_parallel
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    kw = {k: launch[k] for k in ("tp_size", "dp_size", "enable_dp_attention", "max_running_requests",
+                                 "chunked_prefill_size", "disable_radix_cache", "disable_overlap_schedule",
+                                 "swa_full_tokens_ratio") if launch.get(k) is not None}
+    sa = ServerArgs(model_path=path, device="cuda", **kw)
+    sa.resolve_once()
+    sa.check_server_args()
+    v = resolved_view(sa)
+    get_context().set_server_args(sa)
+    par = get_parallel()
+    mc = ModelConfig.from_server_args(sa)
+    n = mc.num_hidden_layers
+    kv = {"fp8_e4m3": torch.float8_e4m3fn, "bfloat16": torch.bfloat16}[v.kv_cache_dtype]
+    kvc = KVCacheConfigurator(
+        device="cpu", gpu_id=0, attn_dp_size=par.attn_dp_size, pp_size=1, pp_group=None, model=None,
+        model_config=mc, server_args=sa, kv_cache_dtype=kv, kv_cache_dtype_str=v.kv_cache_dtype,
+        model_dtype=torch.bfloat16, page_size=v.page_size, sliding_window_size=mc.sliding_window_size,
+        spec_algorithm=SpeculativeAlgorithm.from_string(None), is_draft_worker=False, post_capture_kv_active=False,
+        spec_aux_config=SpecAuxHiddenStateConfig(), is_hybrid_swa=True, is_hybrid_swa_compress=True,
+        use_mla_backend=False, layer_info=ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n),
+        forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None, memory_pool_config=None)
+    config = kvc.config_from_budget(launch["available_bytes"])
+    config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
+    config = create_memory_pool_configurator(kvc).finalize_with_max_running_requests(config)
+    out = {k: getattr(config, k) for k in SIZE_KEYS}
+    out.update(page_size=v.page_size, kv_cache_dtype=v.kv_cache_dtype, max_running_requests=config.max_running_requests,
+               num_hidden_layers=n)
+    return out
+
+
+def differences(name: str, launch: dict) -> list[str]:
+    sg = sglang_plan(name, launch)
+    d = glm_kv_plan(name, launch)
+    mine = {**{k: d["capacity"][k] for k in SIZE_KEYS}, "page_size": d["token"]["page_size"],
+            "kv_cache_dtype": d["token"]["kv_cache_dtype"], "max_running_requests": d["capacity"]["max_running_requests"],
+            "num_hidden_layers": d["model"]["num_hidden_layers"]}
+    plan_size_keys = {k for k in d["capacity"] if k.endswith(("_num_tokens", "_pool_size"))}
+    bad = [f"{k}: glm-kv {mine.get(k)} vs SGLang {sg.get(k)}" for k in sorted(set(sg) | set(mine)) if mine.get(k) != sg.get(k)]
+    bad += [f"plan key {k} is not one of SGLang's" for k in sorted(plan_size_keys - set(sg))]
+    return bad
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_plan_equals_sglangs_resolution_and_sizing(i):
+    rng = random.Random(run_seed() * 104729 + i)
+    name, launch = draw(rng)
+    assert differences(name, launch) == [], (name, launch)
+
+
+def test_default_launch_and_planted_ratio(monkeypatch):
+    """SGLang's default DeepSeek-V4 launch sizes the SWA pool by the model override's ratio 0.1; planting the
+    request-cap sizing (the configurator's mode when no ratio was given) must be caught."""
+    import glm_kv.ledgers.dsv4_plan as P
+
+    launch = {"gpu": "H200", "tp_size": 1, "available_bytes": 60_000_000_000}
+    assert differences("deepseek-v4-flash", launch) == []
+    real = P.dsv4_pool_sizes
+    monkeypatch.setattr(P, "dsv4_pool_sizes", lambda m, **kw: real(m, **{**kw, "swa_full_tokens_ratio": None}))
+    assert differences("deepseek-v4-flash", launch) != []

@@ -15,11 +15,13 @@ device-to-rest path (DeepSeek-V4's weights are not estimated yet: ``available_by
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
 
 from ..errors import ProfileError, shown
 from ..inputs.gpus import Gpu, resolve_gpu
 from ..inputs.hf_config import HfConfig, load_dsv4_config
 from ..inputs.profile import FIELDS, Profile
+from ..inputs.resolve import resolve_tp, validate_caps
 from ..units import MiB
 from .dsv4 import Dsv4Model, Dsv4Sizes, bytes_summary, dsv4_model, dsv4_pool_sizes
 from .memory import gpu_defaults
@@ -90,7 +92,14 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
     if "page_size" in p.model_fields_set and p.page_size not in (None, page):
         notes.append(f"page_size {p.page_size} is overridden: this model runs with {page} (the DeepSeek-V4 "
                      f"model override)")
+    if gpu.sm < 90:
+        raise ProfileError("gpu", f"{gpu.name} (SM{gpu.sm}) is not sized for DeepSeek-V4: glm-kv sizes its FlashMLA "
+                                  f"pools on SM90 / SM100 GPUs")
     attn_dp = p.dp_size if p.enable_dp_attention else 1
+    # SGLang's start-up refusals every model meets: DP attention divides TP, attention TP divides the heads, the
+    # chunk is a whole number of pages (glm-kv's checks for the other models, with their words)
+    resolve_tp(p, SimpleNamespace(architectures=cfg.architectures), cfg, attn_dp)
+    validate_caps(p, page, attn_dp)
     chunk = p.chunked_prefill_size if p.chunked_prefill_size is not None else gpu_defaults(
         gpu.memory_bytes / MiB, p.tp_size)[0]
     chunk = chunk // attn_dp if chunk and chunk > 0 else chunk   # DP attention divides the chunk

@@ -29,10 +29,10 @@ SIZE_KEYS = ("full_max_total_num_tokens", "swa_max_total_num_tokens", "c4_max_to
 def draw(rng: random.Random) -> tuple[str, dict]:
     tp = rng.choice([1, 2, 4, 8])
     dpa = tp > 1 and rng.random() < 0.4
-    launch = {"gpu": rng.choice(["H100", "H200"]), "tp_size": tp, "dp_size": tp if dpa else 1,
+    launch = {"gpu": rng.choice(["H100", "H200", "B200"]), "tp_size": tp, "dp_size": tp if dpa else 1,
               "enable_dp_attention": dpa, "available_bytes": rng.randint(20 << 30, 120 << 30),
               "max_running_requests": rng.choice([None, 16, 64, 128, 256, 1024]),
-              "chunked_prefill_size": rng.choice([None, 4096, 8192]),
+              "chunked_prefill_size": rng.choice([None, 4096, 8192, 16384]),
               "disable_radix_cache": rng.random() < 0.3, "disable_overlap_schedule": rng.random() < 0.3,
               "swa_full_tokens_ratio": rng.choice([None, None, 0.05, 0.1, 0.25])}
     return rng.choice(["deepseek-v4-flash", "deepseek-v4-pro"]), launch
@@ -133,3 +133,18 @@ def test_default_launch_and_planted_ratio(monkeypatch):
     real = P.dsv4_pool_sizes
     monkeypatch.setattr(P, "dsv4_pool_sizes", lambda m, **kw: real(m, **{**kw, "swa_full_tokens_ratio": None}))
     assert differences("deepseek-v4-flash", launch) != []
+
+
+@pytest.mark.parametrize("bad, field", [({"tp_size": 8, "dp_size": 3, "enable_dp_attention": True}, "dp_size"),
+                                        ({"chunked_prefill_size": 1000}, "chunked_prefill_size")])
+def test_launches_sglang_refuses_are_refused(bad, field):
+    """SGLang refuses the launch (resolution, start-up checks or sizing): glm-kv's plan refuses it, naming the field."""
+    from glm_kv.errors import ProfileError
+
+    launch = {"gpu": "H200", "tp_size": 1, "available_bytes": 60_000_000_000, **bad}
+    with pytest.raises(Exception) as sg:   # noqa: PT011 - whatever SGLang raises (ValueError, AssertionError)
+        sglang_plan("deepseek-v4-flash", launch)
+    assert not isinstance(sg.value, ProfileError)
+    with pytest.raises(ProfileError) as mine:
+        glm_kv_plan("deepseek-v4-flash", launch)
+    assert mine.value.field == field, (str(sg.value), str(mine.value))

@@ -180,6 +180,13 @@ def cmd_plan(args) -> int:
     return 0
 
 
+# launch flags DeepSeek-V4's sizing reads (get_exec().kernel / .features, get_schedule(), get_memory() in
+# DSV4PoolConfigurator and DeepSeekV4TokenToKVPool)
+DSV4_SIZING_FLAGS = ("--dsv4-", "--enable-deepseek-v4-fp4-indexer", "--swa-prefix-tails",
+                     "--enable-encoder-swa-bounded-replay", "--enable-decoder-swa-bounded-replay", "--enable-hisparse",
+                     "--hisparse")
+
+
 def _dsv4_plan(profile, ignored, as_json: bool) -> int:
     """``glm-kv plan`` for DeepSeek-V4: its JSON, or a table of its pools."""
     from rich.console import Console
@@ -188,6 +195,12 @@ def _dsv4_plan(profile, ignored, as_json: bool) -> int:
 
     from .ledgers.dsv4_plan import dsv4_plan
 
+    # the flag table proves flags inert on GLM-5.3-Flash; those DeepSeek-V4's own sizing reads are not inert here
+    for flag in ignored:
+        name = flag.split()[0]
+        if name.startswith(DSV4_SIZING_FLAGS):
+            raise ProfileError(name, "is read by SGLang 0.5.23's DeepSeek-V4 pool sizing (DSV4PoolConfigurator, "
+                                     "DeepSeekV4TokenToKVPool) and is not modelled for DeepSeek-V4 yet")
     plan = dsv4_plan(profile)
     d = plan.to_dict()
     if ignored:

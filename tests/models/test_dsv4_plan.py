@@ -89,3 +89,13 @@ def test_planted_request_cap_sizing_is_caught(monkeypatch, capsys):
     monkeypatch.setattr(P, "DSV4_SWA_FULL_TOKENS_RATIO", None)   # cap mode: not what SGLang's resolution gives
     d = plan_json(capsys)
     assert {k: d["capacity"][k] for k in SGLANG_DEFAULT} != SGLANG_DEFAULT
+
+
+@pytest.mark.parametrize("flag", ["--dsv4-attn-backend trtllm", "--enable-deepseek-v4-fp4-indexer",
+                                  "--swa-prefix-tails 8"])
+def test_launch_flags_its_sizing_reads_are_refused_by_name(capsys, flag):
+    """Flags the flag table proves inert on GLM-5.3-Flash but DeepSeek-V4's pool sizing reads."""
+    cmd = f"python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 {flag}"
+    assert main(["plan", "--sglang-args", cmd, "--set", "available_bytes=60000000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and flag.split()[0] in err, err

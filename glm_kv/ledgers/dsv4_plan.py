@@ -71,8 +71,9 @@ def _kv_dtype(p: Profile) -> str:
         raise ProfileError("kv_cache_dtype", f"SGLang 0.5.23 refuses it: \"{kv} is not supported for "
                                              f"DeepseekV4ForCausalLM\" (arg_groups/overrides.py)")
     if kv == "bfloat16":
-        raise ProfileError("kv_cache_dtype", "bfloat16 is not sized for DeepSeek-V4 yet (the V4-layout pool stores "
-                                             "fp8 rows; glm-kv sizes fp8_e4m3, SGLang's default)")
+        raise ProfileError("kv_cache_dtype", "SGLang 0.5.23 does not start DeepSeek-V4 with bfloat16 KV on the V4 "
+                                             "layout: DeepSeekV4SingleKVPool.create_buffer fails its bare \"assert "
+                                             "self.store_dtype == torch.uint8\" (AssertionError, no message)")
     return kv
 
 

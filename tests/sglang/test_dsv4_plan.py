@@ -77,7 +77,7 @@ def _sizes(path: str, launch: dict) -> dict:
 
     kw = {k: launch[k] for k in ("tp_size", "dp_size", "enable_dp_attention", "max_running_requests",
                                  "chunked_prefill_size", "disable_radix_cache", "disable_overlap_schedule",
-                                 "swa_full_tokens_ratio") if launch.get(k) is not None}
+                                 "swa_full_tokens_ratio", "kv_cache_dtype") if launch.get(k) is not None}
     sa = ServerArgs(model_path=path, device="cuda", **kw)
     sa.resolve_once()
     sa.check_server_args()
@@ -148,3 +148,23 @@ def test_launches_sglang_refuses_are_refused(bad, field):
     with pytest.raises(ProfileError) as mine:
         glm_kv_plan("deepseek-v4-flash", launch)
     assert mine.value.field == field, (str(sg.value), str(mine.value))
+
+
+def test_bf16_kv_sglang_resolves_but_its_pool_does_not_build():
+    """--kv-cache-dtype bfloat16 passes SGLang's resolution, then DeepSeekV4SingleKVPool asserts a uint8 store:
+    glm-kv refuses it, naming kv_cache_dtype. Planted: a pool SGLang builds (fp8) must not raise."""
+    import torch
+
+    import sglang.srt.mem_cache.deepseek_v4_memory_pool as mp
+
+    from glm_kv.errors import ProfileError
+
+    assert sglang_plan("deepseek-v4-flash", {"gpu": "H200", "tp_size": 1, "available_bytes": 60_000_000_000,
+                                             "kv_cache_dtype": "bfloat16"})["kv_cache_dtype"] == "bfloat16"
+    with pytest.raises(AssertionError):
+        mp.DeepSeekV4SingleKVPool(256, 256, torch.bfloat16, 448, 64, 1, "cpu", False)
+    mp.DeepSeekV4SingleKVPool(256, 256, torch.float8_e4m3fn, 448, 64, 1, "cpu", False)
+    with pytest.raises(ProfileError) as mine:
+        glm_kv_plan("deepseek-v4-flash", {"gpu": "H200", "tp_size": 1, "available_bytes": 60_000_000_000,
+                                          "kv_cache_dtype": "bfloat16"})
+    assert mine.value.field == "kv_cache_dtype" and "store_dtype == torch.uint8" in str(mine.value)

@@ -34,6 +34,18 @@ INDEXER_QUANT_BLOCK = 128    # get_dsv4_indexer_bytes_per_token (fp8): one fp32 
 STATE_ITEM_BYTES = 4         # SGLANG_DSV4_COMPRESS_STATE_DTYPE's default float32
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.1   # DSV4_DEFAULT_SWA_FULL_TOKENS_RATIO
 RING_SIZES = {4: 8, 128: 128}         # get_compress_state_ring_size without speculative decoding
+SPEC_RING_SIZES = {4: 16, 128: 256}   # ... and with (any draft token count)
+
+
+def ring_size(ratio: int, draft_tokens: int = 0) -> int:
+    """``get_compress_state_ring_size``: rows per request ring, wider under speculative decoding."""
+    return (SPEC_RING_SIZES if draft_tokens > 0 else RING_SIZES)[ratio]
+
+
+def write_pad(ratio: int, ring: int) -> int:
+    """``get_compress_state_write_pad``: the most draft tokens a ring keeps resident."""
+    window = ratio * (2 if ratio == 4 else 1)
+    return ring - window + 2 if ring > window else 0
 SUPPORTED_RATIOS = (0, 4, 128)        # the ratios these specs size (1 and 2 are DeepSeek-V4.1's)
 
 
@@ -119,6 +131,7 @@ class Dsv4Model:
     window: int
     head_dim: int
     index_head_dim: int
+    draft_tokens: int = 0          # speculative_num_draft_tokens (EAGLE); 0 without speculative decoding
 
     @property
     def num_layers(self) -> int:
@@ -129,14 +142,14 @@ class Dsv4Model:
 
     def state(self, ratio: int, indexer: bool = False) -> Dsv4CompressState:
         return Dsv4CompressState(ratio=ratio, head_dim=self.index_head_dim if indexer else self.head_dim,
-                                 ring_size=RING_SIZES[ratio])
+                                 ring_size=ring_size(ratio, self.draft_tokens))
 
     def swa_bytes_per_token(self, page_size: int) -> float:
         """``_get_bytes_per_swa_token``: a latent row in every layer, plus ratio 4's compress state (attention
         and indexer), one ring of 8 rows per SWA page."""
         c4_state = self.state(4).row_bytes + self.state(4, indexer=True).row_bytes
         return (self.latent.bytes_per_slot(page_size) * self.num_layers
-                + RING_SIZES[4] / page_size * c4_state * self.layers_of(4))
+                + ring_size(4, self.draft_tokens) / page_size * c4_state * self.layers_of(4))
 
     def compressed_bytes_per_full_token(self, page_size: int) -> float:
         """``_compressed_bytes_per_full_token`` summed over the layers: ratio 4 a latent row and an indexer
@@ -167,14 +180,14 @@ def c128_state_fixed_bytes(m: Dsv4Model, num_req_slots: int) -> int:
     """``_get_c128_state_fixed_bytes``: a 128-row ring per request slot on every ratio-128 layer."""
     if not m.layers_of(128):
         return 0
-    return m.state(128).pool_bytes(num_req_slots * RING_SIZES[128]) * m.layers_of(128)
+    return m.state(128).pool_bytes(num_req_slots * m.state(128).ring_size) * m.layers_of(128)
 
 
 def pool_bytes(m: Dsv4Model, *, page_size: int, swa: int, c4: int, c128: int, c4_state: int,
                c128_state: int, num_req_slots: int) -> dict:
     """The bytes ``DeepSeekV4TokenToKVPool`` allocates for these sizes, per pool (all layers)."""
     n4, n128 = m.layers_of(4), m.layers_of(128)
-    c128_rows = max(c128_state, num_req_slots * RING_SIZES[128])
+    c128_rows = max(c128_state, num_req_slots * m.state(128).ring_size)
     return {
         "swa_kv": m.latent.pool_bytes(swa, page_size, page_size) * m.num_layers,
         "c4_kv": m.latent.pool_bytes(c4, page_size // 4, page_size) * n4,
@@ -199,18 +212,30 @@ def dsv4_pool_sizes(m: Dsv4Model, *, available_bytes: int, page_size: int, max_r
     if page_size % 128:
         raise ProfileError("page_size", "SGLang 0.5.23 refuses it: \"page_size must be multiple of 128 for "
                                         "compressed attention\" (DSV4PoolConfigurator.calculate_pool_sizes)")
+    for ratio in (4, 128):   # _assert_ring_serves_draft_tokens
+        ring = ring_size(ratio, m.draft_tokens)
+        if m.draft_tokens and m.layers_of(ratio) and m.draft_tokens > write_pad(ratio, ring):
+            raise ProfileError("speculative_num_draft_tokens", f"SGLang 0.5.23 refuses it: \"speculative_num_draft_"
+                                                               f"tokens={m.draft_tokens} exceeds what the c{ratio} "
+                                                               f"compress state ring can keep resident (ring_size="
+                                                               f"{ring} serves at most {write_pad(ratio, ring)} draft "
+                                                               f"tokens). Lower the draft count, or grow the ring in "
+                                                               f"get_compress_state_ring_size().\"")
     per_worker = max(1, max_running_requests // attn_dp)
     slots = per_worker + 1
     if swa_prefix_tails is None:
         swa_prefix_tails = 0 if disable_radix_cache else 4 * per_worker
     bpst = m.swa_bytes_per_token(page_size)
     cap_tokens = None
+    # the draft worker reserved by (target + 1 draft layer) / target (scale_kv_cell_size_per_token_for_dflash)
+    infl = (m.num_layers + 1) / m.num_layers if m.draft_tokens else 1.0
     if swa_full_tokens_ratio is None and chunked_prefill_size and chunked_prefill_size > 0:
         cap = swa_request_cap(page_size=page_size, window=m.window, requests_per_worker=per_worker,
-                              chunked_prefill_size=chunked_prefill_size, overlap=overlap)
+                              chunked_prefill_size=chunked_prefill_size, overlap=overlap, draft_tokens=m.draft_tokens)
         cap_tokens = -(-(cap + swa_prefix_tails * (m.window + page_size)) // page_size) * page_size
     ratio = DEFAULT_SWA_FULL_TOKENS_RATIO if swa_full_tokens_ratio is None else swa_full_tokens_ratio
     bpft = (0 if cap_tokens is not None else ratio) * bpst + m.compressed_bytes_per_full_token(page_size)
+    bpft, bpst = bpft * infl, bpst * infl
     fixed = c128_state_fixed_bytes(m, slots) + (0 if cap_tokens is None else cap_tokens * bpst)
     full = int(max(available_bytes - fixed, 0) / bpft) // page_size * page_size
     if full <= 0 and cap_tokens is not None:
@@ -232,11 +257,11 @@ def dsv4_pool_sizes(m: Dsv4Model, *, available_bytes: int, page_size: int, max_r
                                                         f"({page_size}). Increase --swa-full-tokens-ratio or the "
                                                         f"total KV budget.\" (validate_swa_pool_size)")
     c4, c128 = full // 4, full // 128
-    c4_state = swa // page_size * RING_SIZES[4]
+    c4_state = swa // page_size * ring_size(4, m.draft_tokens)
     # resolve_max_num_reqs: the request cap, at most half the full tokens; the c128 state and the pool's request
     # slots follow the resolved count (finalize_with_max_running_requests), the budget's fixed bytes the requested
     reqs = min(per_worker, full // 2)
-    c128_state = (reqs + 1) * RING_SIZES[128]
+    c128_state = (reqs + 1) * ring_size(128, m.draft_tokens)
     return Dsv4Sizes(full_max_total_num_tokens=full, swa_max_total_num_tokens=swa, c4_max_total_num_tokens=c4,
                      c128_max_total_num_tokens=c128, c4_state_pool_size=c4_state, c128_state_pool_size=c128_state,
                      max_running_requests_per_worker=reqs, swa_mode="cap" if cap_tokens is not None else "ratio",
@@ -245,7 +270,7 @@ def dsv4_pool_sizes(m: Dsv4Model, *, available_bytes: int, page_size: int, max_r
                                            c128_state=c128_state, num_req_slots=reqs + 1))
 
 
-def dsv4_model(cfg) -> Dsv4Model:
+def dsv4_model(cfg, draft_tokens: int = 0) -> Dsv4Model:
     """The specs from an ``HfConfig`` of ``model_type`` deepseek_v4 (ModelConfig's DeepseekV4 branch:
     qk_nope = head_dim - qk_rope_head_dim, window = sliding_window, index_head_dim, compress_ratios)."""
     from ..inputs.hf_config import config_int as _int, config_where
@@ -269,14 +294,14 @@ def dsv4_model(cfg) -> Dsv4Model:
     return Dsv4Model(name=cfg.name, compress_ratios=stage,
                      latent=Dsv4LatentKv(qk_nope_head_dim=head_dim - rope, qk_rope_head_dim=rope),
                      indexer=Dsv4IndexerK(index_head_dim=idx), window=_int(t, "sliding_window", where),
-                     head_dim=head_dim, index_head_dim=idx)
+                     head_dim=head_dim, index_head_dim=idx, draft_tokens=draft_tokens)
 
 
 def bytes_summary(m: Dsv4Model, page_size: int) -> dict:
     """Per-token / per-request bytes as a plan shows them (what grows with tokens, what with requests)."""
     return {"swa_bytes_per_token": m.swa_bytes_per_token(page_size),
             "compressed_bytes_per_full_token": m.compressed_bytes_per_full_token(page_size),
-            "c128_state_bytes_per_request": m.state(128).row_bytes * RING_SIZES[128] * m.layers_of(128),
+            "c128_state_bytes_per_request": m.state(128).row_bytes * m.state(128).ring_size * m.layers_of(128),
             "layers": {str(r): m.layers_of(r) for r in SUPPORTED_RATIOS}}
 
 

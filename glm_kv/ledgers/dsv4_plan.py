@@ -33,9 +33,11 @@ DSV4_SWA_FULL_TOKENS_RATIO = 0.1          # model_overrides/deepseek_v4.py when 
 READ_FIELDS = frozenset({"name", "description", "sglang_layout", "model", "gpu", "available_bytes",
                          "max_running_requests", "chunked_prefill_size", "disable_overlap_schedule",
                          "disable_radix_cache", "swa_full_tokens_ratio", "page_size", "tp_size", "dp_size",
-                         "enable_dp_attention", "kv_cache_dtype", "context_length"})
+                         "enable_dp_attention", "kv_cache_dtype", "context_length", "speculative_algorithm",
+                         "speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk"})
 PATH = ("SGLang 0.5.23's default CUDA path for DeepSeek-V4: page 256, FlashMLA, the V4 KV layout, fp8 KV and "
-        "indexer, fp32 compress state, no speculative decoding, HiSparse, HiCache or PD disaggregation")
+        "indexer, fp32 compress state, no speculative decoding but EAGLE top-k 1, no HiSparse, HiCache or PD "
+        "disaggregation")
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,33 @@ def _kv_dtype(p: Profile) -> str:
     return kv
 
 
+def _draft_tokens(p: Profile) -> int:
+    """``apply_deepseek_v4_defaults``' speculative rules (its words), then the draft tokens the rings serve."""
+    algo = p.speculative_algorithm
+    if algo is None:
+        return 0
+    if algo not in ("EAGLE", "DSPARK"):
+        raise ProfileError("speculative_algorithm", "SGLang 0.5.23 refuses it: \"Only EAGLE and DSPARK speculative "
+                                                    "algorithms are supported for DeepseekV4ForCausalLM\"")
+    if algo == "EAGLE" and p.speculative_eagle_topk != 1:
+        raise ProfileError("speculative_eagle_topk", "SGLang 0.5.23 refuses it: \"Only EAGLE speculative algorithm "
+                                                     "with topk == 1 is supported for DeepseekV4ForCausalLM\"")
+    if algo == "DSPARK":
+        raise ProfileError("speculative_algorithm", "DSPARK is not sized for DeepSeek-V4 yet (its draft ring and "
+                                                    "bf16 draft pool)")
+    if p.speculative_num_steps is None:
+        raise ProfileError("speculative_num_steps", "give it: glm-kv does not resolve SGLang's EAGLE defaults for "
+                                                    "DeepSeek-V4 yet")
+    # _handle_eagle_family: top-k 1 adjusts speculative_num_draft_tokens to speculative_num_steps + 1
+    return p.speculative_num_steps + 1
+
+
 def dsv4_plan(p: Profile) -> Dsv4Plan:
     """The plan of a profile whose model is DeepSeek-V4; ProfileError for what is not sized or SGLang refuses."""
     _refuse_unread(p)
     cfg = load_dsv4_config(p.model)
-    layers = dsv4_model(cfg)
+    draft = _draft_tokens(p)
+    layers = dsv4_model(cfg, draft_tokens=draft)
     gpu = resolve_gpu(p)
     kv = _kv_dtype(p)
     if p.available_bytes is None:
@@ -116,8 +140,9 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
     sizes = dsv4_pool_sizes(layers, available_bytes=p.available_bytes, page_size=page, max_running_requests=mrr,
                             chunked_prefill_size=chunk, overlap=not p.disable_overlap_schedule, attn_dp=attn_dp,
                             disable_radix_cache=p.disable_radix_cache, swa_full_tokens_ratio=ratio)
-    notes.append(f"DeepSeek-V4: sized as {PATH}; not counted: the request-to-token tables and the draft/MTP layer "
-                 f"(the config's num_nextn_predict_layers)")
+    notes.append(f"DeepSeek-V4: sized as {PATH}; not counted: the request-to-token tables"
+                 + (" and the draft/MTP layer's own pool (SGLang reserves it by inflating the per-token bytes by "
+                    "(layers + 1) / layers, as counted here)" if draft else ""))
     over = sum(sizes.pool_bytes.values()) - p.available_bytes
     if over > 0:   # the reserved pages and page padding SGLang's coefficient leaves out (calculate_pool_sizes)
         notes.append(f"the pools allocate {over:,} B beyond available_bytes: SGLang 0.5.23's DSV4PoolConfigurator "

@@ -57,7 +57,11 @@ def test_unset_max_running_requests_is_sglangs_256(capsys):
 
 @pytest.mark.parametrize("extra, field", [
     (["--set", "available_bytes=null"], "available_bytes"),
-    (["--set", "speculative_algorithm=EAGLE"], "speculative_algorithm"),
+    (["--set", "speculative_algorithm=EAGLE"], "speculative_eagle_topk"),
+    (["--set", "speculative_algorithm=NGRAM"], "speculative_algorithm"),
+    (["--set", "speculative_algorithm=EAGLE", "--set", "speculative_eagle_topk=1", "--set", "speculative_num_steps=10",
+      "--set", "speculative_num_draft_tokens=2"], "speculative_num_draft_tokens"),   # 11 drafts: the c4 ring serves 10
+    (["--set", "speculative_algorithm=EAGLE", "--set", "speculative_eagle_topk=1"], "speculative_num_steps"),
     (["--set", "enable_hisparse=true"], "enable_hisparse"),
     (["--set", "kv_cache_dtype=bfloat16"], "kv_cache_dtype"),
     (["--set", "swa_full_tokens_ratio=0.00001"], "swa_full_tokens_ratio"),

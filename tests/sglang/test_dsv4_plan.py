@@ -35,6 +35,10 @@ def draw(rng: random.Random) -> tuple[str, dict]:
               "chunked_prefill_size": rng.choice([None, 4096, 8192, 16384]),
               "disable_radix_cache": rng.random() < 0.3, "disable_overlap_schedule": rng.random() < 0.3,
               "swa_full_tokens_ratio": rng.choice([None, None, 0.05, 0.1, 0.25])}
+    if rng.random() < 0.4:   # EAGLE top-k 1 (the MTP layer the checkpoints ship): steps + 1 drafts (> 10 refused)
+        steps = rng.randint(1, 11)
+        launch.update(speculative_algorithm="EAGLE", speculative_eagle_topk=1, speculative_num_steps=steps,
+                      speculative_num_draft_tokens=rng.choice([None, steps + 1, rng.randint(2, 12)]))
     return rng.choice(["deepseek-v4-flash", "deepseek-v4-pro"]), launch
 
 
@@ -77,7 +81,9 @@ def _sizes(path: str, launch: dict) -> dict:
 
     kw = {k: launch[k] for k in ("tp_size", "dp_size", "enable_dp_attention", "max_running_requests",
                                  "chunked_prefill_size", "disable_radix_cache", "disable_overlap_schedule",
-                                 "swa_full_tokens_ratio", "kv_cache_dtype") if launch.get(k) is not None}
+                                 "swa_full_tokens_ratio", "kv_cache_dtype", "speculative_algorithm",
+                                 "speculative_eagle_topk", "speculative_num_steps", "speculative_num_draft_tokens")
+          if launch.get(k) is not None}
     sa = ServerArgs(model_path=path, device="cuda", **kw)
     sa.resolve_once()
     sa.check_server_args()
@@ -91,7 +97,8 @@ def _sizes(path: str, launch: dict) -> dict:
         device="cpu", gpu_id=0, attn_dp_size=par.attn_dp_size, pp_size=1, pp_group=None, model=None,
         model_config=mc, server_args=sa, kv_cache_dtype=kv, kv_cache_dtype_str=v.kv_cache_dtype,
         model_dtype=torch.bfloat16, page_size=v.page_size, sliding_window_size=mc.sliding_window_size,
-        spec_algorithm=SpeculativeAlgorithm.from_string(None), is_draft_worker=False, post_capture_kv_active=False,
+        spec_algorithm=SpeculativeAlgorithm.from_string(v.speculative_algorithm), is_draft_worker=False,
+        post_capture_kv_active=False,
         spec_aux_config=SpecAuxHiddenStateConfig(), is_hybrid_swa=True, is_hybrid_swa_compress=True,
         use_mla_backend=False, layer_info=ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n),
         forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None, memory_pool_config=None)
@@ -116,11 +123,37 @@ def differences(name: str, launch: dict) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("i", range(6))
+@pytest.mark.parametrize("i", range(8))
 def test_plan_equals_sglangs_resolution_and_sizing(i):
+    """Equal keys both ways, or both refuse: SGLang's sizing refusal (its text) is in glm-kv's."""
+    from glm_kv.errors import ProfileError
+
     rng = random.Random(run_seed() * 104729 + i)
     name, launch = draw(rng)
+    try:
+        sglang_plan(name, launch)
+    except (AssertionError, ValueError, RuntimeError) as e:
+        with pytest.raises(ProfileError) as mine:
+            glm_kv_plan(name, launch)
+        assert str(e) in str(mine.value), (launch, str(e), str(mine.value))
+        return
     assert differences(name, launch) == [], (name, launch)
+
+
+def test_eagle_launch_and_planted_ring():
+    """EAGLE top-k 1 with 4 drafts: rings of 16 / 256 rows and the (layers + 1) / layers inflation. Planted: the
+    c128 ring of 512 rows instead of 256."""
+    import glm_kv.ledgers.dsv4 as D
+
+    launch = {"gpu": "H200", "tp_size": 1, "available_bytes": 60_000_000_000, "speculative_algorithm": "EAGLE",
+              "speculative_eagle_topk": 1, "speculative_num_steps": 3, "speculative_num_draft_tokens": 4}
+    assert differences("deepseek-v4-flash", launch) == []
+    saved = dict(D.SPEC_RING_SIZES)
+    D.SPEC_RING_SIZES[128] = 512
+    try:
+        assert differences("deepseek-v4-flash", launch) != []
+    finally:
+        D.SPEC_RING_SIZES.update(saved)
 
 
 def test_default_launch_and_planted_ratio(monkeypatch):

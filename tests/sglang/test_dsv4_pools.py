@@ -39,8 +39,9 @@ def draw(rng: random.Random, small: bool) -> dict:
             "chunked_prefill_size": rng.choice([None, 256, 512, 1024] if small else [None, 2048, 4096, 8192, 16384]),
             "overlap": rng.random() < 0.7, "disable_radix_cache": rng.random() < 0.3,
             "swa_full_tokens_ratio": rng.choice([None, None, 0.1, 0.25, 0.5]),
-            "available_bytes": rng.randint(300 << 20, 900 << 20) if small else rng.randint(20 << 30, 120 << 30),
-            "attn_dp": 1 if small else rng.choice([1, 1, 2, 4, 8])}
+            "available_bytes": rng.randint(300 << 20, 600 << 20) if small else rng.randint(20 << 30, 120 << 30),
+            "attn_dp": 1 if small else rng.choice([1, 1, 2, 4, 8]),
+            "draft_tokens": rng.choice([0, 0, 2, 4, 8])}
 
 
 def sglang_sizes(monkeypatch, name: str, launch: dict, build: bool):
@@ -57,11 +58,15 @@ def sglang_sizes(monkeypatch, name: str, launch: dict, build: bool):
             index_head_dim=cfg["index_head_dim"], context_len=cfg["max_position_embeddings"],
             compress_ratios=cfg["compress_ratios"], window_size=cfg["sliding_window"],
             hf_config=NS(kv_source_layer_ids=[], architectures=cfg["architectures"], model_type=cfg["model_type"]))
+    draft = launch.get("draft_tokens", 0)
     ratio = launch["swa_full_tokens_ratio"]
+    if draft and ratio is None:   # EAGLE is checked in ratio mode (the mode SGLang's DeepSeek-V4 launch resolves)
+        ratio = launch["swa_full_tokens_ratio"] = 0.1
     attn_dp = launch["attn_dp"]
     ctx = dict(
-        get_spec=lambda: NS(speculative_algorithm=None, speculative_num_draft_tokens=None, speculative_num_steps=None,
-                            speculative_eagle_topk=None),
+        get_spec=lambda: NS(speculative_algorithm="EAGLE" if draft else None,
+                            speculative_num_draft_tokens=draft or None, speculative_num_steps=(draft - 1) or None,
+                            speculative_eagle_topk=1 if draft else None),
         get_schedule=lambda: NS(max_running_requests=launch["max_running_requests"], swa_prefix_tails=None,
                                 chunked_prefill_size=launch["chunked_prefill_size"],
                                 disable_overlap_schedule=not launch["overlap"],
@@ -75,11 +80,11 @@ def sglang_sizes(monkeypatch, name: str, launch: dict, build: bool):
         for k, v in ctx.items():
             if hasattr(mod, k):
                 monkeypatch.setattr(mod, k, v)
-    monkeypatch.setattr(pc, "max_speculative_num_draft_tokens", lambda: 0)
+    monkeypatch.setattr(pc, "max_speculative_num_draft_tokens", lambda: draft)
     page = launch["page_size"]
     kvc = NS(kv_cache_dtype_str="fp8_e4m3", model_config=mc, layer_info=NS(start_layer=0, end_layer=n), pp_size=1,
              pp_group=None, sliding_window_size=cfg["sliding_window"], page_size=page, attn_dp_size=attn_dp,
-             spec_algorithm=NS(is_dspark=lambda: False, is_none=lambda: True, is_eagle=lambda: False),
+             spec_algorithm=NS(is_dspark=lambda: False, is_none=lambda: not draft, is_eagle=lambda: bool(draft)),
              spec_aux_config=None)
     conf = pc.DSV4PoolConfigurator(kvc)
     out = conf.calculate_pool_sizes(launch["available_bytes"], page)
@@ -118,7 +123,8 @@ def ours(name: str, launch: dict):
     from glm_kv.inputs.hf_config import load_dsv4_config
     from glm_kv.ledgers.dsv4 import dsv4_model, dsv4_pool_sizes
 
-    return dsv4_pool_sizes(dsv4_model(load_dsv4_config(name)), **launch)
+    kw = {k: v for k, v in launch.items() if k != "draft_tokens"}
+    return dsv4_pool_sizes(dsv4_model(load_dsv4_config(name), draft_tokens=launch.get("draft_tokens", 0)), **kw)
 
 
 def differences(monkeypatch, name: str, launch: dict, build: bool) -> list[str]:

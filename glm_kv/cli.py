@@ -163,7 +163,14 @@ def cmd_plan(args) -> int:
         return cmd_plan_vllm(args)
     if getattr(args, "gpu", None) is not None:
         raise ProfileError("--gpu", "is for --vllm-args (vLLM has no GPU flag); an SGLang plan takes --set gpu=...")
-    plan, ignored = _sglang_plan(args)
+    profile, ignored = _profile_from_args(args)
+    from .inputs.hf_config import is_dsv4_model
+
+    if is_dsv4_model(profile.model):   # issue 32: DeepSeek-V4's own pools (DSV4PoolConfigurator)
+        return _dsv4_plan(profile, ignored, args.json)
+    from .ledgers.plan import compute_plan
+
+    plan = compute_plan(profile)
     if args.json:
         d = plan.to_dict()
         if ignored:
@@ -172,6 +179,59 @@ def cmd_plan(args) -> int:
         print(json.dumps(d, indent=2, allow_nan=False))  # JSON has no Infinity/NaN
     else:
         render_plan(plan, ignored)
+    return 0
+
+
+# launch flags DeepSeek-V4's sizing reads (get_exec().kernel / .features, get_schedule(), get_memory() in
+# DSV4PoolConfigurator and DeepSeekV4TokenToKVPool)
+DSV4_SIZING_FLAGS = ("--dsv4-", "--enable-deepseek-v4-fp4-indexer", "--swa-prefix-tails",
+                     "--enable-encoder-swa-bounded-replay", "--enable-decoder-swa-bounded-replay", "--enable-hisparse",
+                     "--hisparse")
+
+
+def _dsv4_plan(profile, ignored, as_json: bool) -> int:
+    """``glm-kv plan`` for DeepSeek-V4: its JSON, or a table of its pools."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .ledgers.dsv4_plan import dsv4_plan
+
+    # the flag table proves flags inert on GLM-5.3-Flash; those DeepSeek-V4's own sizing reads are not inert here
+    for flag in ignored:
+        name = flag.split()[0]
+        if name.startswith(DSV4_SIZING_FLAGS):
+            raise ProfileError(name, "is read by SGLang 0.5.23's DeepSeek-V4 pool sizing (DSV4PoolConfigurator, "
+                                     "DeepSeekV4TokenToKVPool) and is not modelled for DeepSeek-V4 yet")
+    plan = dsv4_plan(profile)
+    d = plan.to_dict()
+    if ignored:
+        d["inert_flags"] = ignored
+    if as_json:
+        print(json.dumps(d, indent=2, allow_nan=False))
+        return 0
+    tok, cap = d["token"], d["capacity"]
+    t = Table(title=f"glm-kv plan: {plan.config.name} on {profile.label} (SGLang 0.5.23, DeepSeek-V4 pools)")
+    for col in ("ledger", "quantity", "value"):
+        t.add_column(col)
+    rows = [("token", "page_size / kv_cache_dtype", f"{tok['page_size']} / {tok['kv_cache_dtype']}"),
+            ("token", "SWA pool bytes / token (all layers)", f"{tok['swa_kv_bytes_per_token']:,}"),
+            ("token", "compressed bytes / full token", f"{tok['compressed_bytes_per_full_token']:,}"),
+            ("token", "SWA sizing", tok["swa_mode"]),
+            ("request", "c128 compress state / request", fmt_bytes(d["request"]["c128_state_bytes_per_request"])),
+            ("capacity", "max_total_num_tokens (full)", f"{cap['max_total_num_tokens']:,}"),
+            ("capacity", "SWA pool tokens", f"{cap['swa_max_total_num_tokens']:,}"),
+            ("capacity", "c4 / c128 tokens", f"{cap['c4_max_total_num_tokens']:,} / {cap['c128_max_total_num_tokens']:,}"),
+            ("capacity", "c4 / c128 state rows", f"{cap['c4_state_pool_size']:,} / {cap['c128_state_pool_size']:,}"),
+            ("capacity", "max_running_requests (per worker)", f"{cap['max_running_requests']:,}"),
+            *[("capacity", f"{k} pool", fmt_bytes(v)) for k, v in cap["pool_bytes"].items()],
+            ("capacity", "pools total", fmt_bytes(cap["token_pool_bytes"]))]
+    for r in rows:
+        t.add_row(*r)
+    console = Console()
+    console.print(t)
+    for note in plan.notes:
+        console.print(escape(f"note: {one_line(note, 2000)}"))
     return 0
 
 

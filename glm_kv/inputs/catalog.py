@@ -11,7 +11,8 @@ with the one reason: no public config here, or a layer kind glm-kv does not mode
 """
 from __future__ import annotations
 
-from .hf_config import MODELS_DIR, SHIPPED, SUPPORTED_MODEL_TYPES, load_hf_config, model_override_refusal
+from .hf_config import (DSV4_SHIPPED, MODELS_DIR, SHIPPED, SUPPORTED_MODEL_TYPES, load_dsv4_config, load_hf_config,
+                        model_override_refusal)
 
 # glm-kv's family names in words: the token-pool layers / the state-pool layers
 FAMILY_LAYERS: dict[str, str] = {
@@ -22,16 +23,14 @@ FAMILY_LAYERS: dict[str, str] = {
     "mla_dsa": "MLA + DSA indexer",
     "gqa+jet": "GQA / JetBlock",
     "gqa_swa": "GQA + sliding-window GQA (SWA pool)",
+    # DeepSeek-V4 (issue 32): SGLang 0.5.23's own pools (DSV4PoolConfigurator), planned by `glm-kv plan` only
+    "dsv4": "sliding-window latent KV + c4 / c128 compressed KV, indexer K and compress states (DeepSeek-V4's pools)",
 }
 
 NO_CONFIG = "no public config here"
 NOT_MODELLED = "layer kind not modelled"
 # (SGLang 0.5.23 config class or architecture, model_type, why glm-kv does not plan it, detail)
 NOT_PLANNED: tuple[tuple[str, str, str, str], ...] = (
-    ("DeepseekV4ForCausalLM", "deepseek_v4", NOT_MODELLED,
-     "SGLang 0.5.23 sizes its own pools (is_hybrid_swa_compress: a sliding-window pool, c4 and c128 compressed "
-     "KV pools and their compress-state pools, _PoolSizes.c4_* / c128_*); real configs exist "
-     "(aiconfigurator-core 0.12.0: DeepSeek-V4-Flash, DeepSeek-V4-Pro) but are not vendored until planned"),
     ("Step3p7ForConditionalGeneration", "step3p7", NO_CONFIG,
      "SGLang 0.5.23 sizes Step-3.7's VL wrapper with the SWA pool (its SWA heads from attention_other_setting), "
      "but the only public config here (aiconfigurator-core 0.12.0: Step-3.7-Flash and -FP8) names "
@@ -88,6 +87,13 @@ def planned() -> list[dict]:
             # a vendored checkpoint SGLang 0.5.23 does not start (its words; every plan of it is refused alike)
             row["configs"].append({"model": name, "files": files, "source": cfg.source,
                                    "sglang_refuses": model_override_refusal(cfg)})
+    for name, (stem, _hf_id) in DSV4_SHIPPED.items():   # issue 32: `glm-kv plan` only, with available_bytes
+        cfg = load_dsv4_config(name)
+        row = rows.setdefault(cfg.architectures[0], {"architecture": cfg.architectures[0],
+                                                     "model_types": [cfg.model_type], "family": cfg.family,
+                                                     "layers": FAMILY_LAYERS[cfg.family], "configs": []})
+        row["configs"].append({"model": name, "files": [f"{stem}_config.json"], "source": cfg.source,
+                               "sglang_refuses": None})
     seen = {t for r in rows.values() for t in r["model_types"]}
     for mt, fam in SUPPORTED_MODEL_TYPES.items():   # read, with no vendored config to name
         if mt not in seen:

@@ -389,3 +389,60 @@ def refuse_model_override(cfg: HfConfig) -> None:
     why = model_override_refusal(cfg)
     if why is not None:
         raise ProfileError("model", why)
+
+
+# DeepSeek-V4 (issue 32): its vendored configs (aiconfigurator-core 0.12.0, SOURCE.json). SGLang 0.5.23 sizes
+# its own pools for it (DSV4PoolConfigurator; glm_kv.ledgers.dsv4), not the pools of SUPPORTED_MODEL_TYPES'
+# families, so it is read here and not through hf_config_from_dict's families.
+DSV4_SHIPPED: dict[str, tuple[str, str]] = {
+    "deepseek-v4-flash": ("deepseek-ai--DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Flash"),
+    "deepseek-v4-pro": ("deepseek-ai--DeepSeek-V4-Pro", "deepseek-ai/DeepSeek-V4-Pro"),
+}
+DSV4_MODEL_TYPE, DSV4_ARCHITECTURE = "deepseek_v4", "DeepseekV4ForCausalLM"
+
+
+def dsv4_shipped_name(model: str) -> str | None:
+    """The DeepSeek-V4 short name for ``model`` (a short name or a Hugging Face id), else None."""
+    key = model.strip().lower() if isinstance(model, str) else ""
+    return next((n for n, (_s, hf) in DSV4_SHIPPED.items() if key in (n, hf.lower())), None)
+
+
+def _dsv4_path(model: str) -> Path | None:
+    """The config.json a model names when it is a DeepSeek-V4 one (a shipped name, or a path whose config's
+    ``model_type`` is deepseek_v4), else None."""
+    name = dsv4_shipped_name(model)
+    if name is not None:
+        return MODELS_DIR / f"{DSV4_SHIPPED[name][0]}_config.json"
+    try:
+        path = Path(model)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file() or path.stat().st_size > CONFIG_MAX_BYTES:
+            return None
+        cfg = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError, RecursionError, TypeError):
+        return None
+    return path if isinstance(cfg, dict) and cfg.get("model_type") == DSV4_MODEL_TYPE else None
+
+
+def is_dsv4_model(model: str) -> bool:
+    """True for a DeepSeek-V4 model (SGLang sizes its own pools: glm_kv.ledgers.dsv4 / dsv4_plan)."""
+    return isinstance(model, str) and _dsv4_path(model) is not None
+
+
+def load_dsv4_config(model: str) -> HfConfig:
+    """A DeepSeek-V4 config (shipped short name, Hugging Face id, or a config.json path) as an ``HfConfig``
+    (family ``dsv4``)."""
+    path = _dsv4_path(model) if isinstance(model, str) else None
+    if path is None:
+        raise ProfileError("model", f"{shown(model)} is not a DeepSeek-V4 config ({', '.join(DSV4_SHIPPED)}, or a "
+                                    f"config.json of model_type {DSV4_MODEL_TYPE})")
+    cfg = _read_json_file(path, "model")
+    arch = cfg.get("architectures") or []
+    if cfg.get("model_type") != DSV4_MODEL_TYPE or not isinstance(arch, list) or DSV4_ARCHITECTURE not in arch:
+        raise ProfileError("model.architectures", f"a {DSV4_MODEL_TYPE} config glm-kv sizes names "
+                                                  f"{DSV4_ARCHITECTURE}, got {shown(arch)}")
+    name = dsv4_shipped_name(model)
+    source = vendored_sources()[path.name] if name else str(path)
+    return HfConfig(name=name or path.parent.name or str(path), source=source, model_type=DSV4_MODEL_TYPE,
+                    family="dsv4", architectures=tuple(arch), top=cfg, text=cfg)

@@ -16,8 +16,8 @@ from .draft import (DFLASH_DEFAULT_BLOCK_SIZE, DSPARK_DEFAULT_GAMMA, DraftConfig
                     check_dspark_draft, draft_kv_bytes_per_token, dspark_draft_path, dspark_fields, load_draft)
 from .gpus import Gpu, resolve_gpu
 from .hisparse import hisparse_backends, hisparse_ratio, validate_hisparse
-from .hf_config import (HfConfig, extra_buffer_strategy, glm_hf_config, load_hf_config, names_other_model,
-                        refuse_model_override)
+from .hf_config import (HfConfig, extra_buffer_strategy, glm_hf_config, is_dsv4_model, load_hf_config,
+                        names_other_model, refuse_model_override)
 from .model import ModelConfig, load_model
 from .profile import Profile
 from .rules import RULES, SglangRules, rules_for
@@ -576,6 +576,10 @@ MTP_WITHOUT_COUNT = ("Qwen3NextForCausalLM",)
 
 def load_config(p: Profile) -> tuple[HfConfig, ModelConfig | None]:
     """The model's config.json (any model), and GLM-5.3-Flash's checked reading of it (None otherwise)."""
+    if is_dsv4_model(p.model):   # issue 32: SGLang sizes DeepSeek-V4's own pools (glm_kv.ledgers.dsv4_plan)
+        raise ProfileError("model", "DeepSeek-V4 is planned by `glm-kv plan` only (its own pools: a sliding-window "
+                                    "pool, c4 / c128 compressed KV and their compress states); this command does "
+                                    "not size it yet")
     if names_other_model(p.model):
         return load_hf_config(p.model), None
     model = load_model(p.model)   # GLM-5.3-Flash's reader: its checks and messages

@@ -11,7 +11,8 @@ import pytest
 from glm_kv.cli import main
 from glm_kv.errors import ProfileError
 from glm_kv.inputs.catalog import NO_CONFIG, NOT_MODELLED
-from glm_kv.inputs.hf_config import MODELS_DIR, SHIPPED, SUPPORTED_MODEL_TYPES, load_hf_config, vendored_sources
+from glm_kv.inputs.hf_config import (DSV4_SHIPPED, MODELS_DIR, SHIPPED, SUPPORTED_MODEL_TYPES, load_dsv4_config,
+                                     load_hf_config, vendored_sources)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,8 +25,13 @@ def models_json(capsys) -> dict:
 def test_every_shipped_model_is_listed_with_its_files_and_source(capsys):
     cat = models_json(capsys)
     listed = {c["model"]: (r, c) for r in cat["planned"] for c in r["configs"]}
-    assert set(listed) == set(SHIPPED)
+    assert set(listed) == set(SHIPPED) | set(DSV4_SHIPPED)
     for name, (row, c) in listed.items():
+        if name in DSV4_SHIPPED:   # issue 32: DeepSeek-V4's own pools (glm_kv.ledgers.dsv4_plan)
+            cfg = load_dsv4_config(name)
+            assert row["architecture"] == "DeepseekV4ForCausalLM" and row["family"] == cfg.family == "dsv4"
+            assert c["source"] == cfg.source == vendored_sources()[c["files"][0]]
+            continue
         cfg = load_hf_config(name)
         assert row["architecture"] in cfg.architectures and cfg.model_type in row["model_types"]
         assert row["family"] == cfg.family == SUPPORTED_MODEL_TYPES[cfg.model_type]
@@ -83,7 +89,7 @@ def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys
     for r in cat["not_planned"]:
         assert r["reason"] in (NO_CONFIG, NOT_MODELLED) and r["detail"]
         assert not {t.strip() for t in r["model_types"].split(",")} & planned_types, r
-    for mt in ("jet_vlm", "deepseek_v4", "falcon_h1", "lfm2", "mamba", "zaya", "step3p7"):
+    for mt in ("jet_vlm", "falcon_h1", "lfm2", "mamba", "zaya", "step3p7"):
         assert any(mt in r["model_types"].split(", ") for r in cat["not_planned"]), mt
 
 
@@ -118,7 +124,7 @@ def test_text_listing_and_readme_table_name_every_architecture(capsys):
         if r["architecture"]:
             assert r["architecture"] in out and f"`{r['architecture']}`" in table, r["architecture"]
         for c in r["configs"]:
-            assert SHIPPED[c["model"]][1] in table, c["model"]
+            assert {**SHIPPED, **DSV4_SHIPPED}[c["model"]][1] in table, c["model"]
     for r in cat["not_planned"]:
         assert r["sglang"] in out
         first = re.split(r"[ ,/(]", r["model_types"])[0]

@@ -1,0 +1,203 @@
+"""Issue 32: `glm-kv plan` for DeepSeek-V4 against SGLang 0.5.23's own resolution and sizing, key for key.
+
+SGLang gets the vendored config.json in a checkpoint folder and the launch flags; it never sees a glm-kv
+number. ``ServerArgs.resolve_once()`` (with ``check_server_args``) resolves the launch on a faked CUDA GPU
+(cpu_workarounds.cpu_as_gpu): the DeepSeek-V4 model override's page size and SWA ratio, the hook's request
+cap, the kv-cache dtype, the chunk. ``KVCacheConfigurator`` (hybrid SWA with compression, as the model runner
+builds it) then sizes the pools from the launch's byte budget: ``config_from_budget`` (DSV4PoolConfigurator),
+``resolve_max_num_reqs``, ``finalize_with_max_running_requests``. Every DeepSeek-V4 field of SGLang's
+``MemoryPoolConfig`` must equal the plan's key of that name, and every size key of the plan must be one of
+SGLang's, on random launches (the run's seed); a planted error must be caught.
+"""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.pytest_glm_kv import run_seed
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZE_KEYS = ("full_max_total_num_tokens", "swa_max_total_num_tokens", "c4_max_total_num_tokens",
+             "c128_max_total_num_tokens", "c4_state_pool_size", "c128_state_pool_size", "max_total_num_tokens")
+
+
+def draw(rng: random.Random) -> tuple[str, dict]:
+    tp = rng.choice([1, 2, 4, 8])
+    dpa = tp > 1 and rng.random() < 0.4
+    launch = {"gpu": rng.choice(["H100", "H200", "B200"]), "tp_size": tp, "dp_size": tp if dpa else 1,
+              "enable_dp_attention": dpa, "available_bytes": rng.randint(20 << 30, 120 << 30),
+              "max_running_requests": rng.choice([None, 16, 64, 128, 256, 1024]),
+              "chunked_prefill_size": rng.choice([None, 4096, 8192, 16384]),
+              "disable_radix_cache": rng.random() < 0.3, "disable_overlap_schedule": rng.random() < 0.3,
+              "swa_full_tokens_ratio": rng.choice([None, None, 0.05, 0.1, 0.25])}
+    if rng.random() < 0.4:   # EAGLE top-k 1 (the MTP layer the checkpoints ship): steps + 1 drafts (> 10 refused)
+        steps = rng.randint(1, 11)
+        launch.update(speculative_algorithm="EAGLE", speculative_eagle_topk=1, speculative_num_steps=steps,
+                      speculative_num_draft_tokens=rng.choice([None, steps + 1, rng.randint(2, 12)]))
+    return rng.choice(["deepseek-v4-flash", "deepseek-v4-pro"]), launch
+
+
+def glm_kv_plan(name: str, launch: dict) -> dict:
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.ledgers.dsv4_plan import dsv4_plan
+
+    fields = {k: v for k, v in launch.items() if v is not None}
+    return dsv4_plan(make_profile({"sglang_layout": "0.5.23", "model": name, **fields})).to_dict()
+
+
+def sglang_plan(name: str, launch: dict) -> dict:
+    from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs
+    from oracle import fake_gpu
+
+    from glm_kv.inputs.hf_config import DSV4_SHIPPED, MODELS_DIR
+
+    quiet_sglang_logs()
+    d = Path(tempfile.mkdtemp(prefix="glm-kv-dsv4-"))
+    shutil.copy(MODELS_DIR / f"{DSV4_SHIPPED[name][0]}_config.json", d / "config.json")
+    try:
+        with cpu_as_gpu(fake_gpu(launch)):
+            return _sizes(str(d), launch)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _sizes(path: str, launch: dict) -> dict:
+    import torch
+
+    from sglang.srt.arg_groups.overrides import resolved_view
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang.srt.model_executor.model_runner_components.layer_setup import ModelLayerInfo
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import SpecAuxHiddenStateConfig
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang.srt.runtime_context import get_context, get_parallel
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    kw = {k: launch[k] for k in ("tp_size", "dp_size", "enable_dp_attention", "max_running_requests",
+                                 "chunked_prefill_size", "disable_radix_cache", "disable_overlap_schedule",
+                                 "swa_full_tokens_ratio", "kv_cache_dtype", "speculative_algorithm",
+                                 "speculative_eagle_topk", "speculative_num_steps", "speculative_num_draft_tokens")
+          if launch.get(k) is not None}
+    sa = ServerArgs(model_path=path, device="cuda", **kw)
+    sa.resolve_once()
+    sa.check_server_args()
+    v = resolved_view(sa)
+    get_context().set_server_args(sa)
+    par = get_parallel()
+    mc = ModelConfig.from_server_args(sa)
+    n = mc.num_hidden_layers
+    kv = {"fp8_e4m3": torch.float8_e4m3fn, "bfloat16": torch.bfloat16}[v.kv_cache_dtype]
+    kvc = KVCacheConfigurator(
+        device="cpu", gpu_id=0, attn_dp_size=par.attn_dp_size, pp_size=1, pp_group=None, model=None,
+        model_config=mc, server_args=sa, kv_cache_dtype=kv, kv_cache_dtype_str=v.kv_cache_dtype,
+        model_dtype=torch.bfloat16, page_size=v.page_size, sliding_window_size=mc.sliding_window_size,
+        spec_algorithm=SpeculativeAlgorithm.from_string(v.speculative_algorithm), is_draft_worker=False,
+        post_capture_kv_active=False,
+        spec_aux_config=SpecAuxHiddenStateConfig(), is_hybrid_swa=True, is_hybrid_swa_compress=True,
+        use_mla_backend=False, layer_info=ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n),
+        forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None, memory_pool_config=None)
+    config = kvc.config_from_budget(launch["available_bytes"])
+    config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
+    config = create_memory_pool_configurator(kvc).finalize_with_max_running_requests(config)
+    out = {k: getattr(config, k) for k in SIZE_KEYS}
+    out.update(page_size=v.page_size, kv_cache_dtype=v.kv_cache_dtype, max_running_requests=config.max_running_requests,
+               num_hidden_layers=n)
+    return out
+
+
+def differences(name: str, launch: dict) -> list[str]:
+    sg = sglang_plan(name, launch)
+    d = glm_kv_plan(name, launch)
+    mine = {**{k: d["capacity"][k] for k in SIZE_KEYS}, "page_size": d["token"]["page_size"],
+            "kv_cache_dtype": d["token"]["kv_cache_dtype"], "max_running_requests": d["capacity"]["max_running_requests"],
+            "num_hidden_layers": d["model"]["num_hidden_layers"]}
+    plan_size_keys = {k for k in d["capacity"] if k.endswith(("_num_tokens", "_pool_size"))}
+    bad = [f"{k}: glm-kv {mine.get(k)} vs SGLang {sg.get(k)}" for k in sorted(set(sg) | set(mine)) if mine.get(k) != sg.get(k)]
+    bad += [f"plan key {k} is not one of SGLang's" for k in sorted(plan_size_keys - set(sg))]
+    return bad
+
+
+@pytest.mark.parametrize("i", range(8))
+def test_plan_equals_sglangs_resolution_and_sizing(i):
+    """Equal keys both ways, or both refuse: SGLang's sizing refusal (its text) is in glm-kv's."""
+    from glm_kv.errors import ProfileError
+
+    rng = random.Random(run_seed() * 104729 + i)
+    name, launch = draw(rng)
+    try:
+        sglang_plan(name, launch)
+    except (AssertionError, ValueError, RuntimeError) as e:
+        with pytest.raises(ProfileError) as mine:
+            glm_kv_plan(name, launch)
+        assert str(e) in str(mine.value), (launch, str(e), str(mine.value))
+        return
+    assert differences(name, launch) == [], (name, launch)
+
+
+def test_eagle_launch_and_planted_ring():
+    """EAGLE top-k 1 with 4 drafts: rings of 16 / 256 rows and the (layers + 1) / layers inflation. Planted: the
+    c128 ring of 512 rows instead of 256."""
+    import glm_kv.ledgers.dsv4 as D
+
+    launch = {"gpu": "H200", "tp_size": 1, "available_bytes": 60_000_000_000, "speculative_algorithm": "EAGLE",
+              "speculative_eagle_topk": 1, "speculative_num_steps": 3, "speculative_num_draft_tokens": 4}
+    assert differences("deepseek-v4-flash", launch) == []
+    saved = dict(D.SPEC_RING_SIZES)
+    D.SPEC_RING_SIZES[128] = 512
+    try:
+        assert differences("deepseek-v4-flash", launch) != []
+    finally:
+        D.SPEC_RING_SIZES.update(saved)
+
+
+def test_default_launch_and_planted_ratio(monkeypatch):
+    """SGLang's default DeepSeek-V4 launch sizes the SWA pool by the model override's ratio 0.1; planting the
+    request-cap sizing (the configurator's mode when no ratio was given) must be caught."""
+    import glm_kv.ledgers.dsv4_plan as P
+
+    launch = {"gpu": "H200", "tp_size": 1, "available_bytes": 60_000_000_000}
+    assert differences("deepseek-v4-flash", launch) == []
+    real = P.dsv4_pool_sizes
+    monkeypatch.setattr(P, "dsv4_pool_sizes", lambda m, **kw: real(m, **{**kw, "swa_full_tokens_ratio": None}))
+    assert differences("deepseek-v4-flash", launch) != []
+
+
+@pytest.mark.parametrize("bad, field", [({"tp_size": 8, "dp_size": 3, "enable_dp_attention": True}, "dp_size"),
+                                        ({"chunked_prefill_size": 1000}, "chunked_prefill_size")])
+def test_launches_sglang_refuses_are_refused(bad, field):
+    """SGLang refuses the launch (resolution, start-up checks or sizing): glm-kv's plan refuses it, naming the field."""
+    from glm_kv.errors import ProfileError
+
+    launch = {"gpu": "H200", "tp_size": 1, "available_bytes": 60_000_000_000, **bad}
+    with pytest.raises(Exception) as sg:   # noqa: PT011 - whatever SGLang raises (ValueError, AssertionError)
+        sglang_plan("deepseek-v4-flash", launch)
+    assert not isinstance(sg.value, ProfileError)
+    with pytest.raises(ProfileError) as mine:
+        glm_kv_plan("deepseek-v4-flash", launch)
+    assert mine.value.field == field, (str(sg.value), str(mine.value))
+
+
+def test_bf16_kv_sglang_resolves_but_its_pool_does_not_build():
+    """--kv-cache-dtype bfloat16 passes SGLang's resolution, then DeepSeekV4SingleKVPool asserts a uint8 store:
+    glm-kv refuses it, naming kv_cache_dtype. Planted: a pool SGLang builds (fp8) must not raise."""
+    import torch
+
+    import sglang.srt.mem_cache.deepseek_v4_memory_pool as mp
+
+    from glm_kv.errors import ProfileError
+
+    assert sglang_plan("deepseek-v4-flash", {"gpu": "H200", "tp_size": 1, "available_bytes": 60_000_000_000,
+                                             "kv_cache_dtype": "bfloat16"})["kv_cache_dtype"] == "bfloat16"
+    with pytest.raises(AssertionError):
+        mp.DeepSeekV4SingleKVPool(256, 256, torch.bfloat16, 448, 64, 1, "cpu", False)
+    mp.DeepSeekV4SingleKVPool(256, 256, torch.float8_e4m3fn, 448, 64, 1, "cpu", False)
+    with pytest.raises(ProfileError) as mine:
+        glm_kv_plan("deepseek-v4-flash", {"gpu": "H200", "tp_size": 1, "available_bytes": 60_000_000_000,
+                                          "kv_cache_dtype": "bfloat16"})
+    assert mine.value.field == "kv_cache_dtype" and "store_dtype == torch.uint8" in str(mine.value)

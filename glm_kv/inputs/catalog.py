@@ -36,8 +36,10 @@ NOT_PLANNED: tuple[tuple[str, str, str, str], ...] = (
      "but the only public config here (aiconfigurator-core 0.12.0: Step-3.7-Flash and -FP8) names "
      "Step3p7FlashForCausalLM: not one of is_hybrid_swa_model's architectures (SGLang would build one full pool) "
      "and no model class SGLang registers (ModelRegistry falls back to TransformersForCausalLM)"),
-    ("InklingModelConfig / InklingMMConfig", "inkling_model, inkling_mm_model", NOT_MODELLED,
-     "sliding-window attention beside its conv state layers (is_hybrid_swa_model, InklingConvStateShape)"),
+    ("InklingModelConfig / InklingMMConfig", "inkling_model, inkling_mm_model", NO_CONFIG,
+     "no published config.json is shipped by a package here (aiconfigurator-core 0.12.0 ships none); its "
+     "conv-state layer kind beside sliding-window attention (is_hybrid_swa_model, InklingConvStateShape) is "
+     "not a spec yet either: one would be written against InklingConvStateShape with a real config to check"),
     ("FalconH1Config", "falcon_h1", NO_CONFIG,
      "GQA and Mamba-2 in every layer (both layer kinds are modelled: GqaKv, Mamba2State); no published "
      "config.json is shipped by a package here"),

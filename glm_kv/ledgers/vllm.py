@@ -88,16 +88,10 @@ FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64     # model_executor/layers/mamba/gdn/q
 MAMBA2_CHECKPOINT_ALIGNMENT = 1              # model_executor/layers/mamba/mamba_mixer2.py get_kv_cache_spec
 
 
-class NotModelled(Exception):
-    """A launch outside what this module derives (named), not a vLLM refusal."""
-
-
-class VllmRefusal(Exception):
-    """vLLM refuses to start: its stage, exception type and words."""
-
-    def __init__(self, stage: str, type_: str, message: str):
-        super().__init__(message)
-        self.stage, self.type, self.message = stage, type_, message
+# the two ways a launch ends without a plan, in a module of their own so vllm_dcp.py raises them without
+# importing this one (which imports it: no cycle)
+from .vllm_refusals import NotModelled, VllmRefusal  # noqa: E402,F401
+from . import vllm_dcp  # noqa: E402  (decode context parallelism's rules)
 
 
 @dataclass(frozen=True)
@@ -418,9 +412,8 @@ def _b200_backends(cfg: HfConfig, m: "_Model", roles: set, cache_dtype: str, tp:
             # fp8_ds_mla reaches it here (FLASHINFER_MLA_SPARSE refuses that dtype, :134-135)
             raise NotModelled("B200 FLASHMLA_SPARSE with an fp8 cache given as 'fp8' (the fp8_ds_mla row layout)")
         if pick is FLASHMLA_SPARSE and not quantized and dcp > 1:
-            from .vllm_dcp import b200_flashmla_sparse_bf16
 
-            raise b200_flashmla_sparse_bf16()
+            raise vllm_dcp.b200_flashmla_sparse_bf16()
         out["mla_sparse"] = pick
     if "mla" in roles:
         # the dense MLA list starts with FLASHINFER_MLA (platforms/cuda.py:123-133); its checks:
@@ -692,7 +685,6 @@ def _plan(cfg: HfConfig, a: VllmArgs) -> VllmPlan:
     sm100 = GPU_CAPABILITY[a.gpu][0] == 10
     if not a.kv_cache_memory_bytes:
         raise NotModelled("kv_cache_memory_bytes is required (no memory profile)")
-    from . import vllm_dcp   # DCP's rules (that module imports this one's exceptions)
 
     m = _model_of(cfg)
     tp, dcp = a.tp, a.decode_context_parallel_size

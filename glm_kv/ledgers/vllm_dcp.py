@@ -41,7 +41,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..inputs.hf_config import HfConfig
-from .vllm import NotModelled, VllmRefusal
+from .vllm_refusals import NotModelled, VllmRefusal
 
 # v1/attention/backends/mla/flashmla_sparse.py:784-788 (the impl's __init__, at model build)
 FLASHMLA_SPARSE_BF16 = ("DCP for FlashMLA sparse requires an fp8_ds_mla kv-cache; the bf16 sparse path is not "

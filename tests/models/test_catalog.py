@@ -82,12 +82,14 @@ def test_more_hybrid_swa_configs_are_listed(capsys):
         "llama-4-scout-17b-16e-instruct", "llama-4-maverick-17b-128e-instruct"]
 
 
-def test_not_planned_rows_give_one_of_the_two_reasons_and_no_planned_type(capsys):
+def test_not_planned_rows_give_the_one_reason_and_no_planned_type(capsys):
+    """Issue 32: every architecture of SGLang 0.5.23's hybrid dispatch plans, or is listed with the one reason
+    it cannot be: no public config (DeepSeek-V4 was the last "layer kind not modelled" with a config)."""
     cat = models_json(capsys)
     planned_types = {t for r in cat["planned"] for t in r["model_types"]}
     assert cat["not_planned"]
     for r in cat["not_planned"]:
-        assert r["reason"] in (NO_CONFIG, NOT_MODELLED) and r["detail"]
+        assert r["reason"] == NO_CONFIG and r["reason"] != NOT_MODELLED and r["detail"], r
         assert not {t.strip() for t in r["model_types"].split(",")} & planned_types, r
     for mt in ("jet_vlm", "falcon_h1", "lfm2", "mamba", "zaya", "step3p7"):
         assert any(mt in r["model_types"].split(", ") for r in cat["not_planned"]), mt

@@ -13,14 +13,17 @@ import pytest
 from glm_kv.book import other_models as om
 from glm_kv.errors import ProfileError
 from glm_kv.inputs.catalog import catalog
-from glm_kv.inputs.hf_config import SHIPPED, load_hf_config
+from glm_kv.inputs.hf_config import DSV4_SHIPPED, SHIPPED, load_hf_config
 
 
 def test_every_planned_model_and_family_is_on_the_page():
     """Every shipped config SGLang 0.5.23 starts is on the page; the one it refuses whatever the flags
     (Nemotron-3.5-Lightning-NVFP4, its nemotron_h override) is off it, and glm-kv models names the refusal."""
     configs = [c for r in catalog()["planned"] for c in r["configs"]]
-    assert {c["model"] for c in configs} == set(SHIPPED)
+    # DeepSeek-V4 (issue 32) is planned by `glm-kv plan` only, through its own plan (ledgers/dsv4_plan.py), so
+    # the page, which reads the shared Plan, leaves it off until it joins that plan (said in the closing note)
+    assert {c["model"] for c in configs} == set(SHIPPED) | set(DSV4_SHIPPED)
+    configs = [c for c in configs if c["model"] in SHIPPED]
     refused = {c["model"] for c in configs if c["sglang_refuses"]}
     assert refused == {"nemotron-3.5-lightning-30b-a3b-nvfp4"}
     shown = set(SHIPPED) - refused

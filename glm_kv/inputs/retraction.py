@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from ..errors import ProfileError
 
-RETRACTION_BACKUP_CHOICES = ("cpu_tensor", "host_pool")   # arg_groups/fields/disagg.py
+# arg_groups/fields/disagg.py; "none" keeps no backup (a retracted request is aborted with 503): no host pool
+RETRACTION_BACKUP_CHOICES = ("cpu_tensor", "host_pool", "none")
 
 
 def kv_pool_backs_up(family: str) -> bool:
@@ -33,14 +34,15 @@ def priority_preemption(p) -> bool:
 
 
 def retraction_backup(p, family: str) -> str | None:
-    """The backup SGLang resolves on a PD decode server (``host_pool`` / ``cpu_tensor``); None elsewhere (no
+    """The backup SGLang resolves on a PD decode server (``host_pool`` / ``cpu_tensor`` / ``none``); None elsewhere (no
     decode server retracts into a backup: SGLang's ``cpu_tensor`` there holds nothing)."""
     if p.disaggregation_mode != "decode":
         return None
+    if p.disaggregation_decode_host_receive_threshold < 1:
+        # handle_pd_disaggregation declares host_pool over any value but cpu_tensor (refused there, validate_retraction)
+        return "host_pool"
     if p.disaggregation_decode_retraction_backup is not None:
         return p.disaggregation_decode_retraction_backup
-    if p.disaggregation_decode_host_receive_threshold < 1:   # handle_pd_disaggregation resolves it first
-        return "host_pool"
     if p.disaggregation_decode_enable_radix_cache or priority_preemption(p) or not kv_pool_backs_up(family):
         return "cpu_tensor"
     return "host_pool"

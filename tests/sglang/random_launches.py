@@ -168,7 +168,7 @@ def launch(rng: random.Random, drafts: dict, kind: str | None = None) -> tuple[s
     if own.random() < (0.25 if mode == "decode" else 0.03):
         pick = own.choice(["backup", "threshold", "priority", "priority-off"])
         if pick == "backup":
-            args += ["--disaggregation-decode-retraction-backup", own.choice(["cpu_tensor", "cpu_tensor", "host_pool"])]
+            args += ["--disaggregation-decode-retraction-backup", own.choice(["cpu_tensor", "cpu_tensor", "host_pool", "none"])]
         elif pick == "threshold":
             args += ["--disaggregation-decode-host-receive-threshold", own.choice(["1", "0.5"])]
         else:

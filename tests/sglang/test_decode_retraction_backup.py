@@ -46,6 +46,10 @@ CPU_TENSOR = [
     ("mimo-v2-flash", {**D, "tp_size": 8, "disaggregation_decode_enable_radix_cache": True,
                        "enable_hierarchical_cache": True}),   # HiCache's own pools at 2.0, backup cpu_tensor
 ]
+NO_BACKUP = [   # "none": a retracted request is aborted with 503; no host pool is built
+    ("gpt-oss-20b", {**D, "disaggregation_decode_retraction_backup": "none"}),
+    ("mimo-v2-flash", {**D, "tp_size": 8, "disaggregation_decode_retraction_backup": "none"}),
+]
 REFUSED = [
     ("qwen3.5-35b-a3b", {**D, "disaggregation_decode_retraction_backup": "host_pool"}),   # Mamba models
     ("glm-5.3-flash", {**D, "tp_size": 8, "disaggregation_decode_host_receive_threshold": 0.5}),   # ... via threshold
@@ -57,8 +61,15 @@ REFUSED = [
     ("gpt-oss-20b", {**D, "disaggregation_decode_host_receive_threshold": 1.5}),
     # the host-memory check of the host pools (pool_host/base.py), --hicache-size past the host's RAM
     ("gpt-oss-20b", {**D, "host_memory_bytes": 30 * 10**9, "hicache_size": 40, "ranks_per_host": 1}),
+    # K and V head dims differ (AsymmetricMHATokenToKVPoolHost): the threshold's layer_first is refused
+    ("mimo-v2-flash", {**D, "tp_size": 2, "disaggregation_decode_host_receive_threshold": 0.0}),
+    ("mimo-v2-flash", {**D, "tp_size": 8, "disaggregation_decode_retraction_backup": "host_pool",
+                       "disaggregation_decode_host_receive_threshold": 0.5}),
 ]
-ALL = HOST_POOL + CPU_TENSOR + REFUSED
+# "none" with a threshold below 1: handle_pd_disaggregation declares host_pool over it
+HOST_POOL.append(("gpt-oss-20b", {**D, "disaggregation_decode_retraction_backup": "none",
+                                  "disaggregation_decode_host_receive_threshold": 0.5}))
+ALL = HOST_POOL + CPU_TENSOR + NO_BACKUP + REFUSED
 
 
 def _id(case) -> str:
@@ -75,6 +86,8 @@ def test_decode_server_agrees_key_for_key(sglang_ready, name, launch):
         assert sg["host"]["retraction_backup"] == "host_pool" and sg["host"]["kv_tokens"] > 0, sg.get("host")
     elif (name, launch) in CPU_TENSOR:
         assert sg["host"]["retraction_backup"] == "cpu_tensor", sg.get("host")
+    elif (name, launch) in NO_BACKUP:
+        assert sg["host"]["retraction_backup"] == "none" and not sg["host"].get("kv_tokens"), sg.get("host")
     else:
         assert "errors" in sg, sg.get("host")
 

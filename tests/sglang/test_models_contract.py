@@ -268,7 +268,7 @@ def launches(name: str, seed: int, n: int = LAUNCHES_PER_MODEL) -> list[dict]:
             d.update(back.choice([{"enable_priority_scheduling": True},
                                   {"enable_priority_scheduling": True, "disable_priority_preemption": True},
                                   {"disaggregation_decode_host_receive_threshold": back.choice([0.0, 0.5, 1.0])},
-                                  {"disaggregation_decode_retraction_backup": back.choice(["cpu_tensor", "host_pool"])},
+                                  {"disaggregation_decode_retraction_backup": back.choice(["cpu_tensor", "host_pool", "none"])},
                                   {"disaggregation_decode_enable_radix_cache": True}]))
     return out
 

@@ -49,6 +49,9 @@ ALL_MODULES += ["inputs.vllm_launch", "inputs.vllm_profile", "inputs.vllm_boot_l
 ALL_MODULES += ["inputs.swa"]
 # issue 30: --enable-hisparse's ratio, backends and refusals
 ALL_MODULES += ["inputs.hisparse", "inputs.load_publish", "inputs.ib_devices"]
+# issue 30: a decode server's retraction backup; issue 32: DeepSeek-V4's pools and plan; issue 33: vLLM's DCP rules
+# and its two refusal types
+ALL_MODULES += ["inputs.retraction", "ledgers.dsv4", "ledgers.dsv4_plan", "ledgers.vllm_dcp", "ledgers.vllm_refusals"]
 KILLED = {1, 3, 37}          # a test failed (3: pytest internal error), or the type checker
 SURVIVED = {0}
 NO_TESTS = {5, 33}

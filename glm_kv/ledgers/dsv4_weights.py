@@ -206,3 +206,39 @@ def dsv4_draft_weight_bytes(cfg: HfConfig, tp_size: int, attn_tp_size: int, dp_a
     one += embed_and_head_bytes(t, tp_size, attn_tp_size, dp_attention)
     rope = 0 if 0 in _ratios(t) else rope_table_bytes(t, compressed=False)
     return one * n + rope
+
+
+def dsv4_param_count(cfg: HfConfig, *, nextn: bool = True) -> int:
+    """The checkpoint's logical parameter count (one rank holding everything; FP4 experts unpacked, no
+    quantization scales, no RoPE tables, no k/v scales; the hash layers' tid2eid tables counted as the
+    checkpoint stores them): the figure DeepSeek publishes, for checking the config's reading. ``nextn``
+    adds the MTP layers (their e_proj / h_proj, norms, hc_head and decoder layer; embed / head shared)."""
+    t = cfg.text
+    h, ql, hd = t["hidden_size"], t["q_lora_rank"], t["head_dim"]
+    heads, groups, o_rank = t["num_attention_heads"], t["o_groups"], t["o_lora_rank"]
+    e, inter, ns = t["n_routed_experts"], t["moe_intermediate_size"], t.get("n_shared_experts") or 0
+    hc = t["hc_mult"]
+    mix = (2 + hc) * hc
+
+    def comp(ratio: int, dim: int) -> int:
+        coff = 2 if ratio == 4 else 1
+        return ratio * coff * dim + 2 * coff * dim * h + dim
+
+    def layer(i: int, ratio: int, is_nextn: bool) -> int:
+        n = heads + (ql + hd) * h + ql + hd + heads * hd * ql + groups * o_rank * (heads * hd // groups) \
+            + h * groups * o_rank
+        if ratio in (4, 128):
+            n += comp(ratio, hd)
+        if ratio == 4:
+            ih, idim = t["index_n_heads"], t["index_head_dim"]
+            n += ih * idim * ql + ih * h + comp(4, idim)
+        n += (e + ns) * 3 * inter * h + e * h
+        n += t["vocab_size"] * t["num_experts_per_tok"] if i < (t.get("num_hash_layers") or 0) and not is_nextn \
+            else e
+        return n + 2 * mix * hc * h + 2 * mix + 6 + 2 * h
+
+    hc_head = hc * hc * h + hc + 1
+    total = sum(layer(i, r, False) for i, r in enumerate(_ratios(t))) + 2 * t["vocab_size"] * h + hc_head + h
+    if nextn:
+        total += (t.get("num_nextn_predict_layers") or 0) * (layer(0, 0, True) + 2 * h * h + 3 * h + hc_head)
+    return total

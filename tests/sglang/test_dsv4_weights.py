@@ -74,7 +74,7 @@ def _patched(wo_a_fp8: bool):
             setattr(m, a, v)
 
 
-def sglang_bytes(name: str, tp: int, dp_attention: bool, wo_a_fp8: bool = False) -> tuple[int, int]:
+def sglang_bytes(name: str, tp: int, dp_attention: bool, wo_a_fp8: bool = False, ep: int = 1) -> tuple[int, int]:
     """(target bytes, draft's own bytes) on rank 0, from SGLang's model classes built on meta."""
     import torch
     from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs
@@ -99,12 +99,12 @@ def sglang_bytes(name: str, tp: int, dp_attention: bool, wo_a_fp8: bool = False)
             from sglang.srt.server_args import ServerArgs
 
             sa = ServerArgs(model_path=str(d), device="cuda", tp_size=tp, dp_size=tp if dp_attention else 1,
-                            enable_dp_attention=dp_attention)
+                            enable_dp_attention=dp_attention, **({"ep_size": ep} if ep > 1 else {}))
             sa.resolve_once()
             sa.check_server_args()
             get_context().set_server_args(sa)
             par = get_parallel()
-            assert par.attn_tp_size == (1 if dp_attention else tp)
+            assert par.attn_tp_size == (1 if dp_attention else tp) and par.moe_ep_size == ep
 
             def group(n: int):
                 from types import SimpleNamespace
@@ -158,6 +158,13 @@ def glm_kv_bytes(name: str, tp: int, dp_attention: bool, wo_a_fp8: bool = False)
 def test_weights_equal_sglangs_model(name, tp, dp_attention):
     """Target and draft bytes on one rank: glm-kv's formula equals SGLang's model, byte for byte."""
     assert glm_kv_bytes(name, tp, dp_attention) == sglang_bytes(name, tp, dp_attention)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_expert_parallel_holds_the_same_bytes(name):
+    """--ep-size 8: each rank holds 1/8 of the experts at full width instead of 1/8 of every expert's width;
+    the formula's 1/tp of the routed experts is the same bytes."""
+    assert glm_kv_bytes(name, 8, False) == sglang_bytes(name, 8, False, ep=8)
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -25,6 +25,12 @@ Workarounds on top of cpu_workarounds.cpu_as_gpu (W1-W4), none of which changes 
   M6 WO_A_FP8   (one case) ``deepseek_v4._FP8_WO_A_GEMM`` True: what ``serving_hook`` leaves on where DeepGEMM's
                 SM100 / SM120 build is present (no DeepGEMM on a CPU, so the hook turns it off here).
 
+Not covered by construction on a CPU: the module was imported without CUDA, so its decoder layer is
+``DeepseekV4PlatformDecoderLayer`` rather than ``DeepseekV4CudaDecoderLayer``; both run the same
+``DeepseekV4DecoderLayerBase.__init__`` (every parameter), the CUDA one adds residual-boundary declarations
+and the platform mixin three plain attributes, neither a tensor. Anything created after loading
+(``process_weights_after_loading``) is outside this check (see the module docstring).
+
 Run: ``GLM_KV_SGLANG=1 nice .venv-sglang/bin/python -m pytest tests/sglang/test_dsv4_weights.py -q -p no:randomly``
 """
 from __future__ import annotations

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from ..errors import ProfileError
 from ..inputs.catalog import FAMILY_LAYERS, starts_under_sglang
-from ..inputs.hf_config import SHIPPED, load_hf_config
+from ..inputs.hf_config import DSV4_SHIPPED, SHIPPED, load_hf_config
 from ..inputs.profile import make_profile
 from ..ledgers.plan import load_plan
 from ..units import GiB
@@ -137,6 +137,49 @@ def family_rows(gpu: str = "H200") -> list[dict]:
     return list(rows.values())
 
 
+@lru_cache(maxsize=None)
+def _dsv4(model: str, gpu: str):
+    """DeepSeek-V4's plan (its own pools, ``ledgers.dsv4_plan``) at TP ``TP`` on ``gpu``, from the stated rest."""
+    from ..ledgers.dsv4_plan import dsv4_plan
+
+    return dsv4_plan(make_profile({"model": model, "gpu": gpu, "tp_size": TP, "available_bytes": REST_BYTES[gpu]}))
+
+
+def dsv4_rows() -> list[dict]:
+    """DeepSeek-V4-Flash and -Pro (issue 32): per token, per request, and what fits on one rank of each GPU at
+    TP ``TP`` from the stated rest, as SGLang 0.5.23's DSV4PoolConfigurator sizes its pools."""
+    from ..ledgers.dsv4 import bytes_summary, requests_fit_at
+    from ..ledgers.dsv4_plan import DSV4_PAGE_SIZE
+
+    rows = []
+    for name, (_stem, hf_id) in DSV4_SHIPPED.items():
+        first = _dsv4(name, GPUS[0])
+        m = first.layers
+        b = bytes_summary(m, DSV4_PAGE_SIZE)
+        row = {"model": hf_id, "TP": TP,
+               "layers (SWA only / c4 / c128)": f"{m.layers_of(0)} / {m.layers_of(4)} / {m.layers_of(128)}",
+               "SWA bytes per token": round(b["swa_bytes_per_token"]),
+               "compressed bytes per token": round(b["compressed_bytes_per_full_token"]),
+               "c128 state bytes per request": b["c128_state_bytes_per_request"]}
+        for gpu in GPUS:
+            plan = _dsv4(name, gpu)
+            s = plan.sizes
+            row[f"{gpu} tokens"] = s.full_max_total_num_tokens
+            row[f"{gpu} SWA tokens"] = s.swa_max_total_num_tokens
+            row[f"{gpu} requests"] = s.max_running_requests_per_worker
+            row[f"{gpu} {CONTEXT // 1024}K requests"] = requests_fit_at(s, plan.layers, DSV4_PAGE_SIZE, CONTEXT)
+        rows.append(row)
+    return rows
+
+
+def dsv4_table():
+    import pandas as pd
+
+    from .tables import show
+
+    return show(pd.DataFrame(dsv4_rows()).set_index("model"))
+
+
 def glued_values() -> dict:
     """The page's prose numbers."""
     h = {r["model"]: r for r in ledger_rows("H200")}
@@ -163,7 +206,20 @@ def glued_values() -> dict:
         "om_ds_b200_bytes": ds.token.cell_size_bytes,
         "om_n_models": len(MODELS),
         "om_n_page_models": len(PAGE_MODELS), "om_n_families": len(family_rows()),
+        **_dsv4_glue(),
     }
+
+
+def _dsv4_glue() -> dict:
+    """The DeepSeek-V4 section's prose numbers (DeepSeek-V4-Flash on an H200 rank)."""
+    from ..ledgers.dsv4_plan import DSV4_PAGE_SIZE, DSV4_SWA_FULL_TOKENS_RATIO
+
+    flash = _dsv4("deepseek-v4-flash", "H200")
+    m = flash.layers
+    return {"om_v4_n_models": len(DSV4_SHIPPED), "om_v4_layers": m.num_layers, "om_v4_window": m.window,
+            "om_v4_page": DSV4_PAGE_SIZE, "om_v4_ratio": DSV4_SWA_FULL_TOKENS_RATIO,
+            "om_v4_c4_layers": m.layers_of(4), "om_v4_c128_layers": m.layers_of(128), "om_v4_c128_ratio": 128,
+            "om_v4_latent_row": m.latent.row_bytes, "om_v4_indexer_row": m.indexer.row_bytes}
 
 
 def ledger_table(gpu: str = "H200"):

@@ -89,7 +89,7 @@ def planned() -> list[dict]:
             # a vendored checkpoint SGLang 0.5.23 does not start (its words; every plan of it is refused alike)
             row["configs"].append({"model": name, "files": files, "source": cfg.source,
                                    "sglang_refuses": model_override_refusal(cfg)})
-    for name, (stem, _hf_id) in DSV4_SHIPPED.items():   # issue 32: `glm-kv plan` only, with available_bytes
+    for name, (stem, _hf_id) in DSV4_SHIPPED.items():   # issue 32: its own plan (ledgers/dsv4_plan.py)
         cfg = load_dsv4_config(name)
         row = rows.setdefault(cfg.architectures[0], {"architecture": cfg.architectures[0],
                                                      "model_types": [cfg.model_type], "family": cfg.family,

@@ -297,6 +297,14 @@ def dsv4_model(cfg, draft_tokens: int = 0) -> Dsv4Model:
                      head_dim=head_dim, index_head_dim=idx, draft_tokens=draft_tokens)
 
 
+def requests_fit_at(s: Dsv4Sizes, m: Dsv4Model, page_size: int, context: int) -> int:
+    """Requests of ``context`` tokens resident at once on a rank: SGLang's request cap, the full index space
+    over the context (every compressed pool divides it), and the SWA pool over the admission floor each
+    request holds there (``validate_swa_pool_size``: sliding_window_size + page_size)."""
+    return min(s.max_running_requests_per_worker, s.full_max_total_num_tokens // context,
+               s.swa_max_total_num_tokens // (m.window + page_size))
+
+
 def bytes_summary(m: Dsv4Model, page_size: int) -> dict:
     """Per-token / per-request bytes as a plan shows them (what grows with tokens, what with requests)."""
     return {"swa_bytes_per_token": m.swa_bytes_per_token(page_size),
@@ -306,4 +314,4 @@ def bytes_summary(m: Dsv4Model, page_size: int) -> dict:
 
 
 __all__ = ["Dsv4LatentKv", "Dsv4IndexerK", "Dsv4CompressState", "Dsv4Model", "Dsv4Sizes", "dsv4_model",
-           "dsv4_pool_sizes", "pool_bytes", "bytes_summary"]
+           "dsv4_pool_sizes", "pool_bytes", "bytes_summary", "requests_fit_at"]

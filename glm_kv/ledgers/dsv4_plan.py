@@ -9,8 +9,10 @@ their names where they mean the same (``capacity.max_total_num_tokens`` is SGLan
 What is sized is SGLang's default CUDA path (the DeepSeek-V4 model override's page 256 and SWA ratio 0.1
 (which SGLang then counts as given, so the SWA pool is never sized from the request cap), FlashMLA, the V4 KV
 layout, fp8 KV, the fp8 indexer, fp32 compress state). The rest is refused in one line naming the field:
-a launch field this plan does not read, speculative decoding, HiSparse, PD disaggregation, HiCache, and the
-device-to-rest path (DeepSeek-V4's weights are not estimated yet: ``available_bytes`` is required).
+a launch field this plan does not read, speculative decoding other than EAGLE top-k 1, HiSparse, PD
+disaggregation and HiCache. The bytes for the pools are the profile's ``available_bytes``, else SGLang's rest after
+the weights (the profile's ``weights_bytes``, else ``dsv4_weights``' estimate) as for every other model
+(``memory.memory_ledger_for``: the default fraction, the pre-load memory, ``_profile_available_bytes``).
 """
 from __future__ import annotations
 
@@ -22,9 +24,11 @@ from ..inputs.gpus import Gpu, resolve_gpu
 from ..inputs.hf_config import HfConfig, load_dsv4_config
 from ..inputs.profile import FIELDS, Profile
 from ..inputs.resolve import resolve_tp, validate_caps
-from ..units import MiB
+from ..units import GiB, MiB, fmt_bytes
 from .dsv4 import Dsv4Model, Dsv4Sizes, bytes_summary, dsv4_model, dsv4_pool_sizes
-from .memory import gpu_defaults
+from . import dsv4_weights
+from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
+                     memory_plan_keys, no_memory_rule)
 
 DSV4_PAGE_SIZE = 256          # model_overrides/deepseek_v4.py: page_size = 256 on CUDA
 DSV4_DEFAULT_MAX_RUNNING_REQUESTS = 256   # apply_deepseek_v4_defaults
@@ -34,7 +38,10 @@ READ_FIELDS = frozenset({"name", "description", "sglang_layout", "model", "gpu",
                          "max_running_requests", "chunked_prefill_size", "disable_overlap_schedule",
                          "disable_radix_cache", "swa_full_tokens_ratio", "page_size", "tp_size", "dp_size",
                          "enable_dp_attention", "kv_cache_dtype", "context_length", "speculative_algorithm",
-                         "speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk"})
+                         "speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk",
+                         # the device-to-rest path (memory.memory_ledger_for), as for every other model
+                         "mem_fraction_static", "pre_model_load_bytes", "weights_bytes", "draft_weights_bytes",
+                         "weights_estimate", "memory_bytes", "sm"})
 PATH = ("SGLang 0.5.23's default CUDA path for DeepSeek-V4: page 256, FlashMLA, the V4 KV layout, fp8 KV and "
         "indexer, fp32 compress state, no speculative decoding but EAGLE top-k 1, no HiSparse, HiCache or PD "
         "disaggregation")
@@ -53,6 +60,9 @@ class Dsv4Plan:
     chunked_prefill_size: int
     requested_max_running_requests: int
     sizes: Dsv4Sizes
+    memory: MemoryLedger
+    available_bytes: int
+    available_source: str
     notes: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict:
@@ -108,10 +118,6 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
     layers = dsv4_model(cfg, draft_tokens=draft)
     gpu = resolve_gpu(p)
     kv = _kv_dtype(p)
-    if p.available_bytes is None:
-        raise ProfileError("available_bytes", "is required for DeepSeek-V4: glm-kv does not estimate its weights "
-                                              "(fp4 experts, fp8 dense) or SGLang's pre-load memory yet; give the "
-                                              "bytes left for the pools on one rank")
     notes: list[str] = []
     page = DSV4_PAGE_SIZE
     if "page_size" in p.model_fields_set and p.page_size not in (None, page):
@@ -121,6 +127,8 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
         raise ProfileError("gpu", f"{gpu.name} (SM{gpu.sm}) is not sized for DeepSeek-V4: glm-kv sizes its FlashMLA "
                                   f"pools on SM90 / SM100 GPUs")
     attn_dp = p.dp_size if p.enable_dp_attention else 1
+    mem = dsv4_memory(p, cfg, gpu, attn_dp, bool(draft))
+    available, available_source = dsv4_available(p, gpu, mem)
     # SGLang's start-up refusals every model meets: DP attention divides TP, attention TP divides the heads, the
     # chunk is a whole number of pages (glm-kv's checks for the other models, with their words)
     resolve_tp(p, SimpleNamespace(architectures=cfg.architectures), cfg, attn_dp)
@@ -137,19 +145,60 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
     # hook marks it explicitly set: SGLang 0.5.23 sizes DeepSeek-V4's SWA pool by the ratio, never by the request
     # cap (read off SGLang's resolution: _swa_full_tokens_ratio_explicitly_set is True on a default launch)
     ratio = p.swa_full_tokens_ratio if "swa_full_tokens_ratio" in p.model_fields_set else DSV4_SWA_FULL_TOKENS_RATIO
-    sizes = dsv4_pool_sizes(layers, available_bytes=p.available_bytes, page_size=page, max_running_requests=mrr,
+    sizes = dsv4_pool_sizes(layers, available_bytes=available, page_size=page, max_running_requests=mrr,
                             chunked_prefill_size=chunk, overlap=not p.disable_overlap_schedule, attn_dp=attn_dp,
                             disable_radix_cache=p.disable_radix_cache, swa_full_tokens_ratio=ratio)
+    if p.available_bytes is None and mem.pre_model_load_source == "estimate":
+        notes.append(PRE_LOAD_ESTIMATE_NOTE)
+    if p.available_bytes is None and "estimate" in (mem.weights_source or ""):
+        notes.append(WEIGHTS_ESTIMATE_NOTE.format(weights=fmt_bytes(mem.weights_bytes)))
     notes.append(f"DeepSeek-V4: sized as {PATH}; not counted: the request-to-token tables"
                  + (" and the draft/MTP layer's own pool (SGLang reserves it by inflating the per-token bytes by "
                     "(layers + 1) / layers, as counted here)" if draft else ""))
-    over = sum(sizes.pool_bytes.values()) - p.available_bytes
+    over = sum(sizes.pool_bytes.values()) - available
     if over > 0:   # the reserved pages and page padding SGLang's coefficient leaves out (calculate_pool_sizes)
         notes.append(f"the pools allocate {over:,} B beyond available_bytes: SGLang 0.5.23's DSV4PoolConfigurator "
                      f"budgets tokens without each pool's reserved page and page padding")
     return Dsv4Plan(profile=p, config=cfg, gpu=gpu, layers=layers, kv_cache_dtype=kv, attn_dp=attn_dp,
                     chunked_prefill_size=chunk, requested_max_running_requests=max(1, mrr // attn_dp), sizes=sizes,
-                    notes=tuple(notes))
+                    memory=mem, available_bytes=available, available_source=available_source, notes=tuple(notes))
+
+
+def dsv4_memory(p: Profile, cfg: HfConfig, gpu: Gpu, attn_dp: int, speculative: bool) -> MemoryLedger:
+    """The device-to-rest path (``memory.memory_ledger_for``: SGLang's default fraction, the pre-load memory,
+    ``_profile_available_bytes``) with DeepSeek-V4's weights: the profile's, else ``dsv4_weights``' estimate
+    (target, and the MTP draft when EAGLE runs)."""
+    attn_tp = max(1, p.tp_size // attn_dp)
+    # SGLang keeps wo_a in fp8 where DeepGEMM's fp8 GEMM runs (SM100 / SM120), bf16 on SM90 (its default there)
+    fp8_wo_a = gpu.sm >= 100
+    est = dsv4_weights.dsv4_weight_bytes(cfg, p.tp_size, attn_tp, attn_dp > 1, wo_a_fp8=fp8_wo_a)
+    target, source = (int(p.weights_bytes), "profile") if p.weights_bytes is not None else (None, None)
+    if target is None and p.available_bytes is None:
+        if not p.weights_estimate:
+            raise ProfileError("weights_bytes", "give it (or available_bytes): weights_estimate is off")
+        target, source = est, "estimate"
+    draft = draft_source = None   # the profile's draft_weights_bytes is read by memory_ledger_for itself
+    if speculative and p.available_bytes is not None:
+        draft = 0
+    elif speculative and p.draft_weights_bytes is None:
+        draft = dsv4_weights.dsv4_draft_weight_bytes(cfg, p.tp_size, attn_tp, attn_dp > 1, wo_a_fp8=fp8_wo_a)
+        draft_source = "estimate"
+    return memory_ledger_for(p, cfg, None, gpu, attn_dp, p.max_running_requests, attn_tp,
+                             target_weights_bytes=target, weights_source=source, draft_weights_bytes=draft,
+                             weights_estimate_bytes=est, draft_source=draft_source)
+
+
+def dsv4_available(p: Profile, gpu: Gpu, mem: MemoryLedger) -> tuple[int, str]:
+    """Bytes left for the pools on one rank and where they come from (the profile's, else the rest)."""
+    if p.available_bytes is not None:
+        return p.available_bytes, "available_bytes from the profile"
+    avail = int(mem.rest_gib * GiB)
+    if avail <= 0:
+        raise ProfileError("weights_bytes", no_memory_rule(mem, gpu.name))
+    how = ("mem_fraction_static from the profile" if mem.mem_fraction_source == "profile"
+           else "SGLang 0.5.23's default mem_fraction_static")
+    return avail, (f"derived: free after weights ({mem.weights_source}) - pre_model_load_bytes "
+                   f"({mem.pre_model_load_source}) x (1 - {mem.mem_fraction_static:.6g}) ({how})")
 
 
 def dsv4_plan_to_dict(plan: Dsv4Plan) -> dict:
@@ -174,7 +223,7 @@ def dsv4_plan_to_dict(plan: Dsv4Plan) -> dict:
                   "latent_row_bytes": m.latent.row_bytes, "indexer_row_bytes": m.indexer.row_bytes},
         "request": {"c128_state_bytes_per_request": b["c128_state_bytes_per_request"],
                     "state_kind": "dsv4_compress_state"},
-        "capacity": {"available_bytes": plan.profile.available_bytes, "available_source": "available_bytes from the profile",
+        "capacity": {"available_bytes": plan.available_bytes, "available_source": plan.available_source,
                      "max_total_num_tokens": s.full_max_total_num_tokens,
                      "requested_max_running_requests": plan.requested_max_running_requests,
                      "max_running_requests": s.max_running_requests_per_worker,
@@ -184,7 +233,10 @@ def dsv4_plan_to_dict(plan: Dsv4Plan) -> dict:
                      "c128_max_total_num_tokens": s.c128_max_total_num_tokens,
                      "c4_state_pool_size": s.c4_state_pool_size, "c128_state_pool_size": s.c128_state_pool_size,
                      "fixed_bytes": int(s.fixed_bytes), "pool_bytes": pools, "token_pool_bytes": sum(pools.values()),
-                     "chunked_prefill_size": plan.chunked_prefill_size},
+                     "chunked_prefill_size": plan.chunked_prefill_size,
+                     **memory_plan_keys(plan.memory, plan.available_bytes, plan.profile.available_bytes is not None)},
+        "memory": {"mem_fraction_static": plan.memory.mem_fraction_static,
+                   "mem_fraction_static_source": plan.memory.mem_fraction_source},
         "notes": list(plan.notes),
         "layers": {"dsv4_latent_kv": {"pool": "swa", "layers": m.num_layers, "bytes_per_row": m.latent.row_bytes},
                    "dsv4_c4": {"pool": "c4", "layers": m.layers_of(4)},

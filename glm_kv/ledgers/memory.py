@@ -68,6 +68,8 @@ MULTIMODAL_BCG_ARCHS = (
 # ModelConfig._derive_model_shapes: the architectures whose attention_arch is MLA (use_mla_backend,
 # arg_groups/model_override_base.py); PixtralForConditionalGeneration only with a kv_lora_rank and
 # DeepseekVL2ForCausalLM only with use_mla (default True), as there
+# configs/model_config.py is_deepseek_v4
+DSV4_ARCHS = ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark")
 MLA_ARCHS = (
     "DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN",
     "Dots3NoteForCausalLM", "Dots3NoteForCausalLMNextN", "DotsVLMForCausalLM", "Eagle3DeepseekV2ForCausalLM",
@@ -258,6 +260,7 @@ class ModelFacts:
     vision_hidden_size: int          # getattr(vision_config, "hidden_size", 1024)
     kda_prefill_graph_off: bool      # a KDA model other than GLM-5.3-Flash: breakable prefill graph off
     multimodal_bcg_supported: bool   # is_multimodal_breakable_cuda_graph_supported
+    dsv4_prefill_graph_off: bool = False   # DeepSeek-V4 without prefill CP: breakable prefill graph off
 
 
 def _facts_of_glm(model: ModelConfig) -> ModelFacts:
@@ -311,7 +314,10 @@ def model_facts(model) -> ModelFacts:
         vision_num_hidden_layers=v.get(layers_key) or layers_default or VIT_BASE_LAYERS,
         vision_hidden_size=v.get(hidden_key) or hidden_default or VIT_BASE_HIDDEN,
         kda_prefill_graph_off=_uses_kda(model) and "Glm5NextForConditionalGeneration" not in archs,
-        multimodal_bcg_supported=enable_mm and any(a in MULTIMODAL_BCG_ARCHS for a in archs))
+        multimodal_bcg_supported=enable_mm and any(a in MULTIMODAL_BCG_ARCHS for a in archs),
+        # disable_breakable_cudagraph_if_incompatible: "DeepSeek-V4 (heavy capture-pool memory pressure)",
+        # is_deepseek_v4 on the first architecture, unless prefill CP (not sized for DeepSeek-V4 here) captures
+        dsv4_prefill_graph_off=bool(archs) and archs[0] in DSV4_ARCHS)
 
 
 def is_multimodal(model, p=None) -> bool:
@@ -357,7 +363,8 @@ def fraction_inputs(p, model, gpu: Gpu, attn_dp: int,
         prefill_graph_backend=p.cuda_graph_backend_prefill,
         mla_backend=facts.use_mla,
         max_total_tokens=p.max_total_tokens,
-        model_prefill_graph_off=facts.kda_prefill_graph_off or (multimodal and not facts.multimodal_bcg_supported),
+        model_prefill_graph_off=facts.kda_prefill_graph_off or facts.dsv4_prefill_graph_off
+        or (multimodal and not facts.multimodal_bcg_supported),
         two_batch_overlap=p.enable_two_batch_overlap,
         expand_decode_to_running=(facts.model_type in HOPPER_QWEN3_VL_TYPES and multimodal and gpu.sm // 10 == 9),
         post_capture_kv_sizing=False,
@@ -533,8 +540,8 @@ class MemoryLedger:
 def memory_ledger_for(p, cfg, layers, gpu: Gpu, attn_dp: int, max_running_requests: int | None,
                       attn_tp: int | None = None, *, pre_model_load_bytes: int | None = None,
                       pre_source: str | None = None, target_weights_bytes: int | None = None,
-                      draft_weights_bytes: int | None = None, weights_source: str | None = None
-                      ) -> MemoryLedger:
+                      draft_weights_bytes: int | None = None, weights_source: str | None = None,
+                      weights_estimate_bytes: int | None = None, draft_source: str | None = None) -> MemoryLedger:
     """The device-to-rest path for any model (issue 31): ``cfg`` an ``HfConfig`` (config.json dicts +
     hf_quant_config.json), ``layers`` its ``ModelLayers`` (``model_layers.build_layers``).
 
@@ -547,6 +554,9 @@ def memory_ledger_for(p, cfg, layers, gpu: Gpu, attn_dp: int, max_running_reques
     float32 readings, ``mm_runtime_reservation_gb`` for a multimodal model). Keyword overrides:
     values read off a boot log. ``max_running_requests`` is the user's global value (SGLang computes
     the fraction before the speculative reset). Without weights the rest is None.
+    ``weights_estimate_bytes``: a model whose weights ``model_weights`` does not count gives its own
+    estimate (DeepSeek-V4: ``dsv4_weights``) with the target and draft bytes (``draft_source``: where a
+    draft given here comes from, when not where the target's came from).
     """
     f_in = fraction_inputs(p, cfg, gpu, attn_dp, max_running_requests)
     if p.mem_fraction_static is not None:
@@ -574,8 +584,9 @@ def memory_ledger_for(p, cfg, layers, gpu: Gpu, attn_dp: int, max_running_reques
         draft_weights_bytes = estimate_draft_bytes_for(cfg, layers, p.tp_size, a_tp, dp_attention=attn_dp > 1)
         draft_src = "estimate"
     elif draft_weights_bytes is not None and draft_src is None:
-        draft_src = weights_source
-    w_est = weight_estimate_for(p, cfg, layers, a_tp, attn_dp)
+        draft_src = draft_source or weights_source
+    w_est = (weights_estimate_bytes if weights_estimate_bytes is not None
+             else weight_estimate_for(p, cfg, layers, a_tp, attn_dp))
     draft = draft_weights_bytes or 0
     weights = rest = rest_b = None
     w_src = weights_source
@@ -592,6 +603,22 @@ def memory_ledger_for(p, cfg, layers, gpu: Gpu, attn_dp: int, max_running_reques
         weights_bytes=weights, weights_source=w_src,
         mm_reservation_bytes=int(mm_reservation_gib(multimodal) * GiB), rest_gib=rest, rest_bytes=rest_b,
         weights_estimate_bytes=w_est)
+
+
+def memory_plan_keys(m: MemoryLedger, rest_bytes: int | None, given: bool) -> dict:
+    """The plan's capacity.* keys of the device-to-rest path (appended; the inputs null where the profile gave
+    the rest, ``given``): one list for the shared plan and DeepSeek-V4's."""
+    return {
+        "mem_fraction_static": m.mem_fraction_static,
+        "mem_fraction_static_source": m.mem_fraction_source,
+        "rest_bytes": rest_bytes,
+        "pre_model_load_bytes": None if given else m.pre_model_load_bytes,
+        "pre_model_load_bytes_source": None if given else m.pre_model_load_source,
+        "weights_bytes": None if given else m.weights_bytes,
+        "weights_bytes_source": None if given else m.weights_source,
+        "draft_weights_bytes": None if given else m.draft_weights_bytes,
+        "weights_estimate_bytes": m.weights_estimate_bytes,
+    }
 
 
 def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_requests: int | None,

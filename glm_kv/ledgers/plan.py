@@ -18,7 +18,7 @@ from .capacity import (CapacityLedger, attention_capacity_ledger, capacity_ledge
                        swa_request_cap)
 from .host import HostLedger, hisparse_host_pool, host_ledger, replayssm_conv_window_bytes
 from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
-                     no_memory_rule)
+                     memory_plan_keys, no_memory_rule)
 from .model_layers import ModelLayers, layers_for
 from .parallel import ParallelLedger, parallel_ledger
 from .request import RequestLedger, mamba_tracking_slots, replayssm_fixed_bytes, replayssm_pool_ring_bytes, request_ledger
@@ -351,20 +351,9 @@ def answer_keys(plan: Plan) -> dict:
 
 def memory_keys(plan: Plan) -> dict:
     """capacity.* keys of the device-to-rest path (appended; null where the rest was given)."""
-    m, given = plan.memory, plan.profile.available_bytes is not None
-    if m is None:
+    if plan.memory is None:
         return {}
-    return {
-        "mem_fraction_static": m.mem_fraction_static,
-        "mem_fraction_static_source": m.mem_fraction_source,
-        "rest_bytes": plan.capacity.available_bytes,
-        "pre_model_load_bytes": None if given else m.pre_model_load_bytes,
-        "pre_model_load_bytes_source": None if given else m.pre_model_load_source,
-        "weights_bytes": None if given else m.weights_bytes,
-        "weights_bytes_source": None if given else m.weights_source,
-        "draft_weights_bytes": None if given else m.draft_weights_bytes,
-        "weights_estimate_bytes": m.weights_estimate_bytes,
-    }
+    return memory_plan_keys(plan.memory, plan.capacity.available_bytes, plan.profile.available_bytes is not None)
 
 
 def load_plan(profile: Profile | str | None = None, overrides: dict | None = None) -> Plan:

@@ -56,7 +56,7 @@ def test_unset_max_running_requests_is_sglangs_256(capsys):
 
 
 @pytest.mark.parametrize("extra, field", [
-    (["--set", "available_bytes=null"], "available_bytes"),
+    (["--set", "available_bytes=null", "--set", "weights_estimate=false"], "weights_bytes"),   # no rest, no weights
     (["--set", "speculative_algorithm=EAGLE"], "speculative_eagle_topk"),
     (["--set", "speculative_algorithm=NGRAM"], "speculative_algorithm"),
     (["--set", "speculative_algorithm=EAGLE", "--set", "speculative_eagle_topk=1", "--set", "speculative_num_steps=10",

@@ -20,9 +20,9 @@ def test_every_planned_model_and_family_is_on_the_page():
     """Every shipped config SGLang 0.5.23 starts is on the page; the one it refuses whatever the flags
     (Nemotron-3.5-Lightning-NVFP4, its nemotron_h override) is off it, and glm-kv models names the refusal."""
     configs = [c for r in catalog()["planned"] for c in r["configs"]]
-    # DeepSeek-V4 (issue 32) is planned by `glm-kv plan` only, through its own plan (ledgers/dsv4_plan.py), so
-    # the page, which reads the shared Plan, leaves it off until it joins that plan (said in the closing note)
+    # DeepSeek-V4 (issue 32) has its own plan (ledgers/dsv4_plan.py) and its own section (dsv4_rows, below)
     assert {c["model"] for c in configs} == set(SHIPPED) | set(DSV4_SHIPPED)
+    assert [r["model"] for r in om.dsv4_rows()] == [hf for _stem, hf in DSV4_SHIPPED.values()]
     configs = [c for c in configs if c["model"] in SHIPPED]
     refused = {c["model"] for c in configs if c["sglang_refuses"]}
     assert refused == {"nemotron-3.5-lightning-30b-a3b-nvfp4"}
@@ -73,3 +73,36 @@ def test_a_page_without_the_indexer_host_pool_is_caught(monkeypatch):
     monkeypatch.setattr(om, "host_bytes_per_token", lambda host: host.kv_bytes_per_token)
     with pytest.raises(AssertionError, match="indexer"):
         test_hicache_copies_the_device_units_per_family()
+
+
+def test_deepseek_v4_rows_are_the_plan_a_user_gets(tmp_path):
+    """Each DeepSeek-V4 figure on the page equals `glm-kv plan --json` for the same launch (the CLI, not the
+    page's helper); the requests of the page's context are bounded by each of the three limits."""
+    import json
+    import subprocess
+    import sys
+
+    from glm_kv.ledgers.dsv4_plan import DSV4_PAGE_SIZE
+
+    rows = {r["model"]: r for r in om.dsv4_rows()}
+    for name, (_stem, hf) in DSV4_SHIPPED.items():
+        row = rows[hf]
+        for gpu in om.GPUS:
+            prof = tmp_path / f"{name}-{gpu}.yaml"   # the page's launch, as a user writes it
+            prof.write_text(f"model: {name}\ngpu: {gpu}\ntp_size: {om.TP}\navailable_bytes: {om.REST_BYTES[gpu]}\n")
+            out = subprocess.run([sys.executable, "-m", "glm_kv", "plan", "--json", "--profile", str(prof)],
+                                 capture_output=True, text=True, check=True)
+            d = json.loads(out.stdout)
+            cap, tok = d["capacity"], d["token"]
+            assert row[f"{gpu} tokens"] == cap["full_max_total_num_tokens"]
+            assert row[f"{gpu} SWA tokens"] == cap["swa_max_total_num_tokens"]
+            assert row[f"{gpu} requests"] == cap["max_running_requests"]
+            assert row["SWA bytes per token"] == round(tok["swa_kv_bytes_per_token"])
+            assert row["compressed bytes per token"] == round(tok["compressed_bytes_per_full_token"])
+            assert row["c128 state bytes per request"] == d["request"]["c128_state_bytes_per_request"]
+            fit = row[f"{gpu} {om.CONTEXT // 1024}K requests"]
+            assert 0 < fit <= cap["max_running_requests"]
+            assert fit * om.CONTEXT <= cap["full_max_total_num_tokens"]
+            assert fit * (tok["sliding_window_size"] + DSV4_PAGE_SIZE) <= cap["swa_max_total_num_tokens"]
+            assert (fit + 1) * om.CONTEXT > cap["full_max_total_num_tokens"] or fit == cap["max_running_requests"] \
+                or (fit + 1) * (tok["sliding_window_size"] + DSV4_PAGE_SIZE) > cap["swa_max_total_num_tokens"]

@@ -29,8 +29,15 @@ SIZE_KEYS = ("full_max_total_num_tokens", "swa_max_total_num_tokens", "c4_max_to
 def draw(rng: random.Random) -> tuple[str, dict]:
     tp = rng.choice([1, 2, 4, 8])
     dpa = tp > 1 and rng.random() < 0.4
-    launch = {"gpu": rng.choice(["H100", "H200", "B200"]), "tp_size": tp, "dp_size": tp if dpa else 1,
-              "enable_dp_attention": dpa, "available_bytes": rng.randint(20 << 30, 120 << 30),
+    gpu = rng.choice(["H100", "H200", "B200"])
+    if rng.random() < 0.5:   # the bytes for the pools given
+        budget = {"available_bytes": rng.randint(20 << 30, 120 << 30)}
+    else:   # SGLang's rest after stated weights, pre-load memory and (sometimes) fraction: _profile_available_bytes
+        total = {"H100": 80, "H200": 141, "B200": 180}[gpu] << 30
+        pre = total - rng.randint(1 << 30, 3 << 30)
+        budget = {"pre_model_load_bytes": pre, "weights_bytes": rng.randint(int(0.2 * pre), int(0.6 * pre)),
+                  "mem_fraction_static": rng.choice([None, None, 0.8, 0.88])}
+    launch = {"gpu": gpu, "tp_size": tp, "dp_size": tp if dpa else 1, "enable_dp_attention": dpa, **budget,
               "max_running_requests": rng.choice([None, 16, 64, 128, 256, 1024]),
               "chunked_prefill_size": rng.choice([None, 4096, 8192, 16384]),
               "disable_radix_cache": rng.random() < 0.3, "disable_overlap_schedule": rng.random() < 0.3,
@@ -39,6 +46,8 @@ def draw(rng: random.Random) -> tuple[str, dict]:
         steps = rng.randint(1, 11)
         launch.update(speculative_algorithm="EAGLE", speculative_eagle_topk=1, speculative_num_steps=steps,
                       speculative_num_draft_tokens=rng.choice([None, steps + 1, rng.randint(2, 12)]))
+        if "weights_bytes" in launch:   # the MTP draft's weights, loaded before the target pools are sized
+            launch["draft_weights_bytes"] = rng.randint(1 << 30, 4 << 30)
     return rng.choice(["deepseek-v4-flash", "deepseek-v4-pro"]), launch
 
 
@@ -82,7 +91,8 @@ def _sizes(path: str, launch: dict) -> dict:
     kw = {k: launch[k] for k in ("tp_size", "dp_size", "enable_dp_attention", "max_running_requests",
                                  "chunked_prefill_size", "disable_radix_cache", "disable_overlap_schedule",
                                  "swa_full_tokens_ratio", "kv_cache_dtype", "speculative_algorithm",
-                                 "speculative_eagle_topk", "speculative_num_steps", "speculative_num_draft_tokens")
+                                 "speculative_eagle_topk", "speculative_num_steps", "speculative_num_draft_tokens",
+                                 "mem_fraction_static")
           if launch.get(k) is not None}
     sa = ServerArgs(model_path=path, device="cuda", **kw)
     sa.resolve_once()
@@ -102,13 +112,35 @@ def _sizes(path: str, launch: dict) -> dict:
         spec_aux_config=SpecAuxHiddenStateConfig(), is_hybrid_swa=True, is_hybrid_swa_compress=True,
         use_mla_backend=False, layer_info=ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n),
         forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None, memory_pool_config=None)
-    config = kvc.config_from_budget(launch["available_bytes"])
+    budget = launch.get("available_bytes")
+    if budget is None:   # the model runner's path: the free memory before and after the weights load
+        budget = _profile_available_bytes(kvc, v, launch)
+    config = kvc.config_from_budget(budget)
     config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
     config = create_memory_pool_configurator(kvc).finalize_with_max_running_requests(config)
     out = {k: getattr(config, k) for k in SIZE_KEYS}
     out.update(page_size=v.page_size, kv_cache_dtype=v.kv_cache_dtype, max_running_requests=config.max_running_requests,
-               num_hidden_layers=n)
+               num_hidden_layers=n, mem_fraction_static=v.mem_fraction_static, rest_bytes=budget)
     return out
+
+
+def _profile_available_bytes(kvc, v, launch: dict) -> int:
+    """``KVCacheConfigurator._profile_available_bytes`` on the launch's stated pre-load free memory and weights
+    (target + draft): SGLang's two free-memory readings are answered by oracle_memory.fake_free_memory."""
+    from types import SimpleNamespace
+
+    import sglang.srt.utils.common as common
+    from oracle import fake_gpu
+    from oracle_memory import fake_free_memory
+    from sglang.srt.runtime_context import get_parallel
+
+    pre = launch["pre_model_load_bytes"]
+    state = {"free": pre, "total": int(fake_gpu(launch).memory_mib * (1 << 20))}
+    with fake_free_memory(state):
+        pre_gib = common.get_available_gpu_memory("cuda", 0, distributed=v.tp_size * v.pp_size > 1, cpu_group=None)
+        state["free"] = pre - launch["weights_bytes"] - launch.get("draft_weights_bytes", 0)
+        with get_parallel().override(world_group=SimpleNamespace(cpu_group=None)):
+            return kvc._profile_available_bytes(pre_model_load_memory=pre_gib)
 
 
 def differences(name: str, launch: dict) -> list[str]:
@@ -116,7 +148,8 @@ def differences(name: str, launch: dict) -> list[str]:
     d = glm_kv_plan(name, launch)
     mine = {**{k: d["capacity"][k] for k in SIZE_KEYS}, "page_size": d["token"]["page_size"],
             "kv_cache_dtype": d["token"]["kv_cache_dtype"], "max_running_requests": d["capacity"]["max_running_requests"],
-            "num_hidden_layers": d["model"]["num_hidden_layers"]}
+            "num_hidden_layers": d["model"]["num_hidden_layers"],
+            "mem_fraction_static": d["memory"]["mem_fraction_static"], "rest_bytes": d["capacity"]["rest_bytes"]}
     plan_size_keys = {k for k in d["capacity"] if k.endswith(("_num_tokens", "_pool_size"))}
     bad = [f"{k}: glm-kv {mine.get(k)} vs SGLang {sg.get(k)}" for k in sorted(set(sg) | set(mine)) if mine.get(k) != sg.get(k)]
     bad += [f"plan key {k} is not one of SGLang's" for k in sorted(plan_size_keys - set(sg))]
@@ -166,6 +199,51 @@ def test_default_launch_and_planted_ratio(monkeypatch):
     real = P.dsv4_pool_sizes
     monkeypatch.setattr(P, "dsv4_pool_sizes", lambda m, **kw: real(m, **{**kw, "swa_full_tokens_ratio": None}))
     assert differences("deepseek-v4-flash", launch) != []
+
+
+def test_rest_after_weights_and_planted_errors(monkeypatch):
+    """No available_bytes: SGLang's default fraction and ``_profile_available_bytes`` after the stated weights
+    (target + MTP draft) and pre-load memory size the pools. Planted: the prefill CUDA graph DeepSeek-V4 turns off
+    counted in the fraction; the draft's weights left out of the rest."""
+    import glm_kv.ledgers.memory as M
+
+    launch = {"gpu": "H200", "tp_size": 8, "pre_model_load_bytes": 140 << 30, "weights_bytes": 40 << 30,
+              "draft_weights_bytes": 3 << 30, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 1,
+              "speculative_num_steps": 3, "speculative_num_draft_tokens": 4}
+    assert differences("deepseek-v4-flash", launch) == []
+    with monkeypatch.context() as m:
+        m.setattr(M, "DSV4_ARCHS", ())
+        assert any(d.startswith("mem_fraction_static") for d in differences("deepseek-v4-flash", launch))
+    with monkeypatch.context() as m:
+        import glm_kv.ledgers.dsv4_plan as P
+
+        real = P.memory_ledger_for
+        m.setattr(P, "memory_ledger_for", lambda *a, **kw: real(*a, **{**kw, "draft_weights_bytes": 0}))
+        assert any(d.startswith("rest_bytes") for d in differences("deepseek-v4-flash", launch))
+
+
+@pytest.mark.parametrize("name, launch", [
+    ("deepseek-v4-flash", {"gpu": "H200", "tp_size": 8}),
+    ("deepseek-v4-flash", {"gpu": "B200", "tp_size": 8, "dp_size": 8, "enable_dp_attention": True,
+                           "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 1, "speculative_num_steps": 3}),
+    ("deepseek-v4-pro", {"gpu": "B200", "tp_size": 8, "max_running_requests": 64}),
+], ids=["flash-h200", "flash-b200-dpa-eagle", "pro-b200"])
+def test_estimated_weights_path_equals_sglang_with_its_own_model(name, launch):
+    """No weights given: glm-kv estimates them (ledgers/dsv4_weights.py); SGLang gets the bytes of its own
+    DeepseekV4ForCausalLM (and NextN draft) built on meta (test_dsv4_weights.sglang_bytes), never glm-kv's. The
+    fraction, the rest and every pool size must agree, and the plan must say its weights are an estimate."""
+    from test_dsv4_weights import sglang_bytes
+
+    pre = {"H200": 138 << 30, "B200": 176 << 30}[launch["gpu"]]
+    dpa = bool(launch.get("enable_dp_attention"))
+    target, draft = sglang_bytes(name, launch["tp_size"], dpa, wo_a_fp8=launch["gpu"] == "B200")
+    sg = sglang_plan(name, {**launch, "pre_model_load_bytes": pre, "weights_bytes": target,
+                            **({"draft_weights_bytes": draft} if launch.get("speculative_algorithm") else {})})
+    d = glm_kv_plan(name, {**launch, "pre_model_load_bytes": pre})
+    assert d["capacity"]["weights_bytes_source"].startswith("estimate")
+    mine = {**{k: d["capacity"][k] for k in SIZE_KEYS}, "mem_fraction_static": d["memory"]["mem_fraction_static"],
+            "rest_bytes": d["capacity"]["rest_bytes"], "max_running_requests": d["capacity"]["max_running_requests"]}
+    assert mine == {k: sg[k] for k in mine}
 
 
 @pytest.mark.parametrize("bad, field", [({"tp_size": 8, "dp_size": 3, "enable_dp_attention": True}, "dp_size"),

@@ -54,6 +54,8 @@ ALL_MODULES += ["inputs.hisparse", "inputs.load_publish", "inputs.ib_devices"]
 ALL_MODULES += ["inputs.retraction", "ledgers.dsv4", "ledgers.dsv4_plan", "ledgers.vllm_dcp", "ledgers.vllm_refusals"]
 # issue 32: DeepSeek-V4's weights per rank (checked against SGLang's own model class)
 ALL_MODULES += ["ledgers.dsv4_weights"]
+# issue 32: DeepSeek-V4's HiCache host pools
+ALL_MODULES += ["ledgers.dsv4_host"]
 KILLED = {1, 3, 37}          # a test failed (3: pytest internal error), or the type checker
 SURVIVED = {0}
 NO_TESTS = {5, 33}

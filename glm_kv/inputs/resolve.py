@@ -329,15 +329,7 @@ def validate_combination(p: Profile, model, rules: SglangRules | None = None) ->
     if p.language_only and model.architectures and model.architectures[0] not in ENCODER_DISAGG_ARCHITECTURES:
         raise ProfileError("language_only", f"SGLang 0.5.23 does not support encoder disaggregation for "
                                             f"{model.architectures[0]}")
-    if p.enable_hierarchical_cache and p.disable_radix_cache:
-        # arg_groups/kv_cache_hook.py; resolve() turned the radix cache off on a decode server, as SGLang does
-        # (unless --disaggregation-decode-enable-radix-cache): HiCache lives on the radix tree
-        where = (" on a decode server without --disaggregation-decode-enable-radix-cache"
-                 if p.disaggregation_mode == "decode" else "")
-        raise ProfileError("enable_hierarchical_cache", "SGLang 0.5.23 refuses it at start-up: \"The arguments "
-                           "enable-hierarchical-cache and disable-radix-cache are mutually exclusive and cannot be "
-                           "used at the same time. Please use only one of them.\" (arg_groups/kv_cache_hook.py)"
-                           + where)
+    refuse_hicache_without_radix(p)
     if p.speculative_algorithm == "DFLASH":
         validate_dflash(p)
     if p.speculative_algorithm == "DSPARK":
@@ -815,3 +807,17 @@ def req_to_token_extra_context_len(args: ServerArgs) -> int:
             per_decode = max(pages * args.page_size * topk, draft)
         extra = max(extra, 2 * per_decode + args.page_size - 1)
     return extra
+
+
+def refuse_hicache_without_radix(p) -> None:
+    """arg_groups/kv_cache_hook.py: HiCache lives on the radix tree, so SGLang 0.5.23 refuses it without one.
+    resolve() turned the radix cache off on a decode server, as SGLang does (unless
+    --disaggregation-decode-enable-radix-cache)."""
+    if not (p.enable_hierarchical_cache and p.disable_radix_cache):
+        return
+    where = (" on a decode server without --disaggregation-decode-enable-radix-cache"
+             if p.disaggregation_mode == "decode" else "")
+    raise ProfileError("enable_hierarchical_cache", "SGLang 0.5.23 refuses it at start-up: \"The arguments "
+                       "enable-hierarchical-cache and disable-radix-cache are mutually exclusive and cannot be "
+                       "used at the same time. Please use only one of them.\" (arg_groups/kv_cache_hook.py)"
+                       + where)

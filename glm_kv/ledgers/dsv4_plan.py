@@ -10,7 +10,7 @@ What is sized is SGLang's default CUDA path (the DeepSeek-V4 model override's pa
 (which SGLang then counts as given, so the SWA pool is never sized from the request cap), FlashMLA, the V4 KV
 layout, fp8 KV, the fp8 indexer, fp32 compress state). The rest is refused in one line naming the field:
 a launch field this plan does not read, speculative decoding other than EAGLE top-k 1, HiSparse, PD
-disaggregation and HiCache. The bytes for the pools are the profile's ``available_bytes``, else SGLang's rest after
+disaggregation, and HiCache beyond its host pools at an explicit --hicache-ratio (``dsv4_host``). The bytes for the pools are the profile's ``available_bytes``, else SGLang's rest after
 the weights (the profile's ``weights_bytes``, else ``dsv4_weights``' estimate) as for every other model
 (``memory.memory_ledger_for``: the default fraction, the pre-load memory, ``_profile_available_bytes``).
 """
@@ -26,6 +26,7 @@ from ..inputs.profile import FIELDS, Profile
 from ..inputs.resolve import resolve_tp, validate_caps
 from ..units import GiB, MiB, fmt_bytes
 from .dsv4 import Dsv4Model, Dsv4Sizes, bytes_summary, dsv4_model, dsv4_pool_sizes
+from .dsv4_host import Dsv4Host, dsv4_host, dsv4_host_to_dict, validate_dsv4_hicache
 from . import dsv4_weights
 from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
                      memory_plan_keys, no_memory_rule)
@@ -41,7 +42,11 @@ READ_FIELDS = frozenset({"name", "description", "sglang_layout", "model", "gpu",
                          "speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk",
                          # the device-to-rest path (memory.memory_ledger_for), as for every other model
                          "mem_fraction_static", "pre_model_load_bytes", "weights_bytes", "draft_weights_bytes",
-                         "weights_estimate", "memory_bytes", "sm"})
+                         "weights_estimate", "memory_bytes", "sm",
+                         # HiCache's host pools (ledgers.dsv4_host); --hicache-size is read to be refused in SGLang's
+                         # words, the rest of HiCache's fields (storage, host memory mode and fraction) stay refused
+                         "enable_hierarchical_cache", "hicache_ratio", "hicache_size", "hicache_mem_layout",
+                         "hicache_io_backend", "host_memory_bytes", "ranks_per_host"})
 PATH = ("SGLang 0.5.23's default CUDA path for DeepSeek-V4: page 256, FlashMLA, the V4 KV layout, fp8 KV and "
         "indexer, fp32 compress state, no speculative decoding but EAGLE top-k 1, no HiSparse, HiCache or PD "
         "disaggregation")
@@ -64,6 +69,7 @@ class Dsv4Plan:
     available_bytes: int
     available_source: str
     notes: tuple[str, ...] = field(default=())
+    host: Dsv4Host | None = None    # HiCache's host pools per rank (None without --enable-hierarchical-cache)
 
     def to_dict(self) -> dict:
         return dsv4_plan_to_dict(self)
@@ -113,6 +119,8 @@ def _draft_tokens(p: Profile) -> int:
 def dsv4_plan(p: Profile) -> Dsv4Plan:
     """The plan of a profile whose model is DeepSeek-V4; ProfileError for what is not sized or SGLang refuses."""
     _refuse_unread(p)
+    if p.enable_hierarchical_cache:   # refused before any pool is sized (resolution, then the auto-size)
+        validate_dsv4_hicache(p)
     cfg = load_dsv4_config(p.model)
     draft = _draft_tokens(p)
     layers = dsv4_model(cfg, draft_tokens=draft)
@@ -152,16 +160,20 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
         notes.append(PRE_LOAD_ESTIMATE_NOTE)
     if p.available_bytes is None and "estimate" in (mem.weights_source or ""):
         notes.append(WEIGHTS_ESTIMATE_NOTE.format(weights=fmt_bytes(mem.weights_bytes)))
-    notes.append(f"DeepSeek-V4: sized as {PATH}; not counted: the request-to-token tables"
+    path = PATH if not p.enable_hierarchical_cache else PATH.replace("HiSparse, HiCache or PD", "HiSparse or PD") + (
+        "; HiCache's host pools at the given --hicache-ratio")
+    notes.append(f"DeepSeek-V4: sized as {path}; not counted: the request-to-token tables"
                  + (" and the draft/MTP layer's own pool (SGLang reserves it by inflating the per-token bytes by "
                     "(layers + 1) / layers, as counted here)" if draft else ""))
     over = sum(sizes.pool_bytes.values()) - available
     if over > 0:   # the reserved pages and page padding SGLang's coefficient leaves out (calculate_pool_sizes)
         notes.append(f"the pools allocate {over:,} B beyond available_bytes: SGLang 0.5.23's DSV4PoolConfigurator "
                      f"budgets tokens without each pool's reserved page and page padding")
+    host = dsv4_host(p, layers, sizes, page)
     return Dsv4Plan(profile=p, config=cfg, gpu=gpu, layers=layers, kv_cache_dtype=kv, attn_dp=attn_dp,
                     chunked_prefill_size=chunk, requested_max_running_requests=max(1, mrr // attn_dp), sizes=sizes,
-                    memory=mem, available_bytes=available, available_source=available_source, notes=tuple(notes))
+                    memory=mem, available_bytes=available, available_source=available_source, notes=tuple(notes),
+                    host=host)
 
 
 def dsv4_memory(p: Profile, cfg: HfConfig, gpu: Gpu, attn_dp: int, speculative: bool) -> MemoryLedger:
@@ -207,7 +219,7 @@ def dsv4_plan_to_dict(plan: Dsv4Plan) -> dict:
     m, s, page = plan.layers, plan.sizes, DSV4_PAGE_SIZE
     b = bytes_summary(m, page)
     pools = dict(s.pool_bytes)
-    return {
+    d = {
         "profile": {"name": plan.profile.label, **{k: v for k, v in plan.profile.model_dump(exclude={"name"}).items()
                                                    if k in plan.profile.model_fields_set}},
         "model": {"name": plan.config.name, "source": plan.config.source, "num_hidden_layers": m.num_layers,
@@ -243,3 +255,6 @@ def dsv4_plan_to_dict(plan: Dsv4Plan) -> dict:
                    "dsv4_c128": {"pool": "c128", "layers": m.layers_of(128)},
                    "dsv4_swa_only": {"pool": "swa", "layers": m.layers_of(0)}},
     }
+    if plan.host is not None:   # appended: HiCache's host pools (ledgers.dsv4_host), only with HiCache on
+        d["host"] = dsv4_host_to_dict(plan.host, page)
+    return d

@@ -59,7 +59,7 @@ def glm_kv_plan(name: str, launch: dict) -> dict:
     return dsv4_plan(make_profile({"sglang_layout": "0.5.23", "model": name, **fields})).to_dict()
 
 
-def sglang_plan(name: str, launch: dict) -> dict:
+def sglang_plan(name: str, launch: dict, then=None) -> dict:
     from cpu_workarounds import cpu_as_gpu, quiet_sglang_logs
     from oracle import fake_gpu
 
@@ -70,12 +70,14 @@ def sglang_plan(name: str, launch: dict) -> dict:
     shutil.copy(MODELS_DIR / f"{DSV4_SHIPPED[name][0]}_config.json", d / "config.json")
     try:
         with cpu_as_gpu(fake_gpu(launch)):
-            return _sizes(str(d), launch)
+            return _sizes(str(d), launch, then)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _sizes(path: str, launch: dict) -> dict:
+def _sizes(path: str, launch: dict, then=None) -> dict:
+    """SGLang's resolution and sizing of the launch; ``then(sa, config, model_config, out)`` (test_dsv4_host: the
+    host pools over a device pool at these sizes) runs in the same resolved context and its answer is returned."""
     import torch
 
     from sglang.srt.arg_groups.overrides import resolved_view
@@ -92,7 +94,8 @@ def _sizes(path: str, launch: dict) -> dict:
                                  "chunked_prefill_size", "disable_radix_cache", "disable_overlap_schedule",
                                  "swa_full_tokens_ratio", "kv_cache_dtype", "speculative_algorithm",
                                  "speculative_eagle_topk", "speculative_num_steps", "speculative_num_draft_tokens",
-                                 "mem_fraction_static")
+                                 "mem_fraction_static", "enable_hierarchical_cache", "hicache_ratio", "hicache_size",
+                                 "hicache_mem_layout", "hicache_io_backend")
           if launch.get(k) is not None}
     sa = ServerArgs(model_path=path, device="cuda", **kw)
     sa.resolve_once()
@@ -121,7 +124,7 @@ def _sizes(path: str, launch: dict) -> dict:
     out = {k: getattr(config, k) for k in SIZE_KEYS}
     out.update(page_size=v.page_size, kv_cache_dtype=v.kv_cache_dtype, max_running_requests=config.max_running_requests,
                num_hidden_layers=n, mem_fraction_static=v.mem_fraction_static, rest_bytes=budget)
-    return out
+    return out if then is None else then(sa, config, mc, out)
 
 
 def _profile_available_bytes(kvc, v, launch: dict) -> int:

@@ -66,6 +66,17 @@ def test_unset_max_running_requests_is_sglangs_256(capsys):
     (["--set", "kv_cache_dtype=bfloat16"], "kv_cache_dtype"),
     (["--set", "swa_full_tokens_ratio=0.00001"], "swa_full_tokens_ratio"),
     (["--set", "disaggregation_mode=decode"], "disaggregation_mode"),
+    # HiCache: SGLang refuses DeepSeek-V4 without an explicit --hicache-ratio (its auto-size) or with --hicache-size;
+    # the HiCache fields glm-kv does not model for it stay refused by name
+    (["--set", "enable_hierarchical_cache=true"], "hicache_ratio"),
+    (["--set", "enable_hierarchical_cache=true", "--set", "hicache_ratio=2", "--set", "hicache_size=100"],
+     "hicache_size"),
+    (["--set", "enable_hierarchical_cache=true", "--set", "hicache_ratio=2", "--set",
+      "hicache_mem_layout=page_first_kv_split"], "hicache_mem_layout"),
+    (["--set", "enable_hierarchical_cache=true", "--set", "hicache_ratio=2", "--set", "hicache_storage_backend=file"],
+     "hicache_storage_backend"),
+    (["--set", "enable_hierarchical_cache=true", "--set", "hicache_ratio=2", "--set", "hicache_host_memory_fraction=0.5"],
+     "hicache_host_memory_fraction"),
 ])
 def test_what_is_not_sized_is_refused_by_name(capsys, extra, field):
     assert main(["plan", *FLASH, *extra]) == 2
@@ -103,3 +114,23 @@ def test_launch_flags_its_sizing_reads_are_refused_by_name(capsys, flag):
     assert main(["plan", "--sglang-args", cmd, "--set", "available_bytes=60000000000"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and flag.split()[0] in err, err
+
+
+# SGLang 0.5.23's DeepSeek-V4 host pools for the default launch at --hicache-ratio 2 (tests/sglang/test_dsv4_host.py's
+# path: build_deepseek_v4_hicache_stack over its DeepSeekV4TokenToKVPool at SGLANG_DEFAULT's sizes): (layers, pages,
+# item bytes) per entry
+SGLANG_HOST = {"kv": (0, 63150, 0), "swa": (43, 6314, 149760), "deepseek_v4_c4": (21, 63150, 37440),
+               "deepseek_v4_c4_indexer": (21, 63150, 8448), "deepseek_v4_c4_state": (21, 6314, 65536),
+               "deepseek_v4_c4_indexer_state": (21, 6314, 16384), "deepseek_v4_c128": (20, 63150, 1728)}
+
+
+def test_hicache_host_pools_are_sglangs(capsys):
+    without = plan_json(capsys)
+    d = plan_json(capsys, "--set", "enable_hierarchical_cache=true", "--set", "hicache_ratio=2")
+    assert "host" not in without and {k: v for k, v in d.items() if k not in ("host", "notes", "profile")} == {
+        k: v for k, v in without.items() if k not in ("notes", "profile")}
+    h = d["host"]
+    assert {k: (p["layers"], p["pages"], p["item_bytes"]) for k, p in h["pools"].items()} == SGLANG_HOST
+    assert h["total_bytes"] == sum(a * b * c for a, b, c in SGLANG_HOST.values())
+    assert h["kv_tokens"] == 63150 * 256 and h["swa_tokens"] == 6314 * 256 and h["hicache_ratio"] == 2.0
+    assert main(["plan", *FLASH, "--set", "enable_hierarchical_cache=true", "--set", "hicache_ratio=2"]) == 0

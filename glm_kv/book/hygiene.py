@@ -31,10 +31,30 @@ def normalise(nb: Any) -> Any:
         if cell.cell_type == "code":
             count += 1
             cell.execution_count = count
+            cell.outputs = coalesce_streams(cell.get("outputs", []))
             for out in cell.get("outputs", []):
                 if out.get("output_type") == "execute_result":
                     out["execution_count"] = count
     return nb
+
+
+def coalesce_streams(outputs: list) -> list:
+    """Consecutive stream outputs of one stream as one output. The kernel sends a cell's stdout in as many
+    messages as its flushes happened to make (``print`` writes its text and its newline apart), so the same
+    cell run twice, or beside another kernel, is stored as one output or as two: joined, it is the same."""
+    merged: list = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if (prev is not None and out.get("output_type") == "stream" and prev.get("output_type") == "stream"
+                and out.get("name") == prev.get("name")):
+            prev["text"] = _text(prev["text"]) + _text(out["text"])
+            continue
+        merged.append(out)
+    return merged
+
+
+def _text(t: Any) -> str:
+    return "".join(t) if isinstance(t, list) else t
 
 
 def problems(nb: Any) -> list[str]:
@@ -54,6 +74,8 @@ def problems(nb: Any) -> list[str]:
                 out.append(f"cell {i}: execution_count {cell.get('execution_count')}, not {count}")
             out += [f"cell {i}: output execution_count" for o in cell.get("outputs", [])
                     if o.get("output_type") == "execute_result" and o.get("execution_count") != count]
+            if len(coalesce_streams([dict(o) for o in cell.get("outputs", [])])) != len(cell.get("outputs", [])):
+                out.append(f"cell {i}: one stream split over consecutive outputs")
     return out
 
 

@@ -137,12 +137,20 @@ def family_rows(gpu: str = "H200") -> list[dict]:
     return list(rows.values())
 
 
+# a stated input: SGLang 0.5.23 starts DeepSeek-V4's HiCache only at an explicit --hicache-ratio (no auto-size)
+DSV4_HICACHE_RATIO = 2
+
+
 @lru_cache(maxsize=None)
-def _dsv4(model: str, gpu: str):
-    """DeepSeek-V4's plan (its own pools, ``ledgers.dsv4_plan``) at TP ``TP`` on ``gpu``, from the stated rest."""
+def _dsv4(model: str, gpu: str, hicache: bool = False):
+    """DeepSeek-V4's plan (its own pools, ``ledgers.dsv4_plan``) at TP ``TP`` on ``gpu``, from the stated rest
+    (with HiCache at ``DSV4_HICACHE_RATIO``)."""
     from ..ledgers.dsv4_plan import dsv4_plan
 
-    return dsv4_plan(make_profile({"model": model, "gpu": gpu, "tp_size": TP, "available_bytes": REST_BYTES[gpu]}))
+    fields = {"model": model, "gpu": gpu, "tp_size": TP, "available_bytes": REST_BYTES[gpu]}
+    if hicache:
+        fields.update(enable_hierarchical_cache=True, hicache_ratio=DSV4_HICACHE_RATIO)
+    return dsv4_plan(make_profile(fields))
 
 
 def dsv4_rows() -> list[dict]:
@@ -168,6 +176,9 @@ def dsv4_rows() -> list[dict]:
             row[f"{gpu} SWA tokens"] = s.swa_max_total_num_tokens
             row[f"{gpu} requests"] = s.max_running_requests_per_worker
             row[f"{gpu} {CONTEXT // 1024}K requests"] = requests_fit_at(s, plan.layers, DSV4_PAGE_SIZE, CONTEXT)
+        host = _dsv4(name, GPUS[0], hicache=True).host
+        row["HiCache host pools"] = ", ".join(q.name for q in host.pools if q.nbytes)   # kv: index slots only
+        row[f"{GPUS[0]} host bytes (ratio {DSV4_HICACHE_RATIO})"] = sum(q.nbytes for q in host.pools)
         rows.append(row)
     return rows
 
@@ -219,7 +230,8 @@ def _dsv4_glue() -> dict:
     return {"om_v4_n_models": len(DSV4_SHIPPED), "om_v4_layers": m.num_layers, "om_v4_window": m.window,
             "om_v4_page": DSV4_PAGE_SIZE, "om_v4_ratio": DSV4_SWA_FULL_TOKENS_RATIO,
             "om_v4_c4_layers": m.layers_of(4), "om_v4_c128_layers": m.layers_of(128), "om_v4_c128_ratio": 128,
-            "om_v4_latent_row": m.latent.row_bytes, "om_v4_indexer_row": m.indexer.row_bytes}
+            "om_v4_latent_row": m.latent.row_bytes, "om_v4_indexer_row": m.indexer.row_bytes,
+            "om_v4_hicache_ratio": DSV4_HICACHE_RATIO}
 
 
 def ledger_table(gpu: str = "H200"):

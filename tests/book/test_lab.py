@@ -67,3 +67,22 @@ def test_the_check_sees_a_dirty_notebook():
     code = [c for c in nb.cells if c.cell_type == "code"]
     code[0].execution_count = 7  # a count from someone's long-running JupyterLab session
     assert len(problems(nb)) >= 2
+
+
+def test_a_stream_split_by_the_kernel_is_stored_as_one_output():
+    """The kernel may send one print's text and its newline as two stdout messages (test_book_parallel saw
+    06b_choosing_flags stored both ways by --jobs 1 and --jobs 2): ``normalise`` joins consecutive outputs of
+    one stream, so every run stores the same bytes, and ``problems`` names a split left in a committed notebook."""
+    from glm_kv.book.hygiene import normalise
+
+    nb = nbformat.v4.new_notebook()
+    split = [nbformat.v4.new_output("stream", name="stdout", text="a b c"),
+             nbformat.v4.new_output("stream", name="stdout", text="\n"),
+             nbformat.v4.new_output("stream", name="stderr", text="warn\n"),
+             nbformat.v4.new_output("stream", name="stdout", text="d\n")]
+    whole = [nbformat.v4.new_output("stream", name="stdout", text="a b c\n"), *split[2:]]
+    nb.cells = [nbformat.v4.new_code_cell("print('a b c')", outputs=split)]
+    assert any("stream split" in p for p in problems(nb))
+    normalise(nb)
+    assert [(o.name, o.text) for o in nb.cells[0].outputs] == [(o.name, o.text) for o in whole]
+    assert problems(nb) == []

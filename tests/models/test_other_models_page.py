@@ -100,6 +100,13 @@ def test_deepseek_v4_rows_are_the_plan_a_user_gets(tmp_path):
             assert row["SWA bytes per token"] == round(tok["swa_kv_bytes_per_token"])
             assert row["compressed bytes per token"] == round(tok["compressed_bytes_per_full_token"])
             assert row["c128 state bytes per request"] == d["request"]["c128_state_bytes_per_request"]
+            if gpu == om.GPUS[0]:   # HiCache's host pools at the page's ratio, as the plan gives them
+                prof.write_text(prof.read_text() + f"enable_hierarchical_cache: true\nhicache_ratio: "
+                                                   f"{om.DSV4_HICACHE_RATIO}\n")
+                h = json.loads(subprocess.run([sys.executable, "-m", "glm_kv", "plan", "--json", "--profile", str(prof)],
+                                              capture_output=True, text=True, check=True).stdout)["host"]
+                assert row[f"{gpu} host bytes (ratio {om.DSV4_HICACHE_RATIO})"] == h["total_bytes"]
+                assert row["HiCache host pools"].split(", ") == [n for n, q in h["pools"].items() if q["bytes"]]
             fit = row[f"{gpu} {om.CONTEXT // 1024}K requests"]
             assert 0 < fit <= cap["max_running_requests"]
             assert fit * om.CONTEXT <= cap["full_max_total_num_tokens"]

@@ -129,17 +129,10 @@ def differences(name: str, launch: dict) -> list[str]:
 
 
 def agree(name: str, launch: dict) -> None:
-    """Equal host pools, or both refuse: SGLang's error text is in glm-kv's refusal."""
-    from glm_kv.errors import ProfileError
+    """Equal host pools, or both refuse: SGLang's error text is in glm-kv's refusal (test_dsv4_plan.agree)."""
+    from test_dsv4_plan import agree as agree_or_both_refuse
 
-    try:
-        sglang_host(name, launch)
-    except (AssertionError, ValueError, RuntimeError) as e:
-        with pytest.raises(ProfileError) as mine:
-            glm_kv_host(name, launch)
-        assert str(e) in str(mine.value), (launch, str(e), str(mine.value))
-        return
-    assert differences(name, launch) == [], (name, launch)
+    agree_or_both_refuse(name, launch, sglang_host, glm_kv_host, differences)
 
 
 @pytest.mark.parametrize("i", range(8))

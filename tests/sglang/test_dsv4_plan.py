@@ -159,21 +159,25 @@ def differences(name: str, launch: dict) -> list[str]:
     return bad
 
 
+def agree(name: str, launch: dict, sglang_side=None, glm_kv_side=None, diff=None) -> None:
+    """Equal keys both ways (``diff``), or both refuse: SGLang's refusal (its text) is in glm-kv's. The sides
+    default to the plan's (``sglang_plan``, ``glm_kv_plan``, ``differences``); test_dsv4_host passes its own."""
+    from glm_kv.errors import ProfileError
+
+    try:
+        (sglang_side or sglang_plan)(name, launch)
+    except (AssertionError, ValueError, RuntimeError) as e:
+        with pytest.raises(ProfileError) as mine:
+            (glm_kv_side or glm_kv_plan)(name, launch)
+        assert str(e) in str(mine.value), (launch, str(e), str(mine.value))
+        return
+    assert (diff or differences)(name, launch) == [], (name, launch)
+
+
 @pytest.mark.parametrize("i", range(8))
 def test_plan_equals_sglangs_resolution_and_sizing(i):
     """Equal keys both ways, or both refuse: SGLang's sizing refusal (its text) is in glm-kv's."""
-    from glm_kv.errors import ProfileError
-
-    rng = random.Random(run_seed() * 104729 + i)
-    name, launch = draw(rng)
-    try:
-        sglang_plan(name, launch)
-    except (AssertionError, ValueError, RuntimeError) as e:
-        with pytest.raises(ProfileError) as mine:
-            glm_kv_plan(name, launch)
-        assert str(e) in str(mine.value), (launch, str(e), str(mine.value))
-        return
-    assert differences(name, launch) == [], (name, launch)
+    agree(*draw(random.Random(run_seed() * 104729 + i)))
 
 
 def test_eagle_launch_and_planted_ring():

@@ -63,6 +63,15 @@ def _says_text(message: str, where: str) -> str:
     return f"SGLang 0.5.23 refuses it at start-up: \"{message}\" ({where})"
 
 
+def resolved_a2a_backend(p, is_dsa: bool) -> str:
+    """``--moe-a2a-backend`` as SGLang 0.5.23 resolves it before its checks: a DSA model's prefill CP with
+    ``--cp-strategy zigzag`` sets deepep (model_overrides/deepseek_v2.py, "zigzag DSA CP requires ...
+    moe_a2a_backend=deepep"), which a decode server never reaches (the override refuses prefill CP there)."""
+    if is_dsa and p.enable_prefill_cp and p.cp_strategy == "zigzag" and p.disaggregation_mode != "decode":
+        return "deepep"
+    return p.moe_a2a_backend
+
+
 def validate_two_batch_overlap(p, config=None, is_dsa: bool = False) -> None:
     """``--enable-two-batch-overlap``'s start-up refusals, in the order SGLang's hooks run them: the MoE
     hooks (mega_moe_hook.check_mega_moe_compat, moe_hook's DeepEP v2 branch), the DSA model override
@@ -72,16 +81,17 @@ def validate_two_batch_overlap(p, config=None, is_dsa: bool = False) -> None:
     KV-cache sharding: refused by the flag table)."""
     if not p.enable_two_batch_overlap:
         return
-    if p.moe_a2a_backend == "megamoe":
+    a2a = resolved_a2a_backend(p, is_dsa)
+    if a2a == "megamoe":
         raise ProfileError("enable_two_batch_overlap", _says("tbo_megamoe", "arg_groups/mega_moe_hook.py"))
-    if p.moe_a2a_backend == "deepep_v2":
+    if a2a == "deepep_v2":
         raise ProfileError("enable_two_batch_overlap", _says("tbo_deepep_v2", "arg_groups/moe_hook.py"))
     text = getattr(config, "text", None) or {}
     freq = text.get("index_topk_freq", 1) or 1
     if is_dsa and (freq > 1 or "S" in (text.get("index_topk_pattern") or "")
                    or "shared" in (text.get("indexer_types") or ())):
         raise ProfileError("enable_two_batch_overlap", _says("tbo_index_sharing", "arg_groups/model_hook.py"))
-    if p.moe_a2a_backend == "none" and not _attn_dp(p):
+    if a2a == "none" and not _attn_dp(p):
         raise ProfileError("enable_two_batch_overlap",
                            _says("tbo_needs_dp", "arg_groups/validation_hook.py check_two_batch_overlap"))
 

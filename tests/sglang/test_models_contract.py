@@ -396,6 +396,14 @@ TWO_BATCH_OVERLAP = [(name, _H200_DPA_TBO) for name in MODELS] + [
     ("qwen3.5-35b-a3b", {**_H200_DPA_TBO, "dp_size": 1, "enable_dp_attention": False}),
     ("deepseek-v3.2", {**_B200, "tp_size": 4, "dp_size": 4, "enable_dp_attention": True,
                        "enable_two_batch_overlap": True}),
+    # found by a random launch (CI seed 1411162953): zigzag DSA prefill CP sets --moe-a2a-backend deepep
+    # (model_overrides/deepseek_v2.py), so two-batch overlap starts without DP attention
+    ("glm-5.1", {"gpu": "H200", "tp_size": 8, "max_running_requests": 64, "enable_two_batch_overlap": True,
+                 "attn_cp_size": 8, "enable_prefill_cp": True, "cp_strategy": "zigzag",
+                 "pre_model_load_bytes": 148_677_318_418, "weights_bytes": 88_936_918_953}),
+    ("glm-5.1", {"gpu": "H200", "tp_size": 8, "max_running_requests": 64, "enable_two_batch_overlap": True,
+                 "attn_cp_size": 8, "enable_prefill_cp": True, "cp_strategy": "interleave",
+                 "pre_model_load_bytes": 148_677_318_418, "weights_bytes": 88_936_918_953}),
 ]
 
 

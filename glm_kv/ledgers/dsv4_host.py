@@ -131,10 +131,10 @@ def _check_memory(p, q: Dsv4HostPool) -> None:
 
 
 def dsv4_host(p, m: Dsv4Model, sizes: Dsv4Sizes, page_size: int) -> Dsv4Host | None:
-    """DeepSeek-V4's host pools on one rank; None without HiCache."""
+    """DeepSeek-V4's host pools on one rank; None without HiCache. The launch has passed
+    ``validate_dsv4_hicache`` (dsv4_plan runs it before any pool is sized, as SGLang refuses first)."""
     if not p.enable_hierarchical_cache:
         return None
-    validate_dsv4_hicache(p)
     layout = resolved_layout(p)
     full, swa, pools = dsv4_host_pools(m, sizes, page_size, p.hicache_ratio)
     for q in pools:   # SGLang's build order: each pool checks the memory, then allocates in the layout

@@ -24,12 +24,12 @@ from ..inputs.gpus import Gpu, resolve_gpu
 from ..inputs.hf_config import HfConfig, load_dsv4_config
 from ..inputs.profile import FIELDS, Profile
 from ..inputs.resolve import resolve_tp, validate_caps
-from ..units import GiB, MiB, fmt_bytes
+from ..units import MiB, fmt_bytes
 from .dsv4 import Dsv4Model, Dsv4Sizes, bytes_summary, dsv4_model, dsv4_pool_sizes
 from .dsv4_host import Dsv4Host, dsv4_host, dsv4_host_to_dict, validate_dsv4_hicache
 from . import dsv4_weights
 from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
-                     memory_plan_keys, no_memory_rule)
+                     memory_plan_keys, pools_budget)
 
 DSV4_PAGE_SIZE = 256          # model_overrides/deepseek_v4.py: page_size = 256 on CUDA
 DSV4_DEFAULT_MAX_RUNNING_REQUESTS = 256   # apply_deepseek_v4_defaults
@@ -47,9 +47,10 @@ READ_FIELDS = frozenset({"name", "description", "sglang_layout", "model", "gpu",
                          # words, the rest of HiCache's fields (storage, host memory mode and fraction) stay refused
                          "enable_hierarchical_cache", "hicache_ratio", "hicache_size", "hicache_mem_layout",
                          "hicache_io_backend", "host_memory_bytes", "ranks_per_host"})
-PATH = ("SGLang 0.5.23's default CUDA path for DeepSeek-V4: page 256, FlashMLA, the V4 KV layout, fp8 KV and "
-        "indexer, fp32 compress state, no speculative decoding but EAGLE top-k 1, no HiSparse, HiCache or PD "
-        "disaggregation")
+_PATH = ("SGLang 0.5.23's default CUDA path for DeepSeek-V4: page 256, FlashMLA, the V4 KV layout, fp8 KV and "
+         "indexer, fp32 compress state, no speculative decoding but EAGLE top-k 1, no HiSparse{} or PD disaggregation")
+PATH = _PATH.format(", HiCache")
+PATH_HICACHE = _PATH.format("") + "; HiCache's host pools at the given --hicache-ratio"
 
 
 @dataclass(frozen=True)
@@ -135,12 +136,13 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
         raise ProfileError("gpu", f"{gpu.name} (SM{gpu.sm}) is not sized for DeepSeek-V4: glm-kv sizes its FlashMLA "
                                   f"pools on SM90 / SM100 GPUs")
     attn_dp = p.dp_size if p.enable_dp_attention else 1
-    mem = dsv4_memory(p, cfg, gpu, attn_dp, bool(draft))
-    available, available_source = dsv4_available(p, gpu, mem)
     # SGLang's start-up refusals every model meets: DP attention divides TP, attention TP divides the heads, the
     # chunk is a whole number of pages (glm-kv's checks for the other models, with their words)
     resolve_tp(p, SimpleNamespace(architectures=cfg.architectures), cfg, attn_dp)
     validate_caps(p, page, attn_dp)
+    # the weights load after the launch resolves and passes those checks; then the rest sizes the pools
+    mem = dsv4_memory(p, cfg, gpu, attn_dp, bool(draft))
+    available, available_source = dsv4_available(p, gpu, mem)
     chunk = p.chunked_prefill_size if p.chunked_prefill_size is not None else gpu_defaults(
         gpu.memory_bytes / MiB, p.tp_size)[0]
     chunk = chunk // attn_dp if chunk and chunk > 0 else chunk   # DP attention divides the chunk
@@ -160,8 +162,7 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
         notes.append(PRE_LOAD_ESTIMATE_NOTE)
     if p.available_bytes is None and "estimate" in (mem.weights_source or ""):
         notes.append(WEIGHTS_ESTIMATE_NOTE.format(weights=fmt_bytes(mem.weights_bytes)))
-    path = PATH if not p.enable_hierarchical_cache else PATH.replace("HiSparse, HiCache or PD", "HiSparse or PD") + (
-        "; HiCache's host pools at the given --hicache-ratio")
+    path = PATH_HICACHE if p.enable_hierarchical_cache else PATH
     notes.append(f"DeepSeek-V4: sized as {path}; not counted: the request-to-token tables"
                  + (" and the draft/MTP layer's own pool (SGLang reserves it by inflating the per-token bytes by "
                     "(layers + 1) / layers, as counted here)" if draft else ""))
@@ -201,16 +202,9 @@ def dsv4_memory(p: Profile, cfg: HfConfig, gpu: Gpu, attn_dp: int, speculative: 
 
 
 def dsv4_available(p: Profile, gpu: Gpu, mem: MemoryLedger) -> tuple[int, str]:
-    """Bytes left for the pools on one rank and where they come from (the profile's, else the rest)."""
-    if p.available_bytes is not None:
-        return p.available_bytes, "available_bytes from the profile"
-    avail = int(mem.rest_gib * GiB)
-    if avail <= 0:
-        raise ProfileError("weights_bytes", no_memory_rule(mem, gpu.name))
-    how = ("mem_fraction_static from the profile" if mem.mem_fraction_source == "profile"
-           else "SGLang 0.5.23's default mem_fraction_static")
-    return avail, (f"derived: free after weights ({mem.weights_source}) - pre_model_load_bytes "
-                   f"({mem.pre_model_load_source}) x (1 - {mem.mem_fraction_static:.6g}) ({how})")
+    """Bytes left for the pools on one rank and where they come from (``memory.pools_budget``, as every plan)."""
+    avail, source, _rest_gib = pools_budget(p, gpu, mem)
+    return avail, source
 
 
 def dsv4_plan_to_dict(plan: Dsv4Plan) -> dict:

@@ -780,3 +780,28 @@ def no_memory_rule(m: MemoryLedger, gpu_name: str) -> str:
     draft = f", {m.draft_weights_bytes:,} B of them the draft's" if m.draft_weights_bytes else ""
     return (f"weights ({m.weights_bytes:,} B per rank{draft}, {m.weights_source}) leave no memory for the "
             f"pools on a {gpu_name} at mem_fraction_static={m.mem_fraction_static:.6g}")
+
+
+def pools_budget(p, gpu: Gpu, mem: MemoryLedger | None) -> tuple[int | None, str, float | None]:
+    """Bytes left for the pools on one rank, where they come from, and SGLang's float rest in GiB: the profile's
+    ``available_bytes``, else the rest the device-to-rest path leaves (one rule for the shared plan and
+    DeepSeek-V4's); a rest at or below zero is refused, naming what leaves none."""
+    from ..errors import ProfileError
+
+    if p.available_bytes is not None:
+        return p.available_bytes, "available_bytes from the profile", p.available_bytes / GiB
+    if mem is None or mem.rest_gib is None:
+        return None, "unknown (give available_bytes, or weights_bytes with gpu)", None
+    rest_gib, mfs = mem.rest_gib, mem.mem_fraction_static
+    avail = int(rest_gib * GiB)
+    if avail <= 0 and mfs <= 0:  # the device is smaller than SGLang's own reservation (issue 10)
+        raise ProfileError("memory_bytes" if p.memory_bytes is not None else "gpu",
+                           f"{gpu.memory_bytes:,} B of device memory is less than SGLang 0.5.23 reserves "
+                           f"(activations, CUDA graphs): no positive mem_fraction_static exists")
+    if avail <= 0:
+        raise ProfileError("weights_bytes", no_memory_rule(mem, gpu.name))
+    how = ("mem_fraction_static from the profile" if mem.mem_fraction_source == "profile"
+           else "SGLang 0.5.23's default mem_fraction_static" + (" x VLM factor" if mem.is_vlm else ""))
+    mm = " - 100 MiB VLM cache" if mem.mm_reservation_bytes else ""
+    return avail, (f"derived: free after weights ({mem.weights_source}) - pre_model_load_bytes "
+                   f"({mem.pre_model_load_source}) x (1 - {mfs:.6g}) ({how}){mm}"), rest_gib

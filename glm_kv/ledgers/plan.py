@@ -11,14 +11,14 @@ from ..inputs.model import ModelConfig
 from ..inputs.profile import Profile, load_profile, make_profile
 from ..inputs.resolve import ServerArgs, req_to_token_extra_context_len, resolve
 from ..inputs.retraction import retraction_backup
-from ..units import GiB, MiB, fmt_bytes
+from ..units import MiB, fmt_bytes
 from . import capacity as capacity_module
 from . import token as token_module
 from .capacity import (CapacityLedger, attention_capacity_ledger, capacity_ledger, swa_capacity_ledger,
                        swa_request_cap)
 from .host import HostLedger, hisparse_host_pool, host_ledger, replayssm_conv_window_bytes
 from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
-                     memory_plan_keys, no_memory_rule)
+                     memory_plan_keys, pools_budget)
 from .model_layers import ModelLayers, layers_for
 from .parallel import ParallelLedger, parallel_ledger
 from .request import RequestLedger, mamba_tracking_slots, replayssm_fixed_bytes, replayssm_pool_ring_bytes, request_ledger
@@ -80,25 +80,8 @@ def _memory(args: ServerArgs, layers: ModelLayers, overrides: dict | None = None
 
 
 def _available(args: ServerArgs, mem: MemoryLedger | None) -> tuple[int | None, str, float | None]:
-    """Bytes left for the pools, where they come from, and SGLang's float rest in GiB."""
-    p, gpu = args.profile, args.gpu
-    if p.available_bytes is not None:
-        return p.available_bytes, "available_bytes from the profile", p.available_bytes / GiB
-    if mem is None or mem.rest_gib is None:
-        return None, "unknown (give available_bytes, or weights_bytes with gpu)", None
-    rest_gib, mfs = mem.rest_gib, mem.mem_fraction_static
-    avail = int(rest_gib * GiB)
-    if avail <= 0 and mfs <= 0:  # the device is smaller than SGLang's own reservation (issue 10)
-        raise ProfileError("memory_bytes" if p.memory_bytes is not None else "gpu",
-                           f"{gpu.memory_bytes:,} B of device memory is less than SGLang 0.5.23 reserves "
-                           f"(activations, CUDA graphs): no positive mem_fraction_static exists")
-    if avail <= 0:
-        raise ProfileError("weights_bytes", no_memory_rule(mem, gpu.name))
-    how = ("mem_fraction_static from the profile" if mem.mem_fraction_source == "profile"
-           else "SGLang 0.5.23's default mem_fraction_static" + (" x VLM factor" if mem.is_vlm else ""))
-    mm = " - 100 MiB VLM cache" if mem.mm_reservation_bytes else ""
-    return avail, (f"derived: free after weights ({mem.weights_source}) - pre_model_load_bytes "
-                   f"({mem.pre_model_load_source}) x (1 - {mfs:.6g}) ({how}){mm}"), rest_gib
+    """Bytes left for the pools, where they come from, and SGLang's float rest in GiB (``memory.pools_budget``)."""
+    return pools_budget(args.profile, args.gpu, mem)
 
 
 def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int, source: str,

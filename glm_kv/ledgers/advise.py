@@ -430,11 +430,21 @@ def _binding(slots_term: float, token_term: int) -> str:
 
 def _plan_at(profile: Profile, max_running_requests: int) -> Plan | None:
     """The plan with this global --max-running-requests; None where SGLang refuses to size it
-    (a pool pinned to the requests that does not fit)."""
-    try:
-        return compute_plan(make_profile({**profile.model_dump(), "max_running_requests": max_running_requests}))
-    except ProfileError:
-        return None
+    (a pool pinned to the requests that does not fit).
+
+    A pinned --max-mamba-cache-size is advise's own knob, not a constraint: where the count refuses the
+    profile's pin (its slots leave no tokens), the plan at a smaller pin SGLang accepts stands in, since
+    the candidates scan every pin from the same rest. (Seed 1873192043: the pin 781 refused 80 requests
+    under EAGLE, so advise stopped at 79 where the pin 100 serves 111.)"""
+    fields = {**profile.model_dump(), "max_running_requests": max_running_requests}
+    pin = fields.get("max_mamba_cache_size")
+    pins = [pin] if pin is None else [pin] + [1 << j for j in range(pin.bit_length()) if (1 << j) < pin]
+    for k in pins:
+        try:
+            return compute_plan(make_profile({**fields, "max_mamba_cache_size": k}))
+        except ProfileError:
+            continue
+    return None
 
 
 def _largest_count(prof: Profile, start: int, n: int, attn_dp: int, t: int, prefix: int):

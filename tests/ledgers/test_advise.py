@@ -362,6 +362,22 @@ REPLAYSSM = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "spec
              "speculative_num_draft_tokens": 4, "enable_linear_replayssm_spec": True}
 
 
+def test_a_pin_the_count_refuses_is_not_a_limit(tmp_path, capsys):
+    """CI's seed 1873192043: the profile pins --max-mamba-cache-size 781 under EAGLE; at 80 requests its
+    slots leave no token (SGLang refuses the pin), so advise stopped at 79, where a smaller pin serves
+    111 at 80 (the brute force's split space). The pin is advise's knob: a smaller one stands in."""
+    path = tmp_path / "pinned.yaml"
+    path.write_text(yaml.safe_dump({
+        "sglang_layout": "0.5.23", "gpu": "H100", "tp_size": 1, "kv_cache_dtype": "fp8_e4m3",
+        "disable_overlap_schedule": True, "available_bytes": 163202202089, "max_mamba_cache_size": 781,
+        "max_running_requests": 64, "speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}))
+    work = make_workload({"concurrent_requests": 411, "tokens_per_request": {"p50": 8192, "p99": 65536}})
+    check(str(path), work, capsys)
+    adv = advise(load_profile(str(path)), work)
+    assert not adv.fits and adv.largest_fitting.concurrent_requests > 80, adv.flags
+
+
 def test_replayssm_ring_is_part_of_every_slot_by_hand(capsys):
     """The brute force's find: under --enable-linear-replayssm-spec a state slot costs the mamba
     budget 147,619,840 B + its replay ring 53,616,640 B = 201,236,480 B; advise sized the ring-less

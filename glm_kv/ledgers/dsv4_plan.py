@@ -142,7 +142,7 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
     validate_caps(p, page, attn_dp)
     # the weights load after the launch resolves and passes those checks; then the rest sizes the pools
     mem = dsv4_memory(p, cfg, gpu, attn_dp, bool(draft))
-    available, available_source = dsv4_available(p, gpu, mem)
+    available, available_source, _ = pools_budget(p, gpu, mem)   # one rule with every other plan
     chunk = p.chunked_prefill_size if p.chunked_prefill_size is not None else gpu_defaults(
         gpu.memory_bytes / MiB, p.tp_size)[0]
     chunk = chunk // attn_dp if chunk and chunk > 0 else chunk   # DP attention divides the chunk
@@ -199,12 +199,6 @@ def dsv4_memory(p: Profile, cfg: HfConfig, gpu: Gpu, attn_dp: int, speculative: 
     return memory_ledger_for(p, cfg, None, gpu, attn_dp, p.max_running_requests, attn_tp,
                              target_weights_bytes=target, weights_source=source, draft_weights_bytes=draft,
                              weights_estimate_bytes=est, draft_source=draft_source)
-
-
-def dsv4_available(p: Profile, gpu: Gpu, mem: MemoryLedger) -> tuple[int, str]:
-    """Bytes left for the pools on one rank and where they come from (``memory.pools_budget``, as every plan)."""
-    avail, source, _rest_gib = pools_budget(p, gpu, mem)
-    return avail, source
 
 
 def dsv4_plan_to_dict(plan: Dsv4Plan) -> dict:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from ..errors import ProfileError
 from ..inputs.gpus import Gpu
 from ..inputs.model import ModelConfig
 from ..units import GiB, MiB
@@ -726,7 +727,6 @@ def estimate_draft_bytes_for(cfg, layers, tp_size: int, attn_tp_size: int, dp_at
     + MoE decoder layer per NextN layer at the checkpoint's width (GLM-5.3-Flash: 1 B, as before),
     ``eh_proj`` (bf16, replicated) and the draft's OWN embed_tokens and lm_head shards (bf16),
     which ``set_embed_and_head`` frees only after the target pools exist."""
-    from ..errors import ProfileError
     from .model_weights import checkpoint_weights, draft_layer_counts
 
     if not model_facts(cfg).use_mla or cfg.text.get("kv_lora_rank") is None:
@@ -786,8 +786,6 @@ def pools_budget(p, gpu: Gpu, mem: MemoryLedger | None) -> tuple[int | None, str
     """Bytes left for the pools on one rank, where they come from, and SGLang's float rest in GiB: the profile's
     ``available_bytes``, else the rest the device-to-rest path leaves (one rule for the shared plan and
     DeepSeek-V4's); a rest at or below zero is refused, naming what leaves none."""
-    from ..errors import ProfileError
-
     if p.available_bytes is not None:
         return p.available_bytes, "available_bytes from the profile", p.available_bytes / GiB
     if mem is None or mem.rest_gib is None:

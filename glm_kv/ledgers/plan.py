@@ -79,11 +79,6 @@ def _memory(args: ServerArgs, layers: ModelLayers, overrides: dict | None = None
                              args.attn_tp_size, **(overrides or {}))
 
 
-def _available(args: ServerArgs, mem: MemoryLedger | None) -> tuple[int | None, str, float | None]:
-    """Bytes left for the pools, where they come from, and SGLang's float rest in GiB (``memory.pools_budget``)."""
-    return pools_budget(args.profile, args.gpu, mem)
-
-
 def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int, source: str,
               rest_gib: float, fixed_bytes: int = 0) -> CapacityLedger:
     """The pools from the bytes left: mamba first for a hybrid, tokens only for an attention model."""
@@ -147,7 +142,7 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     if p.disaggregation_ib_device is not None:   # issue 30: SGLang checks the devices on the machine it starts on
         notes.append(ib_devices_note(p.disaggregation_ib_device))
     mem = _memory(args, layers, memory_overrides)
-    avail, source, rest_gib = _available(args, mem)
+    avail, source, rest_gib = pools_budget(args.profile, args.gpu, mem)
     if mem is not None and mem.rest_gib is not None and p.available_bytes is None \
             and mem.pre_model_load_source == "estimate":
         notes.append(PRE_LOAD_ESTIMATE_NOTE)

@@ -10,7 +10,7 @@ Knobs split in two (issue 21, deliverable 4):
   ``context_length``, ``hicache_ratio``) are evaluated in the browser by a JavaScript port of
   exactly the arithmetic that depends on them: ``memory.reserved_mib`` / ``fraction_from_inputs``
   (the default fraction), ``memory.rest_gib_from`` (float32 readings under TP), the plan's
-  ``_available`` refusals, ``capacity._pool_sizes_scalar`` (SGLang's float64 GiB sizing, Python's
+  ``memory.pools_budget`` refusals, ``capacity._pool_sizes_scalar`` (SGLang's float64 GiB sizing, Python's
   float ``//`` included) and ``host.host_size`` for an explicit HiCache ratio.
 
 The port is not trusted: ``tests/book/test_calculator.py`` drives the page in headless Chromium

@@ -458,16 +458,16 @@ def test_a_planted_acceptance_is_caught(sglang_ready, monkeypatch):
     """Planted: glm-kv accepts weights that leave no memory (SGLang refuses while sizing)."""
     import glm_kv.ledgers.plan as plan_module
 
-    real = plan_module._available
+    real = plan_module.pools_budget
 
-    def lenient(args, mem):
+    def lenient(p, gpu, mem):
         try:
-            return real(args, mem)
+            return real(p, gpu, mem)
         except Exception:   # noqa: BLE001 - the planted error: no refusal
             return GiB, "planted", 1.0
 
     problems = planted(monkeypatch, "deepseek-v3.2", {**PLANT, "weights_bytes": 140 * GiB},
-                       lambda mp: mp.setattr(plan_module, "_available", lenient))
+                       lambda mp: mp.setattr(plan_module, "pools_budget", lenient))
     assert problems and problems[0].startswith("errors: SGLang refuses"), problems
 
 

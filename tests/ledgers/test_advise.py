@@ -470,6 +470,11 @@ def test_not_fitting_walks_every_kv_dtype_by_hand(tmp_path, capsys):
     assert not adv.fits
     assert adv.flags == ("--max-mamba-cache-size 272", "--max-running-requests 68", "--kv-cache-dtype fp8_e4m3")
     assert adv.largest_fitting.concurrent_requests == 68 and adv.served_per_worker == 34
+    # the JSON and the note say the same (252 per worker x 16,384 paged tokens + 1,048,576 cached = 5,177,344)
+    d = adv.to_dict()
+    assert (d["served_per_worker"], d["tokens_needed_per_worker"]) == (34, 5_177_344)
+    assert any(n.startswith("does not fit: at most 68 requests of 16384 tokens, or 504 requests of")
+               for n in adv.notes), adv.notes
     cap = adv.plan.capacity
     assert (cap.max_mamba_cache_size, cap.spec_scratch_bytes, cap.token_pool_budget_bytes,
             cap.max_total_num_tokens) == (136, 10_333_388_800, 10_839_740_822, 1_609_984)

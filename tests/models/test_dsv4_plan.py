@@ -134,3 +134,23 @@ def test_hicache_host_pools_are_sglangs(capsys):
     assert h["total_bytes"] == sum(a * b * c for a, b, c in SGLANG_HOST.values())
     assert h["kv_tokens"] == 63150 * 256 and h["swa_tokens"] == 6314 * 256 and h["hicache_ratio"] == 2.0
     assert main(["plan", *FLASH, "--set", "enable_hierarchical_cache=true", "--set", "hicache_ratio=2"]) == 0
+
+
+def test_the_layer_counts_and_host_layout_are_the_inputs(capsys):
+    """The JSON's per-layer sections count the config's own ``compress_ratios`` (read here as raw JSON, its first
+    ``num_hidden_layers`` entries: the last entry is the MTP layer's), and the host section names the layout the
+    launch asked for (page_first is accepted for DeepSeek-V4; page_first_kv_split is refused above). Mutation run of
+    2026-12-05: ``layers_of(None)`` for c128 and a misspelt ``mem_layout`` key survived the fast suite."""
+    from pathlib import Path
+
+    import glm_kv
+
+    raw = json.loads((Path(glm_kv.__file__).parent / "inputs" / "models" /
+                      "deepseek-ai--DeepSeek-V4-Flash_config.json").read_text())
+    ratios = raw["compress_ratios"][:raw["num_hidden_layers"]]
+    d = plan_json(capsys, "--set", "enable_hierarchical_cache=true", "--set", "hicache_ratio=2",
+                  "--set", "hicache_mem_layout=page_first")
+    assert {k: v["layers"] for k, v in d["layers"].items()} == {
+        "dsv4_latent_kv": raw["num_hidden_layers"], "dsv4_c4": ratios.count(4), "dsv4_c128": ratios.count(128),
+        "dsv4_swa_only": ratios.count(0)}
+    assert d["host"]["mem_layout"] == "page_first"

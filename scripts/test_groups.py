@@ -22,6 +22,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,36 @@ def summarise(output: str) -> tuple[str, dict[str, int]]:
 
 
 # pip's warnings about the machine's own find-links folders say nothing about a failure
+# What a run puts on the disk: a group's venv when it is not there yet (du -sh of a fresh build,
+# 2026-12-06), and what the tests write to the temp dir (tmp_path, pytest's basetemps, book builds).
+# A full disk fails tests far from the cause (CI of 2026-12-05: tmp_path, a copied package, a truncated
+# notebook), so the run says up front what it needs and what is free, and says it again on failure.
+VENV_GIB = {"sglang": (".venv-sglang", 6.1), "vllm": (".venv-vllm", 8.2), "unit": (".venv", 1.6)}
+TMP_GIB = 1.0
+
+
+def free_gib(path: str | Path) -> float:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize / 2**30
+
+
+def disk_check(chosen: list[Group]) -> tuple[str, bool]:
+    """One line on the disk (free here and in the temp dir, and what this run needs) and whether it
+    is enough. Venvs that exist already cost nothing; when the temp dir shares the disk, one sum."""
+    venvs = sum(gib for g in chosen if g.name in VENV_GIB
+                for rel, gib in [VENV_GIB[g.name]] if not (ROOT / rel).exists())
+    tmp = tempfile.gettempdir()
+    here, there = free_gib(ROOT), free_gib(tmp)
+    same = os.stat(ROOT).st_dev == os.stat(tmp).st_dev
+    enough = (here >= venvs + TMP_GIB) if same else (here >= venvs and there >= TMP_GIB)
+    line = (f"disk: {here:.1f} GiB free at {ROOT}" + ("" if same else f", {there:.1f} GiB in {tmp}")
+            + f"; this run needs about {venvs + TMP_GIB:.1f} GiB ({venvs:.1f} for venvs not built yet, "
+            f"{TMP_GIB:.1f} in {tmp})")
+    if not enough:
+        line += "\nWARNING: not enough free disk: expect 'No space left on device' failures; free some space first"
+    return line, enough
+
+
 _NOISE = re.compile(r"^WARNING: Location '.*' is ignored|^\s*$")
 
 
@@ -185,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "GLM_KV_SEED": str(seed), "PYTHONUNBUFFERED": "1"}
     print(f"glm-kv test groups: {', '.join(g.name for g in chosen)}; seed {seed} "
           f"(reproduce: make test SEED={seed}); {JOBS} job(s) per group", flush=True)
+    disk, enough = disk_check(chosen)
+    print(disk, flush=True)
     results = []
     for g in chosen:
         results.append((g, *run_group(g, env)))
@@ -197,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(r[3] for r in results)
     failed = [g.name for g, ok, *_ in results if not ok]
     print(f"{'FAILED: ' + ', '.join(failed) if failed else 'all groups passed'} in {total:.0f} s")
+    if failed and not enough:
+        print("(the run began short of disk: " + disk.splitlines()[0] + ")")
     print("=" * 78)
     passed = sum(c.get("passed", 0) for _, _, (_, c), _ in results)
     broken = sum(c.get("failed", 0) + c.get("error", 0) for _, _, (_, c), _ in results)

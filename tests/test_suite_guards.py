@@ -466,3 +466,24 @@ def test_a_failing_step_s_last_lines_reach_the_summary(capsys):
     # a group that passes tells nothing
     p = tg.Group("p", "", steps=((sys.executable, "-c", "print(1)"),))
     assert tg.run_group(p, dict(os.environ))[0] and p.failure == []
+
+
+def test_the_run_says_what_disk_it_needs_and_warns_when_short(monkeypatch, tmp_path):
+    """A full disk fails tests far from the cause (a 2026-12-05 CI run: tmp_path, a copied package and
+    a truncated notebook failed; the venvs of stale clones had filled the disk), so the run's head
+    says what is free and what it needs: the venvs not built yet (by their du) plus the temp dir."""
+    tg = _test_groups()
+    monkeypatch.setattr(tg, "ROOT", tmp_path)  # a fresh clone: no venv is built yet
+    by_name = {g.name: g for g in tg.groups()}
+    needed = 6.1 + 8.2 + 1.6 + 1.0  # sglang, vllm and .venv by du -sh on 2026-12-06, then the temp dir
+    monkeypatch.setattr(tg, "free_gib", lambda path: needed + 0.05)
+    line, enough = tg.disk_check(list(by_name.values()))
+    assert enough and "this run needs about 16.9 GiB (15.9 for venvs not built yet" in line
+    assert "WARNING" not in line
+    monkeypatch.setattr(tg, "free_gib", lambda path: needed - 0.05)
+    line, enough = tg.disk_check(list(by_name.values()))
+    assert not enough and "WARNING: not enough free disk" in line
+    # a venv that is there costs nothing; the unit group alone needs only its venv and the temp dir
+    (tmp_path / ".venv").mkdir()
+    line, enough = tg.disk_check([by_name["unit"]])
+    assert enough and "needs about 1.0 GiB (0.0 for venvs" in line

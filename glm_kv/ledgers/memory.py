@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from ..errors import ProfileError
 from ..inputs.gpus import Gpu
-from ..inputs.model import ModelConfig
 from ..units import GiB, MiB
 
 MLA_PREFILL_GRAPH_MIB = 1536          # reserve_for_graph_mb: MLA prefill graph, flat
@@ -264,18 +263,6 @@ class ModelFacts:
     dsv4_prefill_graph_off: bool = False   # DeepSeek-V4 without prefill CP: breakable prefill graph off
 
 
-def _facts_of_glm(model: ModelConfig) -> ModelFacts:
-    """GLM-5.3-Flash's reader (inputs/model.py): the facts as glm-kv has always read them."""
-    archs = tuple(getattr(model, "architectures", ()) or ())
-    return ModelFacts(
-        model_type="glm5_next", use_mla=True,
-        multimodal=not archs or any(a in MULTIMODAL_ARCHS for a in archs),
-        has_vision_config=bool(getattr(model, "has_vision_config", False)),
-        vision_num_hidden_layers=getattr(model, "vision_num_hidden_layers", None) or VIT_BASE_LAYERS,
-        vision_hidden_size=getattr(model, "vision_hidden_size", None) or VIT_BASE_HIDDEN,
-        kda_prefill_graph_off=False, multimodal_bcg_supported=True)
-
-
 def _uses_kda(cfg) -> bool:
     """``uses_kda_attention`` (configs/model_config.py): linear_attn_config.kda_layers, or linear
     attention layer types with linear_num_heads and linear_head_dim, on the config or its text part."""
@@ -290,13 +277,7 @@ def _uses_kda(cfg) -> bool:
 
 
 def model_facts(model) -> ModelFacts:
-    """The facts of a model: an ``HfConfig`` (any model, SGLang's rules) or GLM-5.3-Flash's ``ModelConfig``
-    (also inside the ``GlmHfConfig`` its wrapper builds: read by GLM-5.3-Flash's reader, as always)."""
-    glm = getattr(model, "glm_model", None)
-    if glm is not None:
-        return _facts_of_glm(glm)
-    if isinstance(model, ModelConfig) or not hasattr(model, "top"):
-        return _facts_of_glm(model)
+    """The facts of a model from its ``HfConfig``, by SGLang's rules (GLM-5.3-Flash's as every model's)."""
     archs, top, text = tuple(model.architectures), model.top, model.text
     use_mla = any(a in MLA_ARCHS for a in archs) or (
         "PixtralForConditionalGeneration" in archs and text.get("kv_lora_rank") is not None) or (
@@ -323,7 +304,7 @@ def model_facts(model) -> ModelFacts:
 
 def is_multimodal(model, p=None) -> bool:
     """SGLang's ``ModelConfig.is_multimodal``: a multimodal architecture or a text_config sub-config,
-    unless --language-model-only (``model``: an HfConfig, or GLM-5.3-Flash's ModelConfig)."""
+    unless --language-model-only (``model``: an HfConfig)."""
     return model_facts(model).multimodal and not (p is not None and p.language_model_only)
 
 
@@ -331,7 +312,7 @@ def fraction_inputs(p, model, gpu: Gpu, attn_dp: int,
                     max_running_requests: int | None) -> FractionInputs:
     """The inputs of the default fraction for a profile; ``max_running_requests`` is the user's.
 
-    ``model``: an ``HfConfig`` (any model) or GLM-5.3-Flash's ``ModelConfig``. The rules read, all in
+    ``model``: an ``HfConfig`` (any model, GLM-5.3-Flash too). The rules read, all in
     arg_groups/: ``memory_hook.handle_gpu_memory_settings`` (GPU defaults, activation, parallel slack,
     10 GiB floor), ``memory_hook.reserve_for_graph_mb`` (decode graph, DP padding, the prefill graph:
     flat 1.5 GiB for MLA backends, ``len(bs) x 8`` otherwise), ``memory_hook.reserve_for_deepep_a2a_mb``,
@@ -374,95 +355,6 @@ def fraction_inputs(p, model, gpu: Gpu, attn_dp: int,
 
 # ---------------------------------------------------------------------------------------------
 # weights per rank
-
-
-@dataclass(frozen=True)
-class WeightParams:
-    """Parameter counts by how SGLang partitions them over the ranks."""
-
-    over_tp: int          # experts, dense MLP, lm_head: the full TP group
-    over_attn_tp: int     # MLA q_b / kv_b / o, embed_tokens under DP attention
-    over_linear_tp: int   # KDA per-head projections, conv, A_log, dt_bias
-    replicated: int       # MLA q_a / kv_a, DSA indexer, routers, low-rank KDA gates
-    embed: int            # embed_tokens (over attn_tp with DP attention, else over tp)
-
-    @property
-    def total(self) -> int:
-        return self.over_tp + self.over_attn_tp + self.over_linear_tp + self.replicated + self.embed
-
-
-def _mla_split(model: ModelConfig) -> tuple[int, int]:
-    """(partitioned over attn_tp, replicated) parameters of one MLA + DSA-indexer layer."""
-    h, heads = model.hidden_size, model.num_attention_heads
-    q_lora = getattr(model, "q_lora_rank", 0) or 1536
-    nope = getattr(model, "qk_nope_head_dim", 0) or 256
-    v_dim = getattr(model, "v_head_dim", 0) or 256
-    rope = model.qk_rope_head_dim
-    part = q_lora * heads * (nope + rope) + model.kv_lora_rank * heads * (nope + v_dim) + heads * v_dim * h
-    idx = model.index_n_heads * model.index_head_dim
-    repl = h * q_lora + h * (model.kv_lora_rank + rope) + q_lora * idx + h * model.index_head_dim \
-        + h * model.index_n_heads
-    return part, repl
-
-
-def _moe_layer(model: ModelConfig) -> tuple[int, int]:
-    """(experts incl. shared, router) parameters of one MoE layer."""
-    h = model.hidden_size
-    experts = (model.n_routed_experts + model.n_shared_experts) * 3 * h * model.moe_intermediate_size
-    return experts, model.n_routed_experts * h
-
-
-def weight_params(model: ModelConfig) -> WeightParams:
-    """The target model's parameters by partition (norms and the vision tower left out)."""
-    h = model.hidden_size
-    n_moe = model.num_hidden_layers - model.first_k_dense_replace
-    experts, router = _moe_layer(model)
-    dense = 3 * h * model.intermediate_size
-    mla_part, mla_repl = _mla_split(model)
-    kda = 4 * h * model.kda_proj_size   # q, k, v, o per head
-    return WeightParams(
-        over_tp=n_moe * experts + model.first_k_dense_replace * dense + model.vocab_size * h,
-        over_attn_tp=model.num_full_layers * mla_part,
-        over_linear_tp=model.num_linear_layers * kda,
-        replicated=n_moe * router + model.num_full_layers * mla_repl,
-        embed=model.vocab_size * h,
-    )
-
-
-def estimate_weight_bytes(model: ModelConfig, tp_size: int, bytes_per_param: float = 1.0,
-                          attn_tp_size: int | None = None, linear_attn_tp_size: int | None = None,
-                          dp_attention: bool | None = None) -> int:
-    """Target weights on one rank (FP8 checkpoint: 1 byte per parameter).
-
-    With ``attn_tp_size`` the attention weights are split only over the attention-TP group and
-    the MLA low-rank / indexer weights are replicated, as SGLang's layers do; without it every
-    parameter is divided by ``tp_size`` (the rough figure the book's charts start from).
-    """
-    w = weight_params(model)
-    if attn_tp_size is None:
-        return int(w.total * bytes_per_param / tp_size)
-    lin = linear_attn_tp_size or attn_tp_size
-    dpa = attn_tp_size < tp_size if dp_attention is None else dp_attention
-    per_rank = (w.over_tp / tp_size + w.over_attn_tp / attn_tp_size + w.over_linear_tp / lin
-                + w.replicated + w.embed / (attn_tp_size if dpa else tp_size))
-    return int(per_rank * bytes_per_param)
-
-
-def estimate_draft_bytes(model: ModelConfig, tp_size: int, attn_tp_size: int,
-                         bytes_per_param: float = 1.0, dp_attention: bool = False) -> int:
-    """The MTP draft on one rank when the target pools are sized (an estimate).
-
-    One MLA + MoE decoder layer, ``eh_proj`` (bf16, replicated) and the draft's OWN embed_tokens
-    and lm_head shards (bf16): ``set_embed_and_head`` frees them only after the target pools exist.
-    """
-    h = model.hidden_size
-    part, repl = _mla_split(model)
-    experts, router = _moe_layer(model)
-    layer = (experts / tp_size + part / attn_tp_size + repl + router) * bytes_per_param
-    embed = model.vocab_size * h * 2 / (attn_tp_size if dp_attention else tp_size)
-    head = model.vocab_size * h * 2 / tp_size
-    eh_proj = 2 * h * h * 2
-    return int(layer + embed + head + eh_proj) * max(model.num_nextn_predict_layers, 1)
 
 
 def dflash_draft_weights(p) -> tuple[int, str]:
@@ -622,79 +514,6 @@ def memory_plan_keys(m: MemoryLedger, rest_bytes: int | None, given: bool) -> di
     }
 
 
-def memory_ledger(p, model: ModelConfig, gpu: Gpu, attn_dp: int, max_running_requests: int | None,
-                  attn_tp: int | None = None, *, pre_model_load_bytes: int | None = None,
-                  pre_source: str | None = None, target_weights_bytes: int | None = None,
-                  draft_weights_bytes: int | None = None, weights_source: str | None = None
-                  ) -> MemoryLedger:
-    """GLM-5.3-Flash's device-to-rest path (its ``ModelConfig``): ``memory_ledger_for`` over the same
-    model seen as an HfConfig + layer specs (``glm_hf_config``, ``glm_layers``), its facts read by
-    GLM-5.3-Flash's own reader as before."""
-    return memory_ledger_for(p, glm_hf_config(model, p), glm_layers(model), gpu, attn_dp, max_running_requests,
-                             attn_tp, pre_model_load_bytes=pre_model_load_bytes, pre_source=pre_source,
-                             target_weights_bytes=target_weights_bytes, draft_weights_bytes=draft_weights_bytes,
-                             weights_source=weights_source)
-
-
-# GLM-5.3-Flash's ModelConfig field -> config.json name (the rest are named as in config.json)
-_GLM_TEXT_FIELDS = ("num_hidden_layers", "kv_lora_rank", "qk_rope_head_dim", "num_attention_heads", "index_head_dim",
-                    "index_n_heads", "index_topk", "index_kpool", "num_nextn_predict_layers",
-                    "max_position_embeddings", "hidden_size", "vocab_size", "intermediate_size",
-                    "moe_intermediate_size", "first_k_dense_replace", "n_routed_experts", "n_shared_experts")
-
-
-def glm_hf_config(model: ModelConfig, p=None):
-    """GLM-5.3-Flash's ``ModelConfig`` as an ``HfConfig`` (its facts kept from its own reader, the MLA
-    widths with the defaults its estimate always used: q_lora_rank 1536, qk_nope / v_head_dim 256)."""
-    from ..inputs.hf_config import HfConfig
-    from ..inputs.weights import local_config
-
-    text = {k: getattr(model, k) for k in _GLM_TEXT_FIELDS}
-    text.update(q_lora_rank=model.q_lora_rank or 1536, qk_nope_head_dim=model.qk_nope_head_dim or 256,
-                v_head_dim=model.v_head_dim or 256,
-                linear_attn_config={"num_heads": model.kda_num_heads, "head_dim": model.kda_head_dim,
-                                    "short_conv_kernel_size": model.short_conv_kernel_size,
-                                    "kda_layers": list(model.linear_attention_layers)})
-    raw = (local_config(p.model) if p is not None else None) or {}
-    top = {"architectures": list(model.architectures), "model_type": "glm5_next", "text_config": text}
-    q = raw.get("quantization_config") or (raw.get("text_config") or {}).get("quantization_config")
-    if q is not None:
-        top["quantization_config"] = q
-    return GlmHfConfig(name=model.name, source=model.source, model_type="glm5_next", family="mla_dsa+kda",
-                       architectures=tuple(model.architectures), top=top, text=text, glm_model=model)
-
-
-def glm_layers(model: ModelConfig):
-    """GLM-5.3-Flash's layers as specs: MLA + DSA indexer in each full-attention layer, KDA in each
-    linear one (byte widths irrelevant here: the weights read only which kind sits where)."""
-    from ..inputs.rules import RULES
-    from .layers import DsaIndexerK, KdaState, MlaKv
-    from .model_layers import ModelLayers
-
-    r = RULES["0.5.23"]
-    full = (MlaKv(model.kv_lora_rank, model.qk_rope_head_dim, 2, "bf16", r),
-            DsaIndexerK(model.index_head_dim, model.index_kpool, r))
-    kda = KdaState(num_heads=model.kda_num_heads, head_dim=model.kda_head_dim,
-                   conv_kernel=model.short_conv_kernel_size, attn_tp=1, conv_item_bytes=2, ssm_item_bytes=4)
-    full_ids, lin_ids = set(model.full_attention_layers), set(model.linear_attention_layers)
-    layers = tuple((i, full if i in full_ids else (kda,) if i in lin_ids else ())
-                   for i in range(model.num_hidden_layers))
-    return ModelLayers(name=model.name, family="mla_dsa+kda", num_hidden_layers=model.num_hidden_layers,
-                       layers=layers)
-
-
-def _glm_hf_config_class():
-    from dataclasses import field as _field, make_dataclass
-
-    from ..inputs.hf_config import HfConfig
-
-    return make_dataclass("GlmHfConfig", [("glm_model", object, _field(default=None, repr=False, compare=False))],
-                          bases=(HfConfig,), frozen=True)
-
-
-GlmHfConfig = _glm_hf_config_class()
-
-
 def weights_for(p, cfg, layers, attn_tp: int, attn_dp: int) -> tuple[int, str]:
     """(target weights on one rank, "safetensors" or "estimate") for a profile without weights_bytes.
 
@@ -741,24 +560,6 @@ def estimate_draft_bytes_for(cfg, layers, tp_size: int, attn_tp_size: int, dp_at
     head = vocab * h * 2 / tp_size
     eh_proj = 2 * h * h * 2
     return int(layer + embed + head + eh_proj) * max(t.get("num_nextn_predict_layers") or 0, 1)
-
-
-def weights_from_model(p, model: ModelConfig, attn_tp: int, attn_dp: int) -> tuple[int, str]:
-    """GLM-5.3-Flash's ``weights_for`` (its ModelConfig)."""
-    return weights_for(p, glm_hf_config(model, p), glm_layers(model), attn_tp, attn_dp)
-
-
-def checkpoint_bytes_per_param(p) -> float:
-    """Bytes per parameter of the profile's checkpoint (its config's quantization; FP8 with its
-    128 x 128 block scales when the config names none)."""
-    from ..inputs.weights import BYTES_PER_PARAM, local_config, quantization_of
-
-    return BYTES_PER_PARAM[quantization_of(local_config(p.model) or {})]
-
-
-def model_weight_estimate(p, model: ModelConfig, attn_tp: int, attn_dp: int) -> int:
-    """GLM-5.3-Flash's ``weight_estimate_for`` (its ModelConfig)."""
-    return weight_estimate_for(p, glm_hf_config(model, p), glm_layers(model), attn_tp, attn_dp)
 
 
 def rest_for_profile(p, gpu: Gpu, attn_dp: int, max_running_requests: int | None) -> MemoryLedger:

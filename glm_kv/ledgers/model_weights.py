@@ -27,7 +27,7 @@ at FP8, NVFP4 or bf16 when none of its Linears is listed; embeddings and routers
 group leaves unlisted beside listed ones (Qwen3.6's in_proj_ba, under 1 % of a Gated DeltaNet layer) is
 counted at the group's width.
 
-GLM-5.3-Flash keeps the estimate it always had (``memory.weight_params``): its shipped config is an
+GLM-5.3-Flash (``model_type`` glm5_next) keeps the estimate it always had: its shipped config is an
 excerpt without ``quantization_config``, and every parameter is counted at FP8's 1 B + block
 scales (``quantization_of``'s "fp8 when the config names none").
 """
@@ -344,7 +344,7 @@ def checkpoint_weights(cfg: HfConfig, layers: ModelLayers) -> CheckpointWeights:
 
 def draft_layer_counts(cfg: HfConfig, layers: ModelLayers) -> tuple[int, int, int]:
     """(over tp, over attn_tp, replicated) parameters of one MTP / NextN decoder layer (MLA + its DSA
-    indexer + MoE), as ``memory.estimate_draft_bytes`` counts GLM-5.3-Flash's."""
+    indexer + MoE), for ``memory.estimate_draft_bytes_for``."""
     t = cfg.text
     h = t["hidden_size"]
     indexer = bool(layers.specs((DsaIndexerK,)))

@@ -10,7 +10,7 @@ import pytest
 
 from glm_kv import ProfileError
 from glm_kv.inputs.model import load_model
-from glm_kv.ledgers.memory import estimate_weight_bytes, vlm_factor
+from glm_kv.ledgers.memory import vlm_factor
 from glm_kv.ledgers.plan import load_plan
 
 GiB = 1 << 30
@@ -105,11 +105,19 @@ def test_mtp_draft_weights_are_counted():
 def test_dp_attention_replicates_attention_weights():
     # split over attn_tp, not tp: KDA q/k/v/o 34 x 4 x 4096 x 8192, MLA q_b/kv_b/o
     # 11 x (1536*64*256 + 512*64*512 + 64*256*4096), embed 154880 x 4096
-    m = load_model()
+    # (the one estimate every model gets: model_weights.checkpoint_weights over the config's layer specs),
+    # FP8 with 128 x 128 block scales: 1 + 4 / 16384 B per parameter
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.inputs.resolve import resolve
+    from glm_kv.ledgers.model_layers import layers_for
+    from glm_kv.ledgers.model_weights import checkpoint_weights
+
+    args = resolve(make_profile({"gpu": "H200", "tp_size": 8}))
+    w = checkpoint_weights(args.config, layers_for(args))
     attn = 34 * 4 * 4096 * 8192 + 11 * (1536 * 64 * 256 + 512 * 64 * 512 + 64 * 256 * 4096) + 154_880 * 4096
-    dp8 = estimate_weight_bytes(m, 8, attn_tp_size=1, dp_attention=True)
-    tp8 = estimate_weight_bytes(m, 8, attn_tp_size=8, dp_attention=False)
-    assert abs((dp8 - tp8) - attn * 7 / 8) <= 2
+    dp8 = w.per_rank(8, 1, dp_attention=True)
+    tp8 = w.per_rank(8, 8, dp_attention=False)
+    assert abs((dp8 - tp8) - attn * 7 / 8 * (1 + 4 / 16384)) <= 2
     assert 5.5e9 < dp8 - tp8 < 5.7e9
 
 

@@ -466,18 +466,25 @@ def test_replayssm_ring_bytes_by_hand():
     assert replayssm_ring_bytes((64, 128, 64), 1, 1) == 64 * (128 * 2 * 2 + 64 * 2 * 2 + 4 + 64 * 4)
 
 
-def test_draft_bf16_parts_by_hand(glm):
-    """The MTP draft estimate's bf16 parts, with the decoder layer's own weights left out
-    (``bytes_per_param=0``): the draft's embed_tokens and lm_head shards, vocab x hidden x 2 B each
-    (embed over the attention TP under DP attention, else over TP; lm_head over TP), and
+def test_draft_bf16_parts_by_hand(glm, monkeypatch):
+    """The MTP draft estimate's bf16 parts, with the decoder layer's own weights left out (its
+    parameter counts patched to 0): the draft's embed_tokens and lm_head shards, vocab x hidden x 2 B
+    each (embed over the attention TP under DP attention, else over TP; lm_head over TP), and
     ``eh_proj``, DeepSeek-V3's ``nn.Linear(2 * hidden, hidden)`` in bf16, replicated:
     2 x hidden x hidden x 2 B; times the MTP layers (at least one). By hand from the config's
     hidden_size and vocab_size."""
-    from glm_kv.ledgers.memory import estimate_draft_bytes
+    from glm_kv.inputs.profile import make_profile
+    from glm_kv.inputs.resolve import resolve
+    from glm_kv.ledgers import model_weights
+    from glm_kv.ledgers.memory import estimate_draft_bytes_for
+    from glm_kv.ledgers.model_layers import layers_for
 
+    args = resolve(make_profile({"gpu": "H200"}))
+    cfg, layers = args.config, layers_for(args)
+    monkeypatch.setattr(model_weights, "draft_layer_counts", lambda cfg, layers: (0, 0, 0))
     h, v, n = glm.hidden_size, glm.vocab_size, max(glm.num_nextn_predict_layers, 1)
-    assert estimate_draft_bytes(glm, 1, 1, bytes_per_param=0) == (2 * v * h * 2 + 4 * h * h) * n
-    assert estimate_draft_bytes(glm, 8, 1, bytes_per_param=0, dp_attention=True) == \
+    assert estimate_draft_bytes_for(cfg, layers, 1, 1) == (2 * v * h * 2 + 4 * h * h) * n
+    assert estimate_draft_bytes_for(cfg, layers, 8, 1, dp_attention=True) == \
         (v * h * 2 + v * h * 2 // 8 + 4 * h * h) * n
 
 

@@ -106,16 +106,6 @@ def test_weight_estimate_counts_by_hand():
     assert 34e9 < w.total_params < 35.5e9                             # model card: 35B (vision tower excluded)
 
 
-def test_glm53_estimate_unchanged():
-    p = make_profile({"gpu": "H200", "tp_size": 8, "dp_size": 8, "enable_dp_attention": True})
-    model = load_model(p.model)
-    bpp = memory.checkpoint_bytes_per_param(p)
-    assert memory.model_weight_estimate(p, model, 1, 8) == memory.estimate_weight_bytes(model, 8, bpp, attn_tp_size=1,
-                                                                                       dp_attention=True)
-    assert memory.estimate_draft_bytes_for(memory.glm_hf_config(model, p), memory.glm_layers(model), 8, 1, True) \
-        == memory.estimate_draft_bytes(model, 8, 1, dp_attention=True)
-
-
 @pytest.mark.parametrize("name, q, lo, hi", [
     ("deepseek-v3.2", "fp8", 665e9, 680e9),         # 671B without the MTP layer (model card: 685B with it)
     ("glm-5.1", "bf16", 735e9, 755e9),               # GLM-5: 744B

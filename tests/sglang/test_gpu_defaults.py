@@ -83,7 +83,7 @@ def glm_kv_defaults(name: str, tp: int, extra: dict) -> dict:
     except ProfileError as e:
         return {"refused": str(e)}
     chunk, max_bs = gpu_defaults(a.gpu.memory_bytes / (1 << 20), tp)
-    frac = fraction_from_inputs(fraction_inputs(p, a.model, a.gpu, a.attn_dp_size, p.max_running_requests))
+    frac = fraction_from_inputs(fraction_inputs(p, a.config, a.gpu, a.attn_dp_size, p.max_running_requests))
     return {"kv_cache_dtype": a.kv_cache_dtype, "dsa_prefill_backend": a.dsa_prefill_backend,
             "dsa_decode_backend": a.dsa_decode_backend, "page_size": a.page_size,
             "chunked_prefill_size": chunk, "decode_graph_max_bs": max_bs, "mem_fraction_static": frac}

@@ -172,14 +172,22 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
                      f"pre-allocated rows) x slots per request): "
                      f"{fmt_bytes((mamba_pool_slots - cap.max_mamba_cache_size) * req.state_slot_bytes)} "
                      f"beyond the sized pools, and HiCache's host state pool follows the raised size")
+    spec_rows_extra = _decode_spec_rows_extra(args, cap, mamba_pool_slots)
+    scratch_per_row = req.state_slot_bytes * args.verify_state_draft_tokens   # 0 under ReplaySSM
+    if spec_rows_extra and scratch_per_row:
+        notes.append(f"decode server: MambaPool's speculative verify scratch covers the {spec_rows_extra:,} "
+                     f"pre-allocated rows too (mamba_spec_state_size = requests + pre-allocated rows): "
+                     f"{fmt_bytes(spec_rows_extra * scratch_per_row)} beyond the sized pools")
+    spec_rows = (cap.max_running_requests_per_worker + spec_rows_extra) if cap else None
     host = host_ledger(layers, p, tok, req.state_slot_bytes,
                        cap.max_total_num_tokens if cap else None,
                        mamba_pool_slots,
                        # the Gated DeltaNet ReplaySSM ring: the budget's reservation out, MambaPool's allocation in
                        # and a decode server's raised MambaPool: _split_hicache_size reads the pool's own bytes
                        mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes - fixed
-                                           + replayssm_pool_ring_bytes(args, cap.max_running_requests_per_worker, layers)
-                                           + replayssm_conv_window_bytes(args, req, cap.max_running_requests_per_worker)
+                                           + spec_rows_extra * scratch_per_row
+                                           + replayssm_pool_ring_bytes(args, spec_rows, layers)
+                                           + replayssm_conv_window_bytes(args, req, spec_rows)
                                            + (mamba_pool_slots - cap.max_mamba_cache_size)
                                            * (cap.mamba_pool_bytes // (cap.max_mamba_cache_size + 1)))
                        if cap else None,
@@ -249,6 +257,15 @@ ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None, "disaggregat
                  # a decode server's retraction backup and what resolves it (issue 30 / 32 follow-up)
                  "disaggregation_decode_retraction_backup": None, "disaggregation_decode_host_receive_threshold": 1.0,
                  "enable_priority_scheduling": False, "disable_priority_preemption": False}
+
+
+def _decode_spec_rows_extra(args, cap, mamba_pool_slots: int | None) -> int:
+    """The verify-scratch rows MambaPool holds beyond the budget's requests. On a PD decode server
+    ``HybridMambaDecodeReqToTokenPool`` (disaggregation/decode.py) builds it with ``mamba_spec_state_size =
+    size + pre_alloc_size``, so the intermediate states and conv windows (or the ReplaySSM ring and conv
+    windows) cover the pre-allocated rows too; the budget counted the requests only. 0 elsewhere (a decode
+    server's extra slots are 0 off one) and without a state pool."""
+    return args.decode_extra_slots if (cap is not None and mamba_pool_slots) else 0
 
 
 def _decode_mamba_pool_slots(args, cap) -> int | None:

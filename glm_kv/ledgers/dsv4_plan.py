@@ -28,8 +28,8 @@ from ..units import MiB, fmt_bytes
 from .dsv4 import Dsv4Model, Dsv4Sizes, bytes_summary, dsv4_model, dsv4_pool_sizes
 from .dsv4_host import Dsv4Host, dsv4_host, dsv4_host_to_dict, validate_dsv4_hicache
 from . import dsv4_weights
-from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
-                     memory_plan_keys, pools_budget)
+from .memory import (PRE_LOAD_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
+                     memory_plan_keys, pools_budget, weights_estimate_note)
 
 DSV4_PAGE_SIZE = 256          # model_overrides/deepseek_v4.py: page_size = 256 on CUDA
 DSV4_DEFAULT_MAX_RUNNING_REQUESTS = 256   # apply_deepseek_v4_defaults
@@ -160,8 +160,8 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
                             disable_radix_cache=p.disable_radix_cache, swa_full_tokens_ratio=ratio)
     if p.available_bytes is None and mem.pre_model_load_source == "estimate":
         notes.append(PRE_LOAD_ESTIMATE_NOTE)
-    if p.available_bytes is None and "estimate" in (mem.weights_source or ""):
-        notes.append(WEIGHTS_ESTIMATE_NOTE.format(weights=fmt_bytes(mem.weights_bytes)))
+    if p.available_bytes is None and weights_estimate_note(mem):
+        notes.append(weights_estimate_note(mem))
     path = PATH_HICACHE if p.enable_hierarchical_cache else PATH
     notes.append(f"DeepSeek-V4: sized as {path}; not counted: the request-to-token tables"
                  + (" and the draft/MTP layer's own pool (SGLang reserves it by inflating the per-token bytes by "

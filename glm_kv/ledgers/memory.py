@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..errors import ProfileError
 from ..inputs.gpus import Gpu
-from ..units import GiB, MiB
+from ..units import GiB, MiB, fmt_bytes
 
 MLA_PREFILL_GRAPH_MIB = 1536          # reserve_for_graph_mb: MLA prefill graph, flat
 DEEPEP_PREFILL_GRAPH_MIB = 1024       # ... breakable prefill graph with moe_a2a_backend deepep
@@ -108,6 +108,19 @@ PRE_LOAD_ESTIMATE_NOTE = ("pre_model_load_bytes is an ESTIMATE (device memory - 
 WEIGHTS_ESTIMATE_NOTE = ("weights_bytes is an ESTIMATE from the model's config and quantization ({weights}"
                          " per rank); give weights_bytes (a boot log's \"Load weight end ... mem usage\"),"
                          " or weights_estimate: false for the ledgers without a capacity")
+DRAFT_ESTIMATE_NOTE = ("draft_weights_bytes is an ESTIMATE from the draft's config (an MTP draft's: the model's"
+                       " own) and quantization ({draft} per rank, on top of the weights_bytes given); give"
+                       " draft_weights_bytes (the draft's \"Load weight end ... mem usage\" in a boot log)")
+
+
+def weights_estimate_note(m: "MemoryLedger") -> str | None:
+    """What of the weights per rank is an estimate, and what to give instead: the target's (the whole
+    figure), else the MTP draft's alone (the target given); None when nothing is estimated."""
+    if (m.weights_source or "").startswith("estimate"):
+        return WEIGHTS_ESTIMATE_NOTE.format(weights=fmt_bytes(m.weights_bytes))
+    if m.draft_weights_source == "estimate" and m.weights_bytes is not None:
+        return DRAFT_ESTIMATE_NOTE.format(draft=fmt_bytes(m.draft_weights_bytes))
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

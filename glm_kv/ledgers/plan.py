@@ -17,8 +17,8 @@ from . import token as token_module
 from .capacity import (CapacityLedger, attention_capacity_ledger, capacity_ledger, swa_capacity_ledger,
                        swa_request_cap)
 from .host import HostLedger, hisparse_host_pool, host_ledger, replayssm_conv_window_bytes
-from .memory import (PRE_LOAD_ESTIMATE_NOTE, WEIGHTS_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
-                     memory_plan_keys, pools_budget)
+from .memory import (PRE_LOAD_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
+                     memory_plan_keys, pools_budget, weights_estimate_note)
 from .model_layers import ModelLayers, layers_for
 from .parallel import ParallelLedger, parallel_ledger
 from .request import RequestLedger, mamba_tracking_slots, replayssm_fixed_bytes, replayssm_pool_ring_bytes, request_ledger
@@ -146,8 +146,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     if mem is not None and mem.rest_gib is not None and p.available_bytes is None \
             and mem.pre_model_load_source == "estimate":
         notes.append(PRE_LOAD_ESTIMATE_NOTE)
-    if avail is not None and p.available_bytes is None and "estimate" in (mem.weights_source or ""):
-        notes.append(WEIGHTS_ESTIMATE_NOTE.format(weights=fmt_bytes(mem.weights_bytes)))
+    if avail is not None and p.available_bytes is None and weights_estimate_note(mem):
+        notes.append(weights_estimate_note(mem))
     cap, fixed = None, 0
     if avail is not None:   # the Gated DeltaNet ring's budget (SGLang refuses it without max_running_requests)
         fixed = replayssm_fixed_bytes(args, layers)

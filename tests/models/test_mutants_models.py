@@ -79,6 +79,16 @@ def test_notes_say_what_to_give():
     assert any(n.startswith("weights_bytes is an ESTIMATE from the model's config and quantization")
                for n in p.notes), p.notes
     assert load_plan(make_profile({"model": "qwen3.5-35b-a3b", "gpu": "H200", "weights_estimate": False})).capacity is None
+    # the target's weights given, the MTP draft's estimated: the note names the draft, never weights_bytes
+    g = load_plan(make_profile({"gpu": "H200", "tp_size": 8, "weights_bytes": 9_750_000_000,
+                                "speculative_algorithm": "EAGLE"}))
+    assert g.memory.weights_source == "profile+estimate" and g.memory.draft_weights_bytes > 0
+    assert not any(n.startswith("weights_bytes is an ESTIMATE") for n in g.notes), g.notes
+    assert any(n.startswith("draft_weights_bytes is an ESTIMATE") and f"{g.memory.draft_weights_bytes:,} B" in n
+               for n in g.notes), g.notes
+    both = load_plan(make_profile({"gpu": "H200", "tp_size": 8, "speculative_algorithm": "EAGLE"}))
+    assert [n for n in both.notes if "is an ESTIMATE from the" in n][0].startswith("weights_bytes is an ESTIMATE")
+    assert not any(n.startswith("draft_weights_bytes") for n in both.notes)
     h = plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True)
     assert any(n.startswith("HiCache ratio 2.0: SGLang 0.5.23 auto-sizes it") for n in h.notes), h.notes
     given = plan_of("qwen3.5-35b-a3b", "H200", enable_hierarchical_cache=True, hicache_ratio=2.0)

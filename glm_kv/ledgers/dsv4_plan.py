@@ -160,8 +160,8 @@ def dsv4_plan(p: Profile) -> Dsv4Plan:
                             disable_radix_cache=p.disable_radix_cache, swa_full_tokens_ratio=ratio)
     if p.available_bytes is None and mem.pre_model_load_source == "estimate":
         notes.append(PRE_LOAD_ESTIMATE_NOTE)
-    if p.available_bytes is None and weights_estimate_note(mem):
-        notes.append(weights_estimate_note(mem))
+    if p.available_bytes is None and (note := weights_estimate_note(mem)):
+        notes.append(note)
     path = PATH_HICACHE if p.enable_hierarchical_cache else PATH
     notes.append(f"DeepSeek-V4: sized as {path}; not counted: the request-to-token tables"
                  + (" and the draft/MTP layer's own pool (SGLang reserves it by inflating the per-token bytes by "

@@ -146,8 +146,8 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     if mem is not None and mem.rest_gib is not None and p.available_bytes is None \
             and mem.pre_model_load_source == "estimate":
         notes.append(PRE_LOAD_ESTIMATE_NOTE)
-    if avail is not None and p.available_bytes is None and weights_estimate_note(mem):
-        notes.append(weights_estimate_note(mem))
+    if avail is not None and p.available_bytes is None and (note := weights_estimate_note(mem)):
+        notes.append(note)
     cap, fixed = None, 0
     if avail is not None:   # the Gated DeltaNet ring's budget (SGLang refuses it without max_running_requests)
         fixed = replayssm_fixed_bytes(args, layers)
@@ -178,19 +178,11 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
         notes.append(f"decode server: MambaPool's speculative verify scratch covers the {spec_rows_extra:,} "
                      f"pre-allocated rows too (mamba_spec_state_size = requests + pre-allocated rows): "
                      f"{fmt_bytes(spec_rows_extra * scratch_per_row)} beyond the sized pools")
-    spec_rows = (cap.max_running_requests_per_worker + spec_rows_extra) if cap else None
     host = host_ledger(layers, p, tok, req.state_slot_bytes,
                        cap.max_total_num_tokens if cap else None,
                        mamba_pool_slots,
-                       # the Gated DeltaNet ReplaySSM ring: the budget's reservation out, MambaPool's allocation in
-                       # and a decode server's raised MambaPool: _split_hicache_size reads the pool's own bytes
-                       mamba_device_bytes=(cap.mamba_pool_bytes + cap.spec_scratch_bytes - fixed
-                                           + spec_rows_extra * scratch_per_row
-                                           + replayssm_pool_ring_bytes(args, spec_rows, layers)
-                                           + replayssm_conv_window_bytes(args, req, spec_rows)
-                                           + (mamba_pool_slots - cap.max_mamba_cache_size)
-                                           * (cap.mamba_pool_bytes // (cap.max_mamba_cache_size + 1)))
-                       if cap else None,
+                       mamba_device_bytes=_mamba_pool_own_bytes(args, cap, req, layers, fixed, mamba_pool_slots,
+                                                                spec_rows_extra),
                        draft_layers=args.packed_draft_layers, rules=rules,
                        sidecar_draft_bytes_per_token=tok.dflash_draft_bytes_per_token,   # issue 30: DFLASH sidecar
                        swa_device_tokens=cap.swa_max_total_num_tokens if cap else None,   # issue 32: SWA host pool
@@ -257,6 +249,23 @@ ECHO_WHEN_SET = {"enable_hisparse": False, "hisparse_config": None, "disaggregat
                  # a decode server's retraction backup and what resolves it (issue 30 / 32 follow-up)
                  "disaggregation_decode_retraction_backup": None, "disaggregation_decode_host_receive_threshold": 1.0,
                  "enable_priority_scheduling": False, "disable_priority_preemption": False}
+
+
+def _mamba_pool_own_bytes(args, cap, req, layers, fixed: int, pool_slots: int | None,
+                          spec_rows_extra: int) -> int | None:
+    """MambaPool's own bytes (``MambaPool.get_kv_size_bytes``), which ``_split_hicache_size`` and the auto-size
+    read: the budget's pool and verify scratch, less the ReplaySSM reservation the budget made (``fixed``), plus
+    what MambaPool allocates beyond the budget: the Gated DeltaNet ring and ReplaySSM conv windows over its
+    scratch rows, and on a decode server the raised slots (``_decode_mamba_pool_slots``) and the scratch over
+    the pre-allocated rows (``_decode_spec_rows_extra``). None without a capacity."""
+    if cap is None:
+        return None
+    spec_rows = cap.max_running_requests_per_worker + spec_rows_extra
+    return (cap.mamba_pool_bytes + cap.spec_scratch_bytes - fixed
+            + spec_rows_extra * req.state_slot_bytes * args.verify_state_draft_tokens
+            + replayssm_pool_ring_bytes(args, spec_rows, layers)
+            + replayssm_conv_window_bytes(args, req, spec_rows)
+            + (pool_slots - cap.max_mamba_cache_size) * (cap.mamba_pool_bytes // (cap.max_mamba_cache_size + 1)))
 
 
 def _decode_spec_rows_extra(args, cap, mamba_pool_slots: int | None) -> int:

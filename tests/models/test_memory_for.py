@@ -9,7 +9,6 @@ import pytest
 
 from glm_kv.inputs.gpus import resolve_gpu
 from glm_kv.inputs.hf_config import load_hf_config
-from glm_kv.inputs.model import load_model
 from glm_kv.inputs.profile import make_profile
 from glm_kv.inputs.rules import rules_for
 from glm_kv.ledgers import memory

@@ -10,6 +10,11 @@ FIELD_MAX = 60
 RULE_MAX = 600
 
 
+def sglang_says(words: str) -> str:
+    """The one way a refusal quotes SGLang 0.5.23's own message after glm-kv's (a suffix of the rule)."""
+    return f'; SGLang 0.5.23 says: "{words}"'
+
+
 def _escape(ch: re.Match) -> str:
     c = ch.group(0)
     return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")

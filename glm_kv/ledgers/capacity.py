@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import ProfileError
+from ..errors import ProfileError, sglang_says
 from ..units import GiB
 
 AUTO_REQS_PER_CONTEXT = 512
@@ -40,8 +40,16 @@ REFUSALS: dict[int, tuple[str, str]] = {
 }
 
 
-def refusal(code: int) -> ProfileError:
+# the rest after the mamba pool is not positive: SGLang raises _profile_available_bytes' "Loaded weights leave no
+# GPU memory" there, which the refusal quotes when the rest came from the weights (memory.sglang_no_memory_text)
+NO_REST_CODES = frozenset({3, 4})
+
+
+def refusal(code: int, sglang_words: str | None = None) -> ProfileError:
+    """The code's one text; ``sglang_words``: SGLang's own message for a ``NO_REST_CODES`` refusal, quoted after."""
     field, rule = REFUSALS[int(code)]
+    if sglang_words is not None and int(code) in NO_REST_CODES:
+        rule += sglang_says(sglang_words)
     return ProfileError(field, rule)
 
 
@@ -249,8 +257,10 @@ def _pool_sizes_array(rest_gib, *, slot, slots_per_request, cell_size, page_size
 
 
 def pool_point(p, *, rest_gib: float, slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
-               attn_dp: int, requests_per_worker: int | None, context_len: int, fixed_bytes: int = 0) -> dict[str, int]:
-    """``pool_sizes`` at one point with the profile's limits, as ints; SGLang's refusal raised.
+               attn_dp: int, requests_per_worker: int | None, context_len: int, fixed_bytes: int = 0,
+               sglang_words: str | None = None) -> dict[str, int]:
+    """``pool_sizes`` at one point with the profile's limits, as ints; SGLang's refusal raised (``refusal``'s
+    ``sglang_words``).
 
     Shared by the capacity ledger and the advice's sweeps."""
     nan = float("nan")
@@ -264,17 +274,19 @@ def pool_point(p, *, rest_gib: float, slot: int, ratio: int, cell_size: int, pag
         fixed_bytes=fixed_bytes)
     v = {k: int(x) for k, x in out.items()}
     if v["error"]:
-        raise refusal(v["error"])
+        raise refusal(v["error"], sglang_words)
     return v
 
 
 def capacity_ledger(p, *, rest_gib: float, available_bytes: int, available_source: str, attn_dp: int,
                     slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
-                    requests_per_worker: int | None, context_len: int, fixed_bytes: int = 0) -> CapacityLedger:
-    """The kernel at one point; ``rest_gib`` is SGLang's float rest (available_bytes / GiB when given)."""
+                    requests_per_worker: int | None, context_len: int, fixed_bytes: int = 0,
+                    sglang_words: str | None = None) -> CapacityLedger:
+    """The kernel at one point; ``rest_gib`` is SGLang's float rest (available_bytes / GiB when given);
+    ``sglang_words``: what SGLang says when the rest after the mamba pool is not positive (``refusal``)."""
     v = pool_point(p, rest_gib=rest_gib, slot=slot, ratio=ratio, cell_size=cell_size, page_size=page_size,
                    draft_tokens=draft_tokens, attn_dp=attn_dp, requests_per_worker=requests_per_worker,
-                   context_len=context_len, fixed_bytes=fixed_bytes)
+                   context_len=context_len, fixed_bytes=fixed_bytes, sglang_words=sglang_words)
     K, n, binding = v["max_mamba_cache_size"], v["max_running_requests"], BINDING_LABELS[v["binding"]]
     message = None
     if binding == "mamba":

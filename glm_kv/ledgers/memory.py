@@ -15,10 +15,11 @@ Where an input is not given it is estimated here, and the estimate is labelled a
 """
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 
-from ..errors import ProfileError
+from ..errors import ProfileError, sglang_says
 from ..inputs.gpus import Gpu
 from ..units import GiB, MiB, fmt_bytes
 
@@ -412,12 +413,18 @@ def mm_reservation_gib(multimodal: bool) -> float:
     return VLM_CACHE_SIZE_MB / 1024 if multimodal else 0.0
 
 
+def free_readings(pre_model_load_bytes: int, weights_bytes: int, world_size: int) -> tuple[float, float]:
+    """SGLang's two free-memory readings in float GiB: before the weights load (``pre_model_load_memory``) and
+    after target + draft (``available_gpu_memory``), through float32 when all-reduced over ranks."""
+    dist = world_size > 1
+    return (free_reading_gib(pre_model_load_bytes, dist),
+            free_reading_gib(pre_model_load_bytes - weights_bytes, dist))
+
+
 def rest_gib_from(pre_model_load_bytes: int, weights_bytes: int, mem_fraction_static: float,
                   world_size: int, multimodal: bool) -> float:
     """``_profile_available_bytes`` before the mamba pool, in SGLang's float GiB."""
-    dist = world_size > 1
-    pre = free_reading_gib(pre_model_load_bytes, dist)
-    avail = free_reading_gib(pre_model_load_bytes - weights_bytes, dist)
+    pre, avail = free_readings(pre_model_load_bytes, weights_bytes, world_size)
     return avail - pre * (1 - mem_fraction_static) - mm_reservation_gib(multimodal)
 
 
@@ -441,6 +448,8 @@ class MemoryLedger:
     rest_bytes: int | None
     weights_estimate_bytes: int = 0    # the target per rank from the config (attention replicated
                                        # over DP attention): informational, never used for the rest
+    free_readings_gib: tuple[float, float] | None = None   # SGLang's float GiB free before and after
+                                       # the weights (pre_model_load_memory, available_gpu_memory)
 
 
 def memory_ledger_for(p, cfg, layers, gpu: Gpu, attn_dp: int, max_running_requests: int | None,
@@ -494,7 +503,7 @@ def memory_ledger_for(p, cfg, layers, gpu: Gpu, attn_dp: int, max_running_reques
     w_est = (weights_estimate_bytes if weights_estimate_bytes is not None
              else weight_estimate_for(p, cfg, layers, a_tp, attn_dp))
     draft = draft_weights_bytes or 0
-    weights = rest = rest_b = None
+    weights = rest = rest_b = readings = None
     w_src = weights_source
     if target_weights_bytes is not None:
         weights = target_weights_bytes + draft
@@ -502,13 +511,14 @@ def memory_ledger_for(p, cfg, layers, gpu: Gpu, attn_dp: int, max_running_reques
             w_src = f"{weights_source}+estimate"
         rest = rest_gib_from(pre_model_load_bytes, weights, mfs, world, multimodal)
         rest_b = int(rest * GiB)
+        readings = free_readings(pre_model_load_bytes, weights, world)
     return MemoryLedger(
         mem_fraction_static=mfs, mem_fraction_source=src, is_vlm=f_in.is_vlm and src == "default",
         reserved_mib=reserved, pre_model_load_bytes=pre_model_load_bytes, pre_model_load_source=pre_source,
         target_weights_bytes=target_weights_bytes, draft_weights_bytes=draft, draft_weights_source=draft_src,
         weights_bytes=weights, weights_source=w_src,
         mm_reservation_bytes=int(mm_reservation_gib(multimodal) * GiB), rest_gib=rest, rest_bytes=rest_b,
-        weights_estimate_bytes=w_est)
+        weights_estimate_bytes=w_est, free_readings_gib=readings)
 
 
 def memory_plan_keys(m: MemoryLedger, rest_bytes: int | None, given: bool) -> dict:
@@ -590,10 +600,29 @@ def rest_for_profile(p, gpu: Gpu, attn_dp: int, max_running_requests: int | None
 
 
 def no_memory_rule(m: MemoryLedger, gpu_name: str) -> str:
-    """The one refusal text when the weights leave no memory for the pools (plan and sweep alike)."""
+    """The one refusal text when the weights leave no memory for the pools (plan and sweep alike): what leaves
+    none, then SGLang 0.5.23's own words (``_profile_available_bytes``), which name the fraction that would do."""
     draft = f", {m.draft_weights_bytes:,} B of them the draft's" if m.draft_weights_bytes else ""
-    return (f"weights ({m.weights_bytes:,} B per rank{draft}, {m.weights_source}) leave no memory for the "
+    mine = (f"weights ({m.weights_bytes:,} B per rank{draft}, {m.weights_source}) leave no memory for the "
             f"pools on a {gpu_name} at mem_fraction_static={m.mem_fraction_static:.6g}")
+    words = sglang_no_memory_text(m)
+    return mine if words is None else mine + sglang_says(words)
+
+
+def sglang_no_memory_text(m: MemoryLedger | None) -> str | None:
+    """SGLang 0.5.23's refusal when the rest is not positive (``KVCacheConfigurator._profile_available_bytes``):
+    the minimum viable fraction is ``1 - available/pre`` over its two float free readings, rounded up to 0.001.
+    SGLang raises it too when the rest AFTER the mamba pool is not positive (capacity's ``NO_REST_CODES``), where
+    the fraction it names may be below the one in use. None without the readings (the rest was given), or with
+    no free memory before the weights (SGLang would divide by zero: no words of its to quote)."""
+    if m is None or m.free_readings_gib is None or m.free_readings_gib[0] <= 0:
+        return None
+    pre, avail = m.free_readings_gib
+    minimum = 1 - avail / pre
+    suggested = math.ceil(minimum * 1000) / 1000
+    return (f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
+            f"{m.mem_fraction_static}. Raise --mem-fraction-static above {suggested:.3f} (minimum viable = "
+            f"1 - available/pre = {minimum:.4f}). If using speculative decoding, draft weights are now counted.")
 
 
 def pools_budget(p, gpu: Gpu, mem: MemoryLedger | None) -> tuple[int | None, str, float | None]:

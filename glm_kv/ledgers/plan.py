@@ -18,7 +18,7 @@ from .capacity import (CapacityLedger, attention_capacity_ledger, capacity_ledge
                        swa_request_cap)
 from .host import HostLedger, hisparse_host_pool, host_ledger, replayssm_conv_window_bytes
 from .memory import (PRE_LOAD_ESTIMATE_NOTE, MemoryLedger, gpu_defaults, memory_ledger_for,
-                     memory_plan_keys, pools_budget, weights_estimate_note)
+                     memory_plan_keys, pools_budget, sglang_no_memory_text, weights_estimate_note)
 from .model_layers import ModelLayers, layers_for
 from .parallel import ParallelLedger, parallel_ledger
 from .request import RequestLedger, mamba_tracking_slots, replayssm_fixed_bytes, replayssm_pool_ring_bytes, request_ledger
@@ -80,8 +80,9 @@ def _memory(args: ServerArgs, layers: ModelLayers, overrides: dict | None = None
 
 
 def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int, source: str,
-              rest_gib: float, fixed_bytes: int = 0) -> CapacityLedger:
-    """The pools from the bytes left: mamba first for a hybrid, tokens only for an attention model."""
+              rest_gib: float, fixed_bytes: int = 0, mem: MemoryLedger | None = None) -> CapacityLedger:
+    """The pools from the bytes left: mamba first for a hybrid, tokens only for an attention model. ``mem``: the
+    device-to-rest path, whose readings SGLang's refusal names when nothing is left after the mamba pool."""
     p = args.profile
     if req.state_slot_bytes:
         return capacity_ledger(p, rest_gib=rest_gib, available_bytes=avail, available_source=source,
@@ -89,7 +90,8 @@ def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int
                                ratio=req.slots_per_request, cell_size=tok.cell_size_bytes,
                                page_size=tok.page_size, draft_tokens=args.verify_state_draft_tokens,
                                requests_per_worker=args.requests_per_worker, context_len=args.context_length,
-                               fixed_bytes=fixed_bytes)
+                               fixed_bytes=fixed_bytes,
+                               sglang_words=None if p.available_bytes is not None else sglang_no_memory_text(mem))
     if tok.swa_kv_bytes_per_token is not None:   # hybrid SWA (issue 32): the full pool and the SWA pool
         return swa_capacity_ledger(p, available_bytes=avail, available_source=source, cell_size=tok.swa_cell_size,
                                    ratio=tok.swa_full_tokens_ratio, window=tok.sliding_window_size,
@@ -151,7 +153,7 @@ def plan_from_args(args: ServerArgs, memory_overrides: dict | None = None) -> Pl
     cap, fixed = None, 0
     if avail is not None:   # the Gated DeltaNet ring's budget (SGLang refuses it without max_running_requests)
         fixed = replayssm_fixed_bytes(args, layers)
-        cap = _capacity(args, tok, req, avail, source, rest_gib, fixed)
+        cap = _capacity(args, tok, req, avail, source, rest_gib, fixed, mem)
         if cap.capped_message:
             notes.append(cap.capped_message)
     if args.max_running_requests_global != p.max_running_requests:

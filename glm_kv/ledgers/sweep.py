@@ -19,8 +19,8 @@ from ..inputs.profile import Profile, load_profile, make_profile
 from ..inputs.resolve import (DECODE_EXTRA_SLOTS_MAX_PER_WORKER, DECODE_EXTRA_SLOTS_PER_REQUEST,
                               SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, resolve_context_length)
 from ..units import GiB, requests_per_worker
-from .capacity import BINDING_LABELS, pool_sizes, refusal
-from .memory import no_memory_rule, rest_for_profile
+from .capacity import BINDING_LABELS, NO_REST_CODES, pool_sizes, refusal
+from .memory import no_memory_rule, rest_for_profile, sglang_no_memory_text
 from .plan import compute_plan
 from .tail import TAIL_EXTRA_ROWS
 
@@ -185,10 +185,11 @@ def sweep(profile: Profile | str | None = None, *, grid: bool = False, **params:
     out["kda_ledger_bytes_per_rank"] = out["state_bytes_per_request"] * requests
 
     avail = _numeric(axes, base, "available_bytes", n)
-    rest_gib = _derive_rest_gib(avail, per_combo, codes, combos, ~np.isnan(mrr_user),
-                                np.where(np.isnan(mrr_user), 1, mrr_user).astype(np.int64), err, messages)
+    rest_gib, words = _derive_rest_gib(avail, per_combo, codes, combos, ~np.isnan(mrr_user),
+                                       np.where(np.isnan(mrr_user), 1, mrr_user).astype(np.int64), err, messages)
     known = (err == 0) & ~np.isnan(rest_gib)
-    cap = _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages)
+    cap = _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages,
+                    words)
     out.update(cap)
     good = known & (err == 0)
     out["capacity_known"] = good
@@ -259,16 +260,18 @@ def _fail(err: np.ndarray, where: np.ndarray, messages: list, message: str) -> N
         err[hit] = _message_code(messages, message)
 
 
-def _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, messages) -> np.ndarray:
-    """SGLang's rest in float GiB per point: available_bytes / GiB, or derived from GPU and weights."""
+def _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, messages) -> tuple[np.ndarray, dict]:
+    """SGLang's rest in float GiB per point: available_bytes / GiB, or derived from GPU and weights; and, for the
+    derived points, what SGLang says when nothing is left after the mamba pool (point -> its words)."""
     rest_gib = avail / GiB
+    words: dict[int, str] = {}
     weights = np.broadcast_to(per_combo["weights_bytes"], err.shape)
     # weights stated, or estimated from the model (the profile's weights_estimate, on by default:
     # the same resolution the plan makes, so a sweep point equals `glm-kv plan` at that point)
     estimated = np.array([c["error"] is None and bool(c["_profile"].weights_estimate) for c in combos])[codes]
     need = np.isnan(avail) & (~np.isnan(weights) | estimated) & (err == 0)
     if not np.any(need):
-        return rest_gib
+        return rest_gib, words
     cache: dict = {}
     for i in np.flatnonzero(need):
         c = combos[codes[i]]
@@ -283,13 +286,16 @@ def _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, message
             continue
         if int(m.rest_gib * GiB) > 0:
             rest_gib[i] = m.rest_gib
+            words[int(i)] = sglang_no_memory_text(m)
         else:
             _fail(err, np.arange(len(err)) == i, messages, f"weights_bytes: {no_memory_rule(m, gpu_name)}")
-    return rest_gib
+    return rest_gib, words
 
 
-def _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages) -> dict:
-    """``capacity.pool_sizes`` over every point; refusals take the kernel's one text."""
+def _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages,
+              words: dict[int, str]) -> dict:
+    """``capacity.pool_sizes`` over every point; refusals take the kernel's one text (``refusal``: with SGLang's
+    words, ``words``, at a derived point where nothing is left after the mamba pool)."""
     rest_gib = np.where(known, rest_gib, 1.0)
     given = ~np.isnan(avail)
     a = np.where(given, avail, np.trunc(rest_gib * GiB))
@@ -303,6 +309,9 @@ def _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, p
                    max_total_tokens=per_combo["max_total_tokens"], radix_off=radix_off,
                    requests_per_worker=per_worker, has_requests=has_mrr, context_length=ctx)
     kerr = np.broadcast_to(k["error"], err.shape)
+    for i in words:   # the derived points (the plan's per-point path already visited each) with their readings
+        if known[i] and kerr[i] in NO_REST_CODES:
+            _fail(err, np.arange(len(err)) == i, messages, str(refusal(kerr[i], words[i])))
     for code in np.unique(kerr[known & (kerr != 0)]):
         _fail(err, known & (kerr == code), messages, str(refusal(code)))
     good = known & (err == 0)

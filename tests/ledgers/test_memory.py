@@ -83,6 +83,20 @@ def test_rest_from_pre_load_memory_tp1():
     assert d["rest_bytes"] == d["available_bytes"]
 
 
+def test_weights_leaving_no_memory_are_refused_with_the_fraction_that_would_do():
+    # tp 1, f = 0.5 given: pre = 80 GiB, available after 50 GiB of weights = 30 GiB; rest = 30 - 80 x 0.5 < 0.
+    # SGLang's minimum viable fraction = 1 - 30/80 = 0.625, suggested ceil(625.0)/1000 = 0.625.
+    with pytest.raises(ProfileError) as e:
+        plan(mem_fraction_static=0.5, weights_bytes=50 * GiB, pre_model_load_bytes=80 * GiB)
+    assert e.value.field == "weights_bytes"
+    assert ("Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.5. Raise "
+            "--mem-fraction-static above 0.625 (minimum viable = 1 - available/pre = 0.6250)") in e.value.rule
+    # 50.248 GiB: minimum 1 - 29.752/80 = 0.6281 -> suggested 0.629 (rounded up, not to the nearest 0.628)
+    with pytest.raises(ProfileError) as e:
+        plan(mem_fraction_static=0.5, weights_bytes=int(50.248 * GiB), pre_model_load_bytes=80 * GiB)
+    assert "above 0.629 (minimum viable = 1 - available/pre = 0.6281)" in e.value.rule
+
+
 def test_pre_load_estimate_is_flagged():
     p = plan(weights_bytes=40_000_000_000, tp_size=8)
     d = p.to_dict()
@@ -182,3 +196,15 @@ def test_speculative_scratch_uses_divided_max_mamba_cache_size():
     c = p.capacity
     assert c.max_mamba_cache_size == 150
     assert c.spec_scratch_bytes == p.request.state_slot_bytes * (30 + 1) * p.draft_tokens
+
+
+def test_no_free_memory_before_the_weights_is_refused_without_sglangs_words():
+    # a free reading of 0 GiB before the weights (a fuzzed launch found one): SGLang's 1 - available/pre has no
+    # value (it would divide by zero), so the refusal keeps glm-kv's own words only
+    from dataclasses import replace
+
+    from glm_kv.ledgers.memory import no_memory_rule, sglang_no_memory_text
+
+    m = replace(plan(weights_bytes=40_000_000_000).memory, free_readings_gib=(0.0, -37.25))
+    assert sglang_no_memory_text(m) is None
+    assert no_memory_rule(m, "B200").endswith("mem_fraction_static=" + f"{m.mem_fraction_static:.6g}")

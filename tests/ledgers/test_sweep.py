@@ -100,3 +100,21 @@ def test_fits_and_limit():
     assert by[(8, 8_192)] == "fits" and by[(64, 131_072)] == "fits" and by[(64, 1_048_576)] == "tokens"
     assert by[(128, 8_192)] == "mamba" and by[(8, 1_048_576)] == "fits"
     assert (df["fits"] == (df["limit"] == "fits")).all()
+
+
+def test_nothing_left_after_the_mamba_pool_is_refused_alike_with_sglangs_words():
+    """max_mamba_cache_size too large for the rest: refusal 3. Where the rest comes from the weights the plan and
+    the sweep quote SGLang's "Loaded weights" message with the same readings; where available_bytes is given,
+    SGLang never reads the GPU, so neither quotes it."""
+    base = load_profile("article").model_dump()
+    points = dict(sglang_layout=["0.5.23"] * 3, gpu=["H200"] * 3, max_mamba_cache_size=[50_000, 60_000, 50_000],
+                  weights_bytes=[40_000_000_000, 40_000_000_000, None],
+                  available_bytes=[None, None, 100_000_000_000])
+    df = sweep("article", **points)
+    said = []
+    for i in range(3):
+        expect = _scalar(base, {k: v[i] for k, v in points.items()})
+        assert isinstance(expect, str) and expect.startswith("max_mamba_cache_size: its state slots leave nothing")
+        assert df.iloc[i]["error"] == expect, (i, df.iloc[i]["error"], expect)
+        said.append("SGLang 0.5.23 says: \"Loaded weights leave no GPU memory" in expect)
+    assert said == [True, True, False]

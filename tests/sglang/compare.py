@@ -295,6 +295,10 @@ class ProfileResult:
     seconds: float = 0.0
 
 
+# SGLang's refusal when the rest is not positive (_profile_available_bytes): glm-kv must quote it whole
+NO_REST_WORDS = "Loaded weights leave no GPU memory for the KV cache"
+
+
 def compare_one(pid: str, base: str | None, overrides: dict, engine=engine_plan) -> ProfileResult:
     """SGLang and glm-kv on the same user inputs; every key of either side compared or declared.
 
@@ -318,6 +322,13 @@ def compare_one(pid: str, base: str | None, overrides: dict, engine=engine_plan)
                 "sglang": res.sglang_error,
                 "engine": eng_err,
                 "explanation": "one side starts, the other refuses",
+            })
+        elif (said := res.sglang_error.get("message", "")).startswith(NO_REST_WORDS) and said not in eng_err["rule"]:
+            res.mismatches.append({
+                "key": "errors",
+                "sglang": res.sglang_error,
+                "engine": eng_err,
+                "explanation": "glm-kv's refusal lacks SGLang's words (the fraction that would do)",
             })
         res.seconds = time.time() - t0
         return res

@@ -180,6 +180,28 @@ def test_plan_equals_sglangs_resolution_and_sizing(i):
     agree(*draw(random.Random(run_seed() * 104729 + i)))
 
 
+# CI's launch of seed 2035665865 (draw 2): the default fraction 0.441 on 8 x H100 with DP attention leaves no rest
+NO_REST = {"gpu": "H100", "tp_size": 8, "dp_size": 8, "enable_dp_attention": True,
+           "pre_model_load_bytes": 83_667_732_427, "weights_bytes": 38_066_603_359, "chunked_prefill_size": 16384,
+           "swa_full_tokens_ratio": 0.1, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 1,
+           "speculative_num_steps": 1, "draft_weights_bytes": 1_848_298_347}
+
+
+def test_weights_leaving_no_rest_are_refused_in_sglangs_words(monkeypatch):
+    """SGLang refuses CI's launch while sizing, naming the fraction that would do; glm-kv's refusal carries
+    those words. Planted: the readings without the draft's weights (SGLang counts them): caught."""
+    import glm_kv.ledgers.memory as memory
+
+    with pytest.raises(ValueError, match="Loaded weights leave no GPU memory"):
+        sglang_plan("deepseek-v4-flash", NO_REST)
+    agree("deepseek-v4-flash", NO_REST)
+    real = memory.free_readings
+    monkeypatch.setattr(memory, "free_readings", lambda pre, w, world: real(pre, w - NO_REST["draft_weights_bytes"],
+                                                                             world))
+    with pytest.raises(AssertionError):
+        agree("deepseek-v4-flash", NO_REST)
+
+
 def test_eagle_launch_and_planted_ring():
     """EAGLE top-k 1 with 4 drafts: rings of 16 / 256 rows and the (layers + 1) / layers inflation. Planted: the
     c128 ring of 512 rows instead of 256."""

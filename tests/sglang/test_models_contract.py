@@ -292,6 +292,10 @@ def speculative_spec(rng: random.Random) -> dict:
     return d
 
 
+# SGLang's refusal when the rest is not positive (_profile_available_bytes): glm-kv must quote it whole
+NO_REST_WORDS = "Loaded weights leave no GPU memory for the KV cache"
+
+
 def glm_kv_side(name: str, launch: dict):
     """(contract dict, None) or (None, the ProfileError) for the launch as a profile."""
     from glm_kv.errors import ProfileError
@@ -314,6 +318,9 @@ def contract_problems(name: str, launch: dict, plan: dict | None, err, sg: dict)
 
     if err is not None or "errors" in sg:
         if err is not None and "errors" in sg:
+            said = sg["errors"]["message"]
+            if said.startswith(NO_REST_WORDS) and said not in err.rule:   # the fraction that would do, in its words
+                return [f"errors: glm-kv's refusal ({err.field}: {err.rule}) lacks SGLang's words ({said})"]
             return []
         if err is not None:
             return [f"errors: glm-kv refuses ({err.field}: {err.rule}); SGLang starts"]
@@ -366,7 +373,22 @@ def test_random_launches_agree_key_for_key(sglang_ready, name):
 # launches the random draw found disagreeing, checked on every run (fixed since in glm_kv)
 _B200 = {"gpu": "B200", "pre_model_load_bytes": 189_707_837_347, "weights_bytes": 60 * GiB}
 PLANT_H200 = {"gpu": "H200", "pre_model_load_bytes": 147_412_123_456, "weights_bytes": 40 * GiB}
-FOUND = [
+# seed 11: nothing left after the mamba pool (a code-3 / code-4 refusal): SGLang says "Loaded weights leave no GPU
+# memory" there too, naming its minimum fraction; glm-kv's refusal quotes it
+NO_REST_AFTER_MAMBA = [
+    ("glm-5.3-flash", {"gpu": "H200", "tp_size": 2, "dp_size": 2, "enable_dp_attention": True,
+                       "kv_cache_dtype": "bfloat16", "max_running_requests": 256, "disable_overlap_schedule": True,
+                       "max_mamba_cache_size": 1110, "enable_hierarchical_cache": True, "hicache_size": 399,
+                       "pre_model_load_bytes": 147_121_024_760, "weights_bytes": 11_053_342_035,
+                       "speculative_algorithm": "NEXTN", "draft_weights_bytes": 8_212_773_445, "attn_cp_size": 2,
+                       "enable_prefill_cp": True, "cp_strategy": "zigzag"}),
+    ("qwen3-next-80b-a3b-thinking", {"gpu": "H200", "tp_size": 4, "max_running_requests": 256,
+                                     "disable_radix_cache": True, "chunked_prefill_size": 4096,
+                                     "max_total_tokens": 1_246_421, "pre_model_load_bytes": 147_059_344_278,
+                                     "weights_bytes": 125_659_064_321, "speculative_algorithm": "NEXTN",
+                                     "draft_weights_bytes": 8_386_289_888}),
+]
+FOUND = NO_REST_AFTER_MAMBA + [
     # seed 1488805360: SGLang's auto strategy reads --page-size as given (the Blackwell backend's 64-token
     # page comes after it): no_buffer, which trtllm_mha (Nemotron's Blackwell default) refuses
     ("nemotron-3-super-120b-a12b-fp8", {**_B200, "tp_size": 1, "max_running_requests": 8,
@@ -469,6 +491,18 @@ def test_a_planted_acceptance_is_caught(sglang_ready, monkeypatch):
     problems = planted(monkeypatch, "deepseek-v3.2", {**PLANT, "weights_bytes": 140 * GiB},
                        lambda mp: mp.setattr(plan_module, "pools_budget", lenient))
     assert problems and problems[0].startswith("errors: SGLang refuses"), problems
+
+
+@pytest.mark.parametrize("name, launch", NO_REST_AFTER_MAMBA, ids=[n for n, _ in NO_REST_AFTER_MAMBA])
+def test_a_planted_refusal_without_sglangs_words_is_caught(sglang_ready, monkeypatch, name, launch):
+    """Planted: nothing left after the mamba pool refused in glm-kv's words only (max_mamba_cache_size for the
+    given cap, available_bytes for the budget's): caught, SGLang's words named."""
+    import glm_kv.ledgers.capacity as capacity
+
+    _, sg = check(name, launch)
+    assert sg["errors"]["message"].startswith(NO_REST_WORDS), sg   # SGLang refuses, in those words
+    problems = planted(monkeypatch, name, launch, lambda mp: mp.setattr(capacity, "NO_REST_CODES", frozenset()))
+    assert problems and "lacks SGLang's words" in problems[0], problems
 
 
 def test_a_planted_legacy_only_nemotron_reading_is_caught(sglang_ready, monkeypatch):

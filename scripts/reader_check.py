@@ -270,14 +270,20 @@ def plan_for(overrides: dict) -> dict:
     try:
         return build_plan(CALC_PROFILE, overrides)
     except ProfileError as err:
-        return {"error": err.field}
+        return {"error": err.field, "rule": err.rule}
 
 
 def compare_calculator(shown: dict, plan: dict, ctx: int) -> list[str]:
-    """Every figure the page shows against the plan (numbers exactly, the big ones as shown too)."""
+    """Every figure the page shows against the plan (numbers exactly, the big ones as shown too); a refusal by
+    its field, and where the weights leave no rest, by the fraction SGLang asks for (the plan quotes SGLang)."""
     if "error" in plan:
-        return [] if shown.get("error") == plan["error"] else \
-            [f"plan refuses ({plan['error']}), page shows {shown.get('error', 'figures')}"]
+        if shown.get("error") != plan["error"]:
+            return [f"plan refuses ({plan['error']}), page shows {shown.get('error', 'figures')}"]
+        need = shown.get("fraction_that_would_do")
+        said = "Raise --mem-fraction-static above " + ("?" if need is None else f"{need:.3f}") + " "
+        if plan["error"] == "weights_bytes" and "SGLang 0.5.23 says" in plan["rule"] and said not in plan["rule"]:
+            return [f"page asks for a fraction above {need!r}; the plan quotes SGLang: {plan['rule']}"]
+        return []
     if "error" in shown:
         return [f"page refuses ({shown['error']}), plan gives {plan['capacity']['max_total_num_tokens']:,} tokens"]
     bad = []

@@ -383,6 +383,11 @@ JS = r"""
     var dist = m.tp > 1, pre = reading(m.preLoad, dist), avail = reading(m.preLoad - m.weights, dist);
     return avail - pre * (1 - mfs) - (m.multimodal ? C.vlm_cache_mb / 1024 : 0.0);
   }
+  // memory.sglang_no_memory_text: SGLang's minimum viable fraction 1 - available/pre, rounded up to 0.001
+  function fractionThatWouldDo(m) {
+    var dist = m.tp > 1, pre = reading(m.preLoad, dist), avail = reading(m.preLoad - m.weights, dist);
+    return pre > 0 ? Math.ceil((1 - avail / pre) * 1000) / 1000 : null;
+  }
 
   // ---- capacity.py: _pool_sizes_scalar without caps (max_mamba_cache_size, max_total_tokens unset) ----
   function poolSizes(restG, q, perWorker, hasRequests, ctx) {
@@ -445,7 +450,14 @@ JS = r"""
     var mfs = given ? s.mem_fraction_static : defaultFraction(m, mrr);
     var rg = restGib(m, mfs), avail = Math.trunc(rg * GiB);
     if (avail <= 0 && mfs <= 0) return {error: "gpu", rule: "the device is smaller than SGLang's reservation", mem_fraction_static: mfs};
-    if (avail <= 0) return {error: "weights_bytes", rule: "weights leave no memory for the pools at this fraction", mem_fraction_static: mfs};
+    if (avail <= 0) {
+      var need = fractionThatWouldDo(m);
+      return {error: "weights_bytes", mem_fraction_static: mfs, fraction_that_would_do: need,
+              rule: "weights leave no memory for the pools at this fraction" + (need === null ? "" :
+                    '; SGLang 0.5.23 asks for --mem-fraction-static above <span data-field="fraction_that_would_do"' +
+                    ' data-value="' + need + '">' + need.toFixed(3) + "</span>" +
+                    (need >= 1 ? ": no fraction fits, the weights exceed the free memory (more GPUs, or a smaller checkpoint)" : ""))};
+    }
     var global = (mrr === null && m.spec) ? C.spec_default_requests : mrr;
     var perWorker = global === null ? null : Math.max(1, intFloorDiv(global, m.attnDp));
     var p = poolSizes(rg, q, perWorker === null ? 1 : perWorker, perWorker !== null, s.context_length);

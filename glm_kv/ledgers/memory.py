@@ -605,6 +605,8 @@ def no_memory_rule(m: MemoryLedger, gpu_name: str) -> str:
     draft = f", {m.draft_weights_bytes:,} B of them the draft's" if m.draft_weights_bytes else ""
     mine = (f"weights ({m.weights_bytes:,} B per rank{draft}, {m.weights_source}) leave no memory for the "
             f"pools on a {gpu_name} at mem_fraction_static={m.mem_fraction_static:.6g}")
+    if m.free_readings_gib is not None and m.free_readings_gib[1] <= 0:   # SGLang's fraction would be >= 1
+        mine += "; no fraction fits: the weights exceed the free memory"
     words = sglang_no_memory_text(m)
     return mine if words is None else mine + sglang_says(words)
 

@@ -107,6 +107,8 @@ PLANTED = {
     "graph batch unclamped": ("if (mrr !== null && maxBs > mrr) maxBs = mrr;", ""),
     # the all-reduced float32 reading of free memory skipped
     "no float32 reading": ("return dist ? Math.fround(bytes) / GiB", "return dist ? bytes / GiB"),
+    # the fraction that would do rounded to the nearest 0.001, not up (SGLang: math.ceil)
+    "fraction rounded": ("Math.ceil((1 - avail / pre) * 1000)", "Math.round((1 - avail / pre) * 1000)"),
     # one host page too many
     "host pool off by a page": ("q.page) + 1) * q.page", "q.page) + 2) * q.page"),
     # state slots: one slot fewer in the budget's division

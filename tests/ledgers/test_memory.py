@@ -207,4 +207,18 @@ def test_no_free_memory_before_the_weights_is_refused_without_sglangs_words():
 
     m = replace(plan(weights_bytes=40_000_000_000).memory, free_readings_gib=(0.0, -37.25))
     assert sglang_no_memory_text(m) is None
-    assert no_memory_rule(m, "B200").endswith("mem_fraction_static=" + f"{m.mem_fraction_static:.6g}")
+    assert "SGLang 0.5.23 says" not in no_memory_rule(m, "B200")
+
+
+def test_weights_beyond_the_free_memory_say_no_fraction_fits():
+    # 90 GiB of weights on 80 GiB free: SGLang's minimum 1 - (-10)/80 = 1.125 is no fraction at all
+    with pytest.raises(ProfileError) as e:
+        plan(mem_fraction_static=0.9, weights_bytes=90 * GiB, pre_model_load_bytes=80 * GiB)
+    assert "no fraction fits: the weights exceed the free memory" in e.value.rule
+    assert "above 1.125 (minimum viable = 1 - available/pre = 1.1250)" in e.value.rule
+    with pytest.raises(ProfileError) as e:   # 80 GiB: minimum 1.0, and even 1.0 leaves a rest of 0
+        plan(mem_fraction_static=0.9, weights_bytes=80 * GiB, pre_model_load_bytes=80 * GiB)
+    assert "no fraction fits" in e.value.rule and "above 1.000 " in e.value.rule
+    with pytest.raises(ProfileError) as e:   # 79 GiB: 0.9875 -> 0.988, a fraction that fits
+        plan(mem_fraction_static=0.9, weights_bytes=79 * GiB, pre_model_load_bytes=80 * GiB)
+    assert "no fraction fits" not in e.value.rule and "above 0.988 " in e.value.rule

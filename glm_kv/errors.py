@@ -10,9 +10,18 @@ FIELD_MAX = 60
 RULE_MAX = 600
 
 
+SGLANG_SAYS = '; SGLang 0.5.23 says: "'
+
+
 def sglang_says(words: str) -> str:
     """The one way a refusal quotes SGLang 0.5.23's own message after glm-kv's (a suffix of the rule)."""
-    return f'; SGLang 0.5.23 says: "{words}"'
+    return f'{SGLANG_SAYS}{words}"'
+
+
+def own_words(text: str) -> str:
+    """A refusal without the SGLang message it quotes (``sglang_says``): for a table cell, where the full quote
+    would crowd the row; the CLI and the plan keep it whole."""
+    return text.split(SGLANG_SAYS, 1)[0]
 
 
 def _escape(ch: re.Match) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import ProfileError
+from ..errors import ProfileError, own_words
 from ..inputs.profile import Profile, load_profile, make_profile
 from ..ledgers.plan import build_plan, compute_plan
 from ..ledgers.workload import workload
@@ -155,7 +155,8 @@ def plan_variants(profile, variants: dict, columns: dict):
     """One row per variant of ``profile`` (label -> field overrides), one column per plan key.
 
     ``columns`` maps a column title to a dotted plan key (``"token.kv_bytes_per_token"``). A
-    variant SGLang refuses gets its one-line reason in the ``refused`` column instead of values.
+    variant SGLang refuses gets its one-line reason in the ``refused`` column instead of values (glm-kv's words:
+    ``own_words`` drops the SGLang message a refusal quotes, which the CLI prints whole).
     """
     import pandas as pd
 
@@ -172,7 +173,7 @@ def plan_variants(profile, variants: dict, columns: dict):
             row["refused"] = ""
         except ProfileError as e:
             row.update({title: None for title in columns})
-            row["refused"] = str(e)
+            row["refused"] = own_words(str(e))
         rows.append(row)
     df = pd.DataFrame(rows, dtype=object).set_index("variant")
     for col in df.columns:  # numeric where every variant has a value; refused rows keep None

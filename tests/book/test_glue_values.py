@@ -40,3 +40,16 @@ def test_glued_strings_render_as_written(rel):
 
 def test_the_check_sees_a_thousands_separator_string():
     assert misread("1,152") and not misread("(3, 24576)") and not misread("951,582,720 B (≈951.6 MB)")
+
+
+def test_a_refused_variant_shows_glm_kvs_words_without_sglangs_quote():
+    """A table cell keeps the refusal's own words; the SGLang message the CLI quotes whole is left out."""
+    from glm_kv.book.tables import plan_variants
+    from glm_kv.inputs.profile import load_profile
+
+    df = plan_variants(load_profile("h200-0.5.23"), {"fits": {}, "too heavy": {"weights_bytes": 200 * 2**30}},
+                       {"tokens": "capacity.max_total_num_tokens"})
+    cell = df.loc["too heavy", "refused"]
+    assert cell.startswith("weights_bytes: weights (214,748,364,800 B per rank, profile) leave no memory")
+    assert "no fraction fits" in cell and "SGLang 0.5.23 says" not in cell and "Loaded weights" not in cell
+    assert df.loc["fits", "refused"] == ""

@@ -104,11 +104,11 @@ def test_fits_and_limit():
 
 def test_nothing_left_after_the_mamba_pool_is_refused_alike_with_sglangs_words():
     """max_mamba_cache_size too large for the rest: refusal 3. Where the rest comes from the weights the plan and
-    the sweep quote SGLang's "Loaded weights" message with the same readings; where available_bytes is given,
+    the sweep quote SGLang's "Loaded weights" message with the same readings; where available_bytes is given (weights too),
     SGLang never reads the GPU, so neither quotes it."""
     base = load_profile("article").model_dump()
     points = dict(sglang_layout=["0.5.23"] * 3, gpu=["H200"] * 3, max_mamba_cache_size=[50_000, 60_000, 50_000],
-                  weights_bytes=[40_000_000_000, 40_000_000_000, None],
+                  weights_bytes=[40_000_000_000, 40_000_000_000, 40_000_000_000],
                   available_bytes=[None, None, 100_000_000_000])
     df = sweep("article", **points)
     said = []

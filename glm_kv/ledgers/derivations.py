@@ -243,10 +243,10 @@ class Derivation:
         """The same lines as block MathML (rendered natively by the browser, offline)."""
         unit = f'<mspace width="0.3em"/><mtext>{html.escape(self.unit)}</mtext>' if self.unit else ""
         lhs = f'<mi mathvariant="normal">{html.escape(self.name)}</mi>'
-        # the name on its own line, then one "= ..." line each: narrow enough for a phone
-        rows = [lhs] + [f'<mspace width="1em"/><mo>=</mo>{b}' for b in
-                        (self.expr.mathml(False), self.expr.mathml(True),
-                         f"<mn>{_fmt_text(self.value)}</mn>{unit}")]
+        # the name on its own line, then one "= ..." line each, a wide sum one term per line: narrow enough for a
+        # phone (MathML has no line breaking in Chromium)
+        rows = [lhs] + _mathml_rows(self.expr, False) + _mathml_rows(self.expr, True) + [
+            f'<mspace width="1em"/><mo>=</mo><mn>{_fmt_text(self.value)}</mn>{unit}']
         body = "".join(f"<mtr><mtd>{r}</mtd></mtr>" for r in rows)
         # inline math in a block of its own: block math would centre itself in the column
         return (f'<div class="glm-kv-math"><math class="glm-kv-derivation" displaystyle="true" '
@@ -257,23 +257,72 @@ class Derivation:
         return f"{self.name} = {_plain(self.expr)} = {_fmt_text(self.value)}{' ' + self.unit if self.unit else ''}"
 
 
-def _plain(e: Expr) -> str:
+# characters of one formula line that fit a 400 px column (chapter 3 at 400 px: about 57 show); a wider sum or
+# product is wrapped between its terms
+WIDE_LINE = 52
+
+
+def _width(e: Expr, numbers: bool) -> int:
+    """A formula's width in characters as shown: ``floor(`` and ``ceil(`` are one bracket each."""
+    return len(_plain(e, numbers).replace("floor(", "(").replace("ceil(", "("))
+
+
+def _chain(e: Expr) -> list[tuple[str, Expr]]:
+    """A left-nested sum (``+ -``) or product (``*``) as ``[("", first), (op, term), ...]``; else ``[("", e)]``."""
+    ops = "+-" if isinstance(e, BinOp) and e.op in "+-" else "*"
+    terms: list[tuple[str, Expr]] = []
+    while isinstance(e, BinOp) and e.op in ops:
+        terms.insert(0, (e.op, e.b))
+        e = e.a
+    return [("", e)] + terms
+
+
+def _mathml_rows(e: Expr, numbers: bool) -> list[str]:
+    """The line ``= e`` as MathML table rows: one, or for a sum or product wider than ``WIDE_LINE`` as many as its
+    terms need (``= a + b`` then ``+ c`` ...), each term bracketed as ``BinOp`` brackets it."""
+    if _width(e, numbers) <= WIDE_LINE:
+        return [f'<mspace width="1em"/><mo>=</mo>{e.mathml(numbers)}']
+    if isinstance(e, Min):   # min(a, / b, / c): one argument per row
+        last = len(e.args) - 1
+        return [f'<mspace width="{"1em" if i == 0 else "3em"}"/>' + ("<mo>=</mo><mi>min</mi><mo>(</mo>" if i == 0 else "")
+                + a.mathml(numbers) + ("<mo>)</mo>" if i == last else "<mo>,</mo>") for i, a in enumerate(e.args)]
+    prec = e.prec
+    rows: list[list[str]] = []
+    width = WIDE_LINE
+    for op, term in _chain(e):
+        body, text = term.mathml(numbers), _width(term, numbers)
+        if term.prec < prec or (op in "-/" and term.prec == prec):
+            body, text = f"<mrow><mo>(</mo>{body}<mo>)</mo></mrow>", text + 2
+        if width + text + 3 > WIDE_LINE and (rows == [] or rows[-1][1:]):
+            rows.append([f'<mspace width="{"1em" if not rows else "2em"}"/><mo>{_OPS[op][2] if op else "="}</mo>'])
+            width = 0
+        elif op:
+            rows[-1].append(f"<mo>{_OPS[op][2]}</mo>")
+        rows[-1].append(body)
+        width += text + 3
+    return ["".join(r) for r in rows]
+
+
+def _plain(e: Expr, numbers: bool = True) -> str:
+    """The formula as plain text: its numbers (``text``, nbval), or its names (``numbers=False``: a line's width)."""
+    if isinstance(e, Var) and not numbers:
+        return e.name
     if isinstance(e, (Var, Num)):
         return _fmt_text(e.value())
     if isinstance(e, BinOp):
         sym = {"*": "x"}.get(e.op, e.op)
-        left, right = _plain(e.a), _plain(e.b)
+        left, right = _plain(e.a, numbers), _plain(e.b, numbers)
         if e.a.prec < e.prec:
             left = f"({left})"
         if e.b.prec < e.prec or (e.b.prec == e.prec and e.op in "-/"):
             right = f"({right})"
         return f"{left} {sym} {right}"
     if isinstance(e, Floor):
-        return f"floor({_plain(e.inner)})"
+        return f"floor({_plain(e.inner, numbers)})"
     if isinstance(e, Ceil):
-        return f"ceil({_plain(e.inner)})"
+        return f"ceil({_plain(e.inner, numbers)})"
     if isinstance(e, Min):
-        return "min(" + ", ".join(_plain(a) for a in e.args) + ")"
+        return "min(" + ", ".join(_plain(a, numbers) for a in e.args) + ")"
     raise TypeError(type(e))
 
 

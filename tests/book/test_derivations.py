@@ -90,3 +90,31 @@ def test_requests_fit_over_arrays_agrees_with_scalars():
     for i in range(4):
         s = dv.requests_fit_expr(int(req[i]), int(tok[i]), int(ctx[i]), int(mamba[i]), 5)
         assert e.value()[i] == s.value() and dv.fit_binding(e)[i] == dv.fit_binding(s)
+
+
+def test_a_wide_formula_wraps_between_terms_for_a_phone():
+    """A symbolic line wider than WIDE_LINE characters (the indexer row: 66) is split between the terms of its top
+    sum or product, each row within the width, the terms in order; a narrow one stays one row."""
+    import re
+
+    plan = load_plan("h200-0.5.23")
+    row = dv.derivation(plan, "indexer_row_bytes")
+    rows = dv._mathml_rows(row.expr, False)
+    text = [re.sub("<[^>]+>", "", r) for r in rows]
+    assert text == ["=index_head_dim", "+&#8970;index_head_dim/scale_group&#8971;&#215;scale_bytes"], text
+    tail = dv._mathml_rows(dv.derivation(plan, "compress_tail_bytes").expr, False)
+    assert len(tail) == 2 and all(len(re.sub("&#[0-9]+;", "x", re.sub("<[^>]+>", "", r))) <= dv.WIDE_LINE for r in tail), tail
+    assert len(dv._mathml_rows(dv.derivation(plan, "kv_bytes_per_token").expr, True)) == 1
+    xml.dom.minidom.parseString(row.mathml().replace("&#", "&amp;#"))
+
+
+def test_a_wide_minimum_shows_one_argument_per_row():
+    """requests_fit = min(requested, tokens / context, slots / slots per request): wider than a phone at 400 px
+    (and than the column at 1,400 px) as one line, so one argument per row, in order, brackets closed once."""
+    import re
+
+    fit = dv.requests_fit(load_plan("h200-0.5.23"))
+    rows = [re.sub("<[^>]+>", "", r) for r in dv._mathml_rows(fit.expr, False)]
+    assert len(rows) == len(fit.expr.args) == 3 and rows[0].startswith("=min(") and rows[-1].endswith(")"), rows
+    assert all(r.endswith(",") for r in rows[:-1]) and "".join(rows).count("(") == "".join(rows).count(")")
+    xml.dom.minidom.parseString(fit.mathml().replace("&#", "&amp;#"))

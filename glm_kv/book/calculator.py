@@ -379,13 +379,18 @@ JS = r"""
     return m.vlm ? frac * m.vlm : frac;
   }
   function reading(bytes, dist) { return dist ? Math.fround(bytes) / GiB : bytes / GiB; }
+  // memory.free_readings: free GiB before the weights load and after it
+  function readings(m) {
+    var dist = m.tp > 1;
+    return [reading(m.preLoad, dist), reading(m.preLoad - m.weights, dist)];
+  }
   function restGib(m, mfs) {
-    var dist = m.tp > 1, pre = reading(m.preLoad, dist), avail = reading(m.preLoad - m.weights, dist);
+    var r = readings(m), pre = r[0], avail = r[1];
     return avail - pre * (1 - mfs) - (m.multimodal ? C.vlm_cache_mb / 1024 : 0.0);
   }
   // memory.sglang_no_memory_text: SGLang's minimum viable fraction 1 - available/pre, rounded up to 0.001
   function fractionThatWouldDo(m) {
-    var dist = m.tp > 1, pre = reading(m.preLoad, dist), avail = reading(m.preLoad - m.weights, dist);
+    var r = readings(m), pre = r[0], avail = r[1];
     return pre > 0 ? Math.ceil((1 - avail / pre) * 1000) / 1000 : null;
   }
 

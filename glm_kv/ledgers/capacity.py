@@ -11,6 +11,7 @@ SGLang to the token. A refusal is an error code per point; ``REFUSALS`` holds it
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import ProfileError, sglang_says
@@ -258,9 +259,9 @@ def _pool_sizes_array(rest_gib, *, slot, slots_per_request, cell_size, page_size
 
 def pool_point(p, *, rest_gib: float, slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
                attn_dp: int, requests_per_worker: int | None, context_len: int, fixed_bytes: int = 0,
-               sglang_words: str | None = None) -> dict[str, int]:
+               sglang_words: Callable[[], str | None] | None = None) -> dict[str, int]:
     """``pool_sizes`` at one point with the profile's limits, as ints; SGLang's refusal raised (``refusal``'s
-    ``sglang_words``).
+    ``sglang_words``, asked for only when a refusal is raised).
 
     Shared by the capacity ledger and the advice's sweeps."""
     nan = float("nan")
@@ -274,14 +275,14 @@ def pool_point(p, *, rest_gib: float, slot: int, ratio: int, cell_size: int, pag
         fixed_bytes=fixed_bytes)
     v = {k: int(x) for k, x in out.items()}
     if v["error"]:
-        raise refusal(v["error"], sglang_words)
+        raise refusal(v["error"], sglang_words() if sglang_words else None)
     return v
 
 
 def capacity_ledger(p, *, rest_gib: float, available_bytes: int, available_source: str, attn_dp: int,
                     slot: int, ratio: int, cell_size: int, page_size: int, draft_tokens: int,
                     requests_per_worker: int | None, context_len: int, fixed_bytes: int = 0,
-                    sglang_words: str | None = None) -> CapacityLedger:
+                    sglang_words: Callable[[], str | None] | None = None) -> CapacityLedger:
     """The kernel at one point; ``rest_gib`` is SGLang's float rest (available_bytes / GiB when given);
     ``sglang_words``: what SGLang says when the rest after the mamba pool is not positive (``refusal``)."""
     v = pool_point(p, rest_gib=rest_gib, slot=slot, ratio=ratio, cell_size=cell_size, page_size=page_size,

@@ -91,7 +91,7 @@ def _capacity(args: ServerArgs, tok: TokenLedger, req: RequestLedger, avail: int
                                page_size=tok.page_size, draft_tokens=args.verify_state_draft_tokens,
                                requests_per_worker=args.requests_per_worker, context_len=args.context_length,
                                fixed_bytes=fixed_bytes,
-                               sglang_words=None if p.available_bytes is not None else sglang_no_memory_text(mem))
+                               sglang_words=None if p.available_bytes is not None else lambda: sglang_no_memory_text(mem))
     if tok.swa_kv_bytes_per_token is not None:   # hybrid SWA (issue 32): the full pool and the SWA pool
         return swa_capacity_ledger(p, available_bytes=avail, available_source=source, cell_size=tok.swa_cell_size,
                                    ratio=tok.swa_full_tokens_ratio, window=tok.sliding_window_size,

@@ -20,7 +20,7 @@ from ..inputs.resolve import (DECODE_EXTRA_SLOTS_MAX_PER_WORKER, DECODE_EXTRA_SL
                               SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, resolve_context_length)
 from ..units import GiB, requests_per_worker
 from .capacity import BINDING_LABELS, NO_REST_CODES, pool_sizes, refusal
-from .memory import no_memory_rule, rest_for_profile, sglang_no_memory_text
+from .memory import MemoryLedger, no_memory_rule, rest_for_profile, sglang_no_memory_text
 from .plan import compute_plan
 from .tail import TAIL_EXTRA_ROWS
 
@@ -262,9 +262,10 @@ def _fail(err: np.ndarray, where: np.ndarray, messages: list, message: str) -> N
 
 def _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, messages) -> tuple[np.ndarray, dict]:
     """SGLang's rest in float GiB per point: available_bytes / GiB, or derived from GPU and weights; and, for the
-    derived points, what SGLang says when nothing is left after the mamba pool (point -> its words)."""
+    derived points, their device-to-rest ledger (point -> ledger: SGLang's words if nothing is left after the
+    mamba pool)."""
     rest_gib = avail / GiB
-    words: dict[int, str] = {}
+    words: dict[int, MemoryLedger] = {}
     weights = np.broadcast_to(per_combo["weights_bytes"], err.shape)
     # weights stated, or estimated from the model (the profile's weights_estimate, on by default:
     # the same resolution the plan makes, so a sweep point equals `glm-kv plan` at that point)
@@ -286,14 +287,14 @@ def _derive_rest_gib(avail, per_combo, codes, combos, has_mrr, mrr, err, message
             continue
         if int(m.rest_gib * GiB) > 0:
             rest_gib[i] = m.rest_gib
-            words[int(i)] = sglang_no_memory_text(m)
+            words[int(i)] = m
         else:
             _fail(err, np.arange(len(err)) == i, messages, f"weights_bytes: {no_memory_rule(m, gpu_name)}")
     return rest_gib, words
 
 
 def _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, per_worker, err, messages,
-              words: dict[int, str]) -> dict:
+              words: dict[int, MemoryLedger]) -> dict:
     """``capacity.pool_sizes`` over every point; refusals take the kernel's one text (``refusal``: with SGLang's
     words, ``words``, at a derived point where nothing is left after the mamba pool)."""
     rest_gib = np.where(known, rest_gib, 1.0)
@@ -311,7 +312,7 @@ def _capacity(rest_gib, avail, known, per_combo, radix_off, out, ctx, has_mrr, p
     kerr = np.broadcast_to(k["error"], err.shape)
     for i in words:   # the derived points (the plan's per-point path already visited each) with their readings
         if known[i] and kerr[i] in NO_REST_CODES:
-            _fail(err, np.arange(len(err)) == i, messages, str(refusal(kerr[i], words[i])))
+            _fail(err, np.arange(len(err)) == i, messages, str(refusal(kerr[i], sglang_no_memory_text(words[i]))))
     for code in np.unique(kerr[known & (kerr != 0)]):
         _fail(err, known & (kerr == code), messages, str(refusal(code)))
     good = known & (err == 0)

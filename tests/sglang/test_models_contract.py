@@ -292,10 +292,6 @@ def speculative_spec(rng: random.Random) -> dict:
     return d
 
 
-# SGLang's refusal when the rest is not positive (_profile_available_bytes): glm-kv must quote it whole
-NO_REST_WORDS = "Loaded weights leave no GPU memory for the KV cache"
-
-
 def glm_kv_side(name: str, launch: dict):
     """(contract dict, None) or (None, the ProfileError) for the launch as a profile."""
     from glm_kv.errors import ProfileError
@@ -314,7 +310,7 @@ def _norm(v):
 
 def contract_problems(name: str, launch: dict, plan: dict | None, err, sg: dict) -> list[str]:
     """Refused alike, else every key both ways and every value; each problem names its key."""
-    from compare import leaves
+    from compare import NO_REST_WORDS, leaves
 
     if err is not None or "errors" in sg:
         if err is not None and "errors" in sg:
@@ -498,6 +494,7 @@ def test_a_planted_refusal_without_sglangs_words_is_caught(sglang_ready, monkeyp
     """Planted: nothing left after the mamba pool refused in glm-kv's words only (max_mamba_cache_size for the
     given cap, available_bytes for the budget's): caught, SGLang's words named."""
     import glm_kv.ledgers.capacity as capacity
+    from compare import NO_REST_WORDS
 
     _, sg = check(name, launch)
     assert sg["errors"]["message"].startswith(NO_REST_WORDS), sg   # SGLang refuses, in those words

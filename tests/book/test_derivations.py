@@ -118,3 +118,12 @@ def test_a_wide_minimum_shows_one_argument_per_row():
     assert len(rows) == len(fit.expr.args) == 3 and rows[0].startswith("=min(") and rows[-1].endswith(")"), rows
     assert all(r.endswith(",") for r in rows[:-1]) and "".join(rows).count("(") == "".join(rows).count(")")
     xml.dom.minidom.parseString(fit.mathml().replace("&#", "&amp;#"))
+
+
+def test_a_wrapped_difference_keeps_the_brackets_of_its_right_operand():
+    """a - (b + c), too wide for one row: the bracketed sum moves to its own row whole, still bracketed."""
+    import re
+
+    a, b, c = (dv.Var(n * 20, v) for n, v in (("a", 10), ("b", 3), ("c", 2)))
+    rows = [re.sub("<[^>]+>", "", r) for r in dv._mathml_rows(a - (b + c), False)]
+    assert rows == ["=" + "a" * 20, "&#8722;(" + "b" * 20 + "+" + "c" * 20 + ")"], rows
